@@ -1,0 +1,218 @@
+"""What the NPU supports: one small function per constraint.
+
+Each check takes the extracted quantized op and the hardware configuration and returns None
+(supported) or the reason, in words a user understands, that the op stays on the CPU. Its
+docstring is the constraint as the supported-operators page states it (docs/patterns.md is
+generated from them).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from .hwconfig import HwConfig
+from .qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QOp, QPool2D, QTensor
+
+Check = Callable[[QOp, HwConfig], "str | None"]
+
+ACTIVATION_DTYPES = ("int8",)
+
+
+def _tensors(op: QOp) -> list[tuple[str, QTensor]]:
+    if isinstance(op, QAdd):
+        return [("input a", op.input_a), ("input b", op.input_b), ("output", op.output)]
+    return [("input", op.input), ("output", op.output)]
+
+
+def activations_int8(op: QOp, hw: HwConfig) -> str | None:
+    """Activations (inputs and outputs) are int8."""
+    for role, t in _tensors(op):
+        if t.dtype not in ACTIVATION_DTYPES:
+            return f"{role} dtype {t.dtype}: NPU activations are int8"
+    return None
+
+
+def scales_valid(op: QOp, hw: HwConfig) -> str | None:
+    """Every quantization scale is finite and > 0."""
+    for role, t in _tensors(op):
+        if t.scale is not None and not (math.isfinite(t.scale) and t.scale > 0):
+            return f"{role} scale {t.scale}: scales must be finite and > 0"
+    w = getattr(op, "weight_scale", None)
+    if w is not None:
+        bad = ~(np.isfinite(w) & (w > 0))
+        if bad.any():
+            c = int(np.argmax(bad))
+            return f"weight scale {w[c]} (channel {c}): scales must be finite and > 0"
+    return None
+
+
+def zero_points_in_range(op: QOp, hw: HwConfig) -> str | None:
+    """Activation zero points lie in the int8 range [-128, 127]."""
+    for role, t in _tensors(op):
+        if not -128 <= t.zero_point <= 127:
+            return f"{role} zero point {t.zero_point}: must lie in [-128, 127] for int8"
+    return None
+
+
+def weights_int8(op: QOp, hw: HwConfig) -> str | None:
+    """Weights are int8."""
+    if op.weight.dtype != np.int8:
+        return f"weight dtype {op.weight.dtype}: NPU weights are int8"
+    return None
+
+
+def weights_symmetric(op: QOp, hw: HwConfig) -> str | None:
+    """Weights are quantized symmetrically (zero point 0 on every channel)."""
+    zp = np.asarray(op.weight_zero_point)
+    if np.any(zp != 0):
+        c = int(np.argmax(zp != 0))
+        return f"weight zero point {int(zp.flat[c])} on channel {c}: NPU weights need zero point 0"
+    return None
+
+
+def accumulator_fits(op: QOp, hw: HwConfig) -> str | None:
+    """The worst-case accumulation fits int32: sum over the kernel of |w| * max|x - zp| + |bias| < 2^31."""
+    zp = op.input.zero_point
+    max_x = max(127 - zp, zp + 128)
+    w = np.abs(op.weight.astype(np.int64)).reshape(op.weight.shape[0], -1).sum(axis=1)
+    worst = w * max_x + np.abs(op.bias.astype(np.int64))
+    limit = 1 << (hw.accumulator_bits - 1)
+    if worst.max() >= limit:
+        c = int(np.argmax(worst))
+        return f"worst-case accumulator {int(worst[c])} on channel {c} overflows int32"
+    return None
+
+
+def conv_dilation(op: QConv2D, hw: HwConfig) -> str | None:
+    """Convolution dilation is 1."""
+    if op.dilation != (1, 1):
+        return f"conv2d dilation {op.dilation}: NPU supports dilation 1"
+    return None
+
+
+def conv_kernel(op: QConv2D, hw: HwConfig) -> str | None:
+    """Kernel height and width are at most max_kernel."""
+    kh, kw = op.kernel
+    if kh > hw.max_kernel or kw > hw.max_kernel:
+        return f"conv2d kernel {kh}x{kw}: NPU supports kernels up to {hw.max_kernel}x{hw.max_kernel}"
+    return None
+
+
+def conv_stride(op: QConv2D, hw: HwConfig) -> str | None:
+    """Strides are between 1 and max_stride."""
+    if max(op.strides) > hw.max_stride or min(op.strides) < 1:
+        return f"conv2d stride {op.strides}: NPU supports strides 1..{hw.max_stride}"
+    return None
+
+
+def conv_padding(op: QConv2D, hw: HwConfig) -> str | None:
+    """Padding on each side is smaller than the kernel on that axis."""
+    kh, kw = op.kernel
+    t, l, b, r = op.padding
+    if max(t, b) >= kh or max(l, r) >= kw:
+        return f"conv2d padding {op.padding} with a {kh}x{kw} kernel: NPU pads less than the kernel size"
+    return None
+
+
+def conv_groups(op: QConv2D, hw: HwConfig) -> str | None:
+    """Groups is 1 (standard) or equal to the channel count with multiplier 1 (depthwise)."""
+    if op.groups == 1:
+        return None
+    if op.groups == op.in_channels and op.out_channels != op.in_channels:
+        m = op.out_channels // op.in_channels
+        return f"depthwise conv2d with channel multiplier {m}: NPU supports multiplier 1"
+    if op.groups != op.in_channels:
+        return f"grouped conv2d (groups={op.groups}): NPU supports groups 1 or depthwise"
+    return None
+
+
+def conv_channels(op: QConv2D, hw: HwConfig) -> str | None:
+    """Input and output channel counts are at most max_channels."""
+    if op.in_channels > hw.max_channels or op.out_channels > hw.max_channels:
+        return (
+            f"conv2d channels {op.in_channels}->{op.out_channels}: NPU supports up to "
+            f"{hw.max_channels} channels"
+        )
+    return None
+
+
+def fc_features(op: QFullyConnected, hw: HwConfig) -> str | None:
+    """Input and output feature counts are at most max_fc_features."""
+    if max(op.in_features, op.out_features) > hw.max_fc_features:
+        return f"fully connected {op.in_features}->{op.out_features}: NPU supports up to {hw.max_fc_features} features"
+    return None
+
+
+def pool_window(op: QPool2D, hw: HwConfig) -> str | None:
+    """Pool window at most max_pool_window, stride at most max_pool_stride, dilation 1."""
+    if max(op.pool_size) > hw.max_pool_window:
+        return f"{op.kind}_pool2d window {op.pool_size}: NPU supports windows up to {hw.max_pool_window}"
+    if max(op.strides) > hw.max_pool_stride:
+        return f"{op.kind}_pool2d stride {op.strides}: NPU supports strides up to {hw.max_pool_stride}"
+    if op.dilation != (1, 1):
+        return f"{op.kind}_pool2d dilation {op.dilation}: NPU supports dilation 1"
+    return None
+
+
+def pool_padding_semantics(op: QPool2D, hw: HwConfig) -> str | None:
+    """No ceil mode; average pooling divides by the count of valid (non-padded) elements."""
+    if op.ceil_mode:
+        return f"{op.kind}_pool2d with ceil_mode: NPU supports floor mode only"
+    if op.kind == "avg" and op.count_include_pad and any(op.padding):
+        return "avg_pool2d counting padded elements: NPU divides by the valid elements (TFLite semantics)"
+    ph, pw = op.pool_size
+    t, l, b, r = op.padding
+    if max(t, b) >= ph or max(l, r) >= pw:
+        return f"{op.kind}_pool2d padding {op.padding} with a {ph}x{pw} window: NPU pads less than the window"
+    return None
+
+
+def pool_same_quantization(op: QPool2D, hw: HwConfig) -> str | None:
+    """Pooling keeps the quantization: input and output share scale and zero point."""
+    if not _same_q(op.input, op.output):
+        return (
+            f"{op.kind}_pool2d rescales (input scale {op.input.scale:.6g} zp {op.input.zero_point}, "
+            f"output scale {op.output.scale:.6g} zp {op.output.zero_point}): NPU pooling keeps the quantization"
+        )
+    return None
+
+
+def mean_spatial(op: QMean, hw: HwConfig) -> str | None:
+    """Mean reduces the two spatial axes of a 4-D tensor."""
+    spatial = (1, 2) if op.layout == "NHWC" else (2, 3)
+    if len(op.input.shape) != 4 or tuple(sorted(op.axes)) != spatial:
+        return f"mean over axes {list(op.axes)} of a {len(op.input.shape)}-D tensor: NPU reduces the spatial axes of 4-D tensors"
+    n = op.input.shape[spatial[0]] * op.input.shape[spatial[1]]
+    if n > hw.max_mean_elements:
+        return f"mean over {n} elements: NPU reduces up to {hw.max_mean_elements}"
+    return None
+
+
+def add_same_shape(op: QAdd, hw: HwConfig) -> str | None:
+    """Both operands have the same shape (no broadcasting)."""
+    if op.input_a.shape != op.input_b.shape:
+        return f"add with broadcasting {op.input_a.shape} + {op.input_b.shape}: NPU adds equal shapes"
+    return None
+
+
+def lut_function(op: QLut, hw: HwConfig) -> str | None:
+    """The function has a table in the NPU's LUT unit (sigmoid)."""
+    if op.function not in LUT_FUNCTIONS:
+        return f"{op.function}: the NPU's LUT unit has tables for {', '.join(LUT_FUNCTIONS)}"
+    return None
+
+
+LUT_FUNCTIONS = ("sigmoid",)
+
+
+def _same_q(a: QTensor, b: QTensor) -> bool:
+    if a.scale is None or b.scale is None:  # integer form: quantization carried through
+        return a.scale is None and b.scale is None
+    return a.zero_point == b.zero_point and math.isclose(a.scale, b.scale, rel_tol=1e-6)
+
+
+COMMON: tuple[Check, ...] = (activations_int8, scales_valid, zero_points_in_range)
+WEIGHTED: tuple[Check, ...] = (weights_int8, weights_symmetric, accumulator_fits)

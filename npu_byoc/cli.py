@@ -1,0 +1,114 @@
+"""The ``npu-byoc`` command line.
+
+    npu-byoc demo                                   the main job on a bundled model
+    npu-byoc coverage MODEL [--format text|json|md|html] [-o FILE]
+    npu-byoc partition MODEL [-o FILE]              the partitioned Relax module (TVMScript)
+    npu-byoc patterns [--format text|md]            the NPU pattern table
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import resources
+from pathlib import Path
+
+from .errors import NpuByocError
+
+BUNDLED = {
+    "tiny_cnn": "tiny_cnn_int8.tflite",
+    "mobilenet_v2": "mobilenet_v2_int8.tflite",
+}
+
+
+def bundled_model(name: str) -> Path:
+    if name not in BUNDLED:
+        raise NpuByocError(f"no bundled model '{name}' (bundled: {', '.join(BUNDLED)})")
+    return Path(str(resources.files("npu_byoc") / "data" / BUNDLED[name]))
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output:
+        Path(output).write_text(text)
+        print(f"wrote {output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+
+
+def cmd_coverage(args) -> int:
+    from . import coverage_report, load_model
+
+    report = coverage_report(load_model(args.model))
+    from .coverage import RENDERERS
+
+    _emit(RENDERERS[args.format](report), args.output)
+    return 0
+
+
+def cmd_partition(args) -> int:
+    from . import load_model, partition_for_npu
+
+    mod = partition_for_npu(load_model(args.model))
+    _emit(mod.script(show_meta=False), args.output)
+    return 0
+
+
+def cmd_patterns(args) -> int:
+    from .docs import pattern_table_markdown, pattern_table_text
+
+    _emit(pattern_table_markdown() if args.format == "md" else pattern_table_text(), args.output)
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from . import coverage_report, load_model, partition_for_npu
+    from .patterns import npu_functions
+
+    path = bundled_model(args.model)
+    print(f"== npu_byoc demo: {path.name} (bundled)")
+    mod = load_model(path)
+    print(f"1. imported with TVM's {path.suffix[1:]} frontend: {len(mod['main'].params)} input(s)")
+    part = partition_for_npu(mod)
+    print(f"2. partitioned for the NPU: {len(npu_functions(part))} Codegen=\"npu\" function(s)")
+    print("3. coverage report:\n")
+    print(coverage_report(part).to_text())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="npu-byoc", description="Run quantized int8 models on an int8 NPU through TVM BYOC.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    d = sub.add_parser("demo", help="import, partition and report on a bundled model")
+    d.add_argument("--model", default="tiny_cnn", choices=sorted(BUNDLED), help="bundled model (default tiny_cnn)")
+    d.set_defaults(func=cmd_demo)
+
+    c = sub.add_parser("coverage", help="which operators run on the NPU, and why the others do not")
+    c.add_argument("model", help=".tflite, .onnx or Relax .json")
+    c.add_argument("--format", default="text", choices=["text", "json", "md", "html"])
+    c.add_argument("-o", "--output", help="write to this file instead of stdout")
+    c.set_defaults(func=cmd_coverage)
+
+    pt = sub.add_parser("partition", help="print the partitioned Relax module")
+    pt.add_argument("model")
+    pt.add_argument("-o", "--output")
+    pt.set_defaults(func=cmd_partition)
+
+    t = sub.add_parser("patterns", help="print the NPU pattern table")
+    t.add_argument("--format", default="text", choices=["text", "md"])
+    t.add_argument("-o", "--output")
+    t.set_defaults(func=cmd_patterns)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except NpuByocError as err:
+        print(f"npu-byoc: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,319 @@
+"""Coverage report: which operators of the model run on the NPU, and why the rest do not.
+
+The report is built from three facts recorded along the flow: the model's operators and the
+Relax bindings each became (frontend provenance), every candidate NPU match with the checks'
+verdict (the partition log), and the partitioned module itself.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import tvm
+from tvm import relax
+
+from .frontend import ModelInfo, annotate_provenance, model_info
+from .patterns import PATTERN_TABLE, npu_functions, partition_for_npu, partition_log
+from .relax_utils import NotConstant, dtype_of, op_name, shape_of
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class OpCoverage:
+    index: int
+    name: str
+    op: str
+    offloaded: bool
+    pattern: str | None
+    reason: str | None
+    macs: int
+    producers: list[int] = field(default_factory=list)
+
+
+@dataclass
+class CoverageReport:
+    model: str
+    format: str
+    summary: dict
+    ops: list[OpCoverage]
+
+    # -- renderers -------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "model": self.model,
+            "format": self.format,
+            "summary": self.summary,
+            "ops": [asdict(o) for o in self.ops],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_text(self) -> str:
+        s = self.summary
+        lines = [
+            f"NPU coverage of {self.model}",
+            f"  operators offloaded: {s['ops_offloaded']}/{s['ops_total']}"
+            f"   MACs offloaded: {_pct(s['macs_offloaded'], s['macs_total'])}"
+            f" ({s['macs_offloaded']:,} of {s['macs_total']:,})",
+            f"  NPU partitions: {s['partitions']}   CPU<->NPU transitions: {s['transitions']}",
+            "",
+        ]
+        w = max([len(o.name) for o in self.ops] + [4])
+        w = min(w, 48)
+        k = max([len(o.op) for o in self.ops] + [2])
+        lines.append(f"  {'#':>3}  {'name':<{w}}  {'op':<{k}}  {'where':<5}  {'MACs':>10}  pattern / reason")
+        for o in self.ops:
+            where = "NPU" if o.offloaded else "CPU"
+            detail = o.pattern if o.offloaded else o.reason
+            name = o.name if len(o.name) <= w else "…" + o.name[-(w - 1):]
+            lines.append(f"  {o.index:>3}  {name:<{w}}  {o.op:<{k}}  {where:<5}  {o.macs:>10,}  {detail}")
+        return "\n".join(lines) + "\n"
+
+    def to_markdown(self) -> str:
+        s = self.summary
+        out = [
+            f"# NPU coverage of `{self.model}`",
+            "",
+            "| operators offloaded | MACs offloaded | NPU partitions | CPU↔NPU transitions |",
+            "| --- | --- | --- | --- |",
+            f"| {s['ops_offloaded']}/{s['ops_total']} | {_pct(s['macs_offloaded'], s['macs_total'])} "
+            f"({s['macs_offloaded']:,} of {s['macs_total']:,}) | {s['partitions']} | {s['transitions']} |",
+            "",
+            "| # | name | op | where | MACs | pattern / reason |",
+            "| ---: | --- | --- | --- | ---: | --- |",
+        ]
+        for o in self.ops:
+            detail = f"`{o.pattern}`" if o.offloaded else (o.reason or "").replace("|", "\\|")
+            out.append(
+                f"| {o.index} | {o.name} | {o.op} | {'NPU' if o.offloaded else 'CPU'} | {o.macs:,} | {detail} |"
+            )
+        return "\n".join(out) + "\n"
+
+    def to_html(self) -> str:
+        from .report_html import render_coverage_html
+
+        return render_coverage_html(self)
+
+    def write(self, path: str | Path, fmt: str) -> None:
+        Path(path).write_text(RENDERERS[fmt](self))
+
+
+RENDERERS = {
+    "text": CoverageReport.to_text,
+    "json": CoverageReport.to_json,
+    "md": CoverageReport.to_markdown,
+    "html": CoverageReport.to_html,
+}
+
+
+def _pct(a: int, b: int) -> str:
+    return f"{100.0 * a / b:.1f}%" if b else "n/a"
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def coverage_report(mod: tvm.IRModule, **partition_options) -> CoverageReport:
+    """Coverage of ``mod``: an imported module (partitioned here with ``partition_options``)
+    or a module already returned by :func:`npu_byoc.partition_for_npu`."""
+    if model_info(mod) is None:
+        mod = annotate_provenance(mod)
+    if partition_log(mod) is None:
+        if npu_functions(mod):
+            raise ValueError(
+                "this module was partitioned without npu_byoc's partition log; pass the "
+                "module from load_model() (or partition it with npu_byoc.partition_for_npu)"
+            )
+        mod = partition_for_npu(mod, **partition_options)
+    info = model_info(mod)
+    log = partition_log(mod)
+    return _build(mod, info, log)
+
+
+def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
+    accepted = {}
+    rejected: dict[str, list[str]] = {}
+    for d in log:
+        if d.accepted:
+            for v in d.vars:
+                accepted[v] = d
+        else:
+            for v in d.vars:
+                rejected.setdefault(v, []).append(f"{d.pattern}: {d.reason}")
+
+    original_calls = _original_calls(info, mod)
+    qdq = {o.index for o in info.ops if o.qdq}
+    ops: list[OpCoverage] = []
+    for op in info.ops:
+        if op.qdq:
+            continue
+        producers = _skip_qdq(op.producers, info, qdq)
+        if not op.vars:
+            ops.append(OpCoverage(op.index, op.name, op.op, False, None, "constant: computed by TVM's importer, no run-time work", 0, producers))
+            continue
+        decision = next((accepted[v] for v in op.vars if v in accepted), None)
+        macs = sum(original_calls.get(v, 0) for v in op.vars)
+        if decision is not None:
+            ops.append(OpCoverage(op.index, op.name, op.op, True, decision.pattern, None, macs, producers))
+            continue
+        reasons = []
+        for v in op.vars:
+            for r in rejected.get(v, []):
+                if r not in reasons:
+                    reasons.append(r)
+        reason = "; ".join(reasons) if reasons else _no_pattern_reason(op, mod)
+        ops.append(OpCoverage(op.index, op.name, op.op, False, None, reason, macs, producers))
+
+    funcs = npu_functions(mod)
+    summary = {
+        "ops_total": len(ops),
+        "ops_offloaded": sum(o.offloaded for o in ops),
+        "macs_total": sum(o.macs for o in ops),
+        "macs_offloaded": sum(o.macs for o in ops if o.offloaded),
+        "partitions": len(funcs),
+        "transitions": _transitions(mod, set(funcs)),
+        "qdq_nodes": len(qdq),
+    }
+    return CoverageReport(model=Path(info.path).name, format=info.format, summary=summary, ops=ops)
+
+
+def _skip_qdq(producers, info: ModelInfo, qdq: set[int]) -> list[int]:
+    """Producers with ONNX Q/DQ nodes looked through (they are glue, not operators)."""
+    by_index = {o.index: o for o in info.ops}
+    out, stack, seen = set(), list(producers), set()
+    while stack:
+        p = stack.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        if p in qdq:
+            stack.extend(by_index[p].producers)
+        else:
+            out.add(p)
+    return sorted(out)
+
+
+_ANCHORS = {a: p.name for p in PATTERN_TABLE for a in p.anchor_ops}
+
+
+def _no_pattern_reason(op, mod) -> str:
+    calls = _calls_by_var(mod)
+    for v in op.vars:
+        call = calls.get(v)
+        name = op_name(call) if call is not None else None
+        if name in _ANCHORS:
+            if dtype_of(call) == "float32" and not _has_quantized_input(call, calls):
+                return f"{op.op} on float tensors: the NPU runs quantized int8 operators only"
+            return f"{op.op} does not match any convention of {_ANCHORS[name]}"
+    return f"no NPU pattern for {op.op}"
+
+
+def _has_quantized_input(call, calls) -> bool:
+    for a in call.args:
+        if isinstance(a, relax.Var) and op_name(calls.get(a.name)) == "relax.dequantize":
+            return True
+    return False
+
+
+_CALLS_CACHE: dict = {}
+
+
+def _calls_by_var(mod) -> dict:
+    """Binding name -> value, over main and every function (after partitioning the bindings
+    of CPU ops are still in main under their provenance names)."""
+    key = id(mod)
+    if key in _CALLS_CACHE and _CALLS_CACHE[key][0] is mod:
+        return _CALLS_CACHE[key][1]
+    out = {}
+    for _, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            for block in func.body.blocks:
+                for b in block.bindings:
+                    out.setdefault(b.var.name, b.value)
+    _CALLS_CACHE.clear()
+    _CALLS_CACHE[key] = (mod, out)
+    return out
+
+
+def _original_calls(info: ModelInfo, mod) -> dict[str, int]:
+    """MACs per binding name, from the conv2d / matmul calls wherever they ended up."""
+    out = {}
+    calls = {}
+    for _, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            _collect_bindings(func, calls)
+    for name, call in calls.items():
+        m = macs_of(call)
+        if m:
+            out[name] = m
+    return out
+
+
+def _collect_bindings(func, out: dict) -> None:
+    def visit(e):
+        if isinstance(e, relax.Function):
+            for block in e.body.blocks:
+                for b in block.bindings:
+                    out.setdefault(b.var.name, b.value)
+
+    visit(func)
+    relax.analysis.post_order_visit(func.body, visit)
+
+
+def macs_of(call) -> int:
+    """Multiply-accumulates of a conv2d or matmul call, from its shapes."""
+    name = op_name(call)
+    try:
+        if name == "relax.nn.conv2d":
+            out = shape_of(call)
+            w = shape_of(call.args[1])
+            layout = str(call.attrs.kernel_layout)
+            kh, kw = w[layout.index("H")], w[layout.index("W")]
+            cin = w[layout.index("I")]
+            n = 1
+            for d in out:
+                n *= d
+            return n * kh * kw * cin
+        if name == "relax.matmul":
+            out = shape_of(call)
+            k = shape_of(call.args[0])[-1]
+            n = 1
+            for d in out:
+                n *= d
+            return n * k
+    except NotConstant:
+        return 0
+    return 0
+
+
+def _transitions(mod, npu_names: set[str]) -> int:
+    """Tensors crossing between CPU and NPU in main (one per producer/consumer-side pair)."""
+    main = mod["main"]
+    side = {}
+    for p in main.params:
+        side[p] = "cpu"
+    crossings = set()
+    for block in main.body.blocks:
+        for b in block.bindings:
+            v = b.value
+            here = "cpu"
+            if isinstance(v, relax.TupleGetItem) and v.tuple_value in side:
+                side[b.var] = side[v.tuple_value]  # unpacking an NPU result is not a crossing
+                continue
+            if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar) and v.op.name_hint in npu_names:
+                here = "npu"
+            for u in relax.analysis.free_vars(v):
+                if side.get(u, "cpu") != here:
+                    crossings.add((u.name, here))
+            side[b.var] = here
+    return len(crossings)
+
+
+def escape(s) -> str:
+    return html.escape(str(s))

@@ -1,0 +1,911 @@
+"""The canonical QNN pattern table, and partition_for_npu().
+
+TVM's frontends write the same quantized operator in several *conventions*: the QDQ form of
+TFLite and ONNX (dequantize -> float op -> quantize), TFLite's cast-wrapped integer pooling
+(astype(int32) -> avg_pool2d -> astype(int8)), and the int32-accumulate form of hand-written
+modules (conv2d(int8, int8, out_dtype=int32) -> requantize written as dequantize -> quantize).
+Each :class:`NpuPattern` lists the conventions of one NPU operation; a match is *extracted*
+into one quantized-op record (:mod:`npu_byoc.qops`) whatever the convention was, and the NPU
+checks (:mod:`npu_byoc.checks`) accept it or give the reason it stays on the CPU.
+
+Matching is structural and permissive (weights and scales are wildcards): extraction then
+demands constants, per-tensor activations, int8 and so on, so that every near miss gets a
+reason a user can act on instead of silently not matching.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import tvm
+from tvm import relax
+from tvm.relax.dpl import DFPattern, is_op, wildcard
+from tvm.relax.expr_functor import PyExprMutator, mutator
+from tvm.relax.transform import FusionPattern, PatternCheckContext
+
+from . import checks as C
+from .hwconfig import DEFAULT_CONFIG, HwConfig
+from .qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QOp, QPool2D, QTensor
+from .relax_utils import NotConstant, const_eval, dtype_of, int_list, op_name, prim_value, resolve, shape_of
+
+PARTITION_LOG_ATTR = "npu_byoc.partition_log"
+CODEGEN_NAME = "npu"
+
+
+class Reject(Exception):
+    """A match that the NPU cannot run; the message is the user-facing reason."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Table types
+
+
+@dataclass(frozen=True)
+class Convention:
+    """One way a frontend writes an NPU operation."""
+
+    name: str
+    source: str  # who produces it, for the docs
+    pattern: DFPattern
+    form: str = ""  # the Relax ops of this convention, for the docs
+
+
+@dataclass(frozen=True)
+class NpuPattern:
+    """One NPU operation: its conventions, the extraction and the checks."""
+
+    name: str  # composite name, "npu.<op>"
+    summary: str
+    anchor_ops: tuple[str, ...]  # Relax ops this entry offloads (for "no NPU pattern" reasons)
+    conventions: tuple[Convention, ...]
+    extract: Callable[[relax.Expr, Mapping], QOp]
+    checks: tuple[Callable, ...]
+    # Silent selector between entries that share conventions (conv2d vs depthwise).
+    applies: Callable[[QOp], bool] = field(default=lambda op: True)
+
+    def evaluate(self, root, bindings: Mapping, hw: HwConfig = DEFAULT_CONFIG) -> tuple[QOp | None, str | None]:
+        """Extract and check a match: (op, None) if the NPU runs it, else (op or None, reason)."""
+        try:
+            op = self.extract(root, bindings)
+        except Reject as err:
+            return None, str(err)
+        if not self.applies(op):
+            return op, _NOT_MINE
+        for check in self.checks:
+            reason = check(op, hw)
+            if reason:
+                return op, reason
+        return op, None
+
+
+_NOT_MINE = "__not_this_entry__"
+
+
+# ---------------------------------------------------------------------------------------------
+# Pattern building blocks. Every argument that must be constant is a wildcard here: extraction
+# checks it, so a non-constant weight is reported rather than silently unmatched.
+
+
+def _deq(x: DFPattern | None = None) -> DFPattern:
+    return is_op("relax.dequantize")(x if x is not None else wildcard(), wildcard(), wildcard())
+
+
+def _quant(x: DFPattern) -> DFPattern:
+    return is_op("relax.quantize")(x, wildcard(), wildcard())
+
+
+def _int_clip(x: DFPattern) -> DFPattern:
+    return is_op("relax.clip")(x, wildcard(), wildcard())
+
+
+def _layout_chain(x: DFPattern) -> DFPattern:
+    """x, or x reshaped / transposed / expanded (weights and biases arrive that way)."""
+    # The bare x comes last: an OrPattern takes the first alternative that matches, and the
+    # layout ops must be inside the match for their bindings to join the composite.
+    return (
+        is_op("relax.reshape")(x, wildcard())
+        | is_op("relax.permute_dims")(x)
+        | is_op("relax.expand_dims")(x)
+        | x
+    )
+
+
+def _float_act(x: DFPattern) -> DFPattern:
+    """A float activation between the op and its quantize (ONNX QDQ keeps Relu/Clip there)."""
+    return x | is_op("relax.nn.relu")(x) | is_op("relax.clip")(x, wildcard(), wildcard())
+
+
+def _with_bias(core: DFPattern, bias: DFPattern) -> DFPattern:
+    return is_op("relax.add")(core, bias) | is_op("relax.add")(bias, core)
+
+
+def _requant_tail(body: DFPattern) -> list[tuple[str, DFPattern, str]]:
+    """The output stage: [relu | clip] -> quantize, optionally followed by an integer clip."""
+    q = _quant(_float_act(body))
+    return [("+clip", _int_clip(q), " → [nn.relu | clip] → quantize → clip"), ("", q, " → [nn.relu | clip] → quantize")]
+
+
+def _qdq_weighted(core_op: str) -> list[Convention]:
+    """conv2d / matmul in the QDQ form of TFLite and ONNX, with and without bias."""
+    out = []
+    short = core_op.removeprefix("relax.")
+    for bias_name, with_bias in (("+bias", True), ("", False)):
+        weight = _layout_chain(_deq(_layout_chain(wildcard())))
+        core = is_op(core_op)(_deq(), weight)
+        body = _with_bias(core, _layout_chain(_deq())) if with_bias else core
+        form = f"dequantize(x), [reshape | permute_dims](dequantize(W, axis=out-channel)) → {short}"
+        if with_bias:
+            form += " → add([reshape](dequantize(int32 bias, scale=s_x·s_w)))"
+        for tail_name, pat, tail_form in _requant_tail(body):
+            out.append(Convention(f"qdq{bias_name}{tail_name}", "TFLite, ONNX QDQ", pat, form + tail_form))
+    return out
+
+
+def _int32_weighted(core_op: str) -> list[Convention]:
+    """Integer accumulate: op(int8, int8, out_dtype=int32) [+ int32 bias] -> dequantize(s_x*s_w[c]) -> quantize."""
+    out = []
+    short = core_op.removeprefix("relax.")
+    for bias_name, with_bias in (("+bias", True), ("", False)):
+        core = is_op(core_op)(wildcard(), _layout_chain(wildcard()))
+        body = _with_bias(core, _layout_chain(wildcard())) if with_bias else core
+        form = f"{short}(int8 x, int8 W, out_dtype=int32)"
+        form += " → add(int32 bias)" if with_bias else ""
+        form += " → dequantize(scale=s_x·s_w[c], zero_point=0, axis=C)"
+        for tail_name, pat, tail_form in _requant_tail(_deq(body)):
+            out.append(Convention(f"int32-accumulate{bias_name}{tail_name}", "hand-written Relax", pat, form + tail_form))
+    return out
+
+
+def _qdq_unary(core: Callable[[DFPattern], DFPattern], form: str) -> list[Convention]:
+    return [
+        Convention(f"qdq{tail}", "TFLite, ONNX QDQ", pat, form + tail_form)
+        for tail, pat, tail_form in _requant_tail(core(_deq()))
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# Extraction helpers
+
+
+def _const(expr, bindings, what: str) -> np.ndarray:
+    try:
+        return const_eval(expr, bindings)
+    except NotConstant:
+        raise Reject(f"{what} is not a compile-time constant: the NPU needs it at compile time") from None
+
+
+def _qparams(call, bindings, what: str) -> tuple[np.ndarray, np.ndarray, int]:
+    scale = _const(call.args[1], bindings, f"{what} scale").astype(np.float64)
+    zp = _const(call.args[2], bindings, f"{what} zero point").astype(np.int64)
+    return scale, zp, int(call.attrs.axis)
+
+
+def _activation(call, bindings, what: str, tensor) -> QTensor:
+    """A per-tensor quantized activation from a quantize/dequantize call."""
+    scale, zp, _ = _qparams(call, bindings, what)
+    if scale.size != 1 or zp.size != 1:
+        raise Reject(
+            f"{what} is quantized per-channel ({scale.size} scales): NPU activations are per-tensor"
+        )
+    q_dtype = dtype_of(tensor)
+    return QTensor(shape=shape_of(tensor), dtype=q_dtype, scale=float(scale.item()), zero_point=int(zp.item()))
+
+
+_DTYPE_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "int32": (-(2**31), 2**31 - 1)}
+
+
+class _Tail:
+    """The output stage of a match: output qparams and the folded activation clamp."""
+
+    def __init__(self, root, bindings):
+        e = resolve(root, bindings)
+        self.int_clip = None
+        if op_name(e) == "relax.clip":
+            self.int_clip = e
+            e = resolve(e.args[0], bindings)
+        if op_name(e) != "relax.quantize":
+            raise Reject("the op's result is not requantized to int8")
+        self.quantize = e
+        e = resolve(e.args[0], bindings)
+        self.float_act = None
+        if op_name(e) in ("relax.nn.relu", "relax.clip"):
+            self.float_act = e
+            e = resolve(e.args[0], bindings)
+        self.body = e
+
+    def output(self, bindings) -> QTensor:
+        return _activation(self.quantize, bindings, "output", self.quantize)
+
+    def clamp(self, out: QTensor, bindings) -> tuple[int, int]:
+        lo, hi = _DTYPE_RANGE.get(out.dtype, (-128, 127))
+        if self.float_act is not None:
+            if op_name(self.float_act) == "relax.nn.relu":
+                lo = max(lo, out.zero_point)
+            else:
+                fmin = float(prim_value(self.float_act.args[1]))
+                fmax = float(prim_value(self.float_act.args[2]))
+                lo = max(lo, _quantize_bound(fmin, out))
+                hi = min(hi, _quantize_bound(fmax, out))
+        if self.int_clip is not None:
+            lo = max(lo, int(np.ceil(float(prim_value(self.int_clip.args[1])))))
+            hi = min(hi, int(np.floor(float(prim_value(self.int_clip.args[2])))))
+        if lo > hi:
+            raise Reject(f"activation clamp [{lo}, {hi}] is empty")
+        return lo, hi
+
+
+def _quantize_bound(x: float, out: QTensor) -> int:
+    if not np.isfinite(x):
+        return -(2**31) if x < 0 else 2**31 - 1
+    return int(np.round(x / out.scale)) + out.zero_point
+
+
+def _weights(weight_expr, bindings, layout: str, what: str = "weight"):
+    """int8 weights, per-channel scale and zero point, canonicalised to ``layout`` -> O first.
+
+    The weight path is dequantize(W, scale, zp, axis) possibly wrapped in reshape /
+    permute_dims (TFLite depthwise, fully connected). The scales are broadcast to the
+    weight's full shape and carried through the same reshapes, so a per-channel axis is
+    tracked whatever the frontend did.
+    """
+    chain = []
+    e = resolve(weight_expr, bindings)
+    while op_name(e) in ("relax.reshape", "relax.permute_dims", "relax.expand_dims"):
+        chain.append(e)
+        e = resolve(e.args[0], bindings)
+    if op_name(e) != "relax.dequantize":
+        raise Reject(f"{what} is not dequantized from integers")
+    w = _const(e.args[0], bindings, what)
+    scale, zp, axis = _qparams(e, bindings, what)
+    if scale.size > 1:
+        shape = [1] * w.ndim
+        shape[axis % w.ndim] = scale.size
+        scale = scale.reshape(shape)
+        zp = zp.reshape(shape) if zp.size > 1 else zp
+    scale = np.broadcast_to(scale, w.shape)
+    zp = np.broadcast_to(zp, w.shape)
+    for call in reversed(chain):
+        w, scale, zp = (_apply_layout(call, a) for a in (w, scale, zp))
+    perm = [layout.index(c) for c in _canonical(layout)]
+    w, scale, zp = (np.ascontiguousarray(np.transpose(a, perm)) for a in (w, scale, zp))
+    flat_s = scale.reshape(scale.shape[0], -1)
+    flat_z = zp.reshape(zp.shape[0], -1)
+    if np.any(flat_s != flat_s[:, :1]) or np.any(flat_z != flat_z[:, :1]):
+        raise Reject(f"{what} is quantized along an axis other than the output channel")
+    return w, flat_s[:, 0].copy(), flat_z[:, 0].copy()
+
+
+def _canonical(layout: str) -> str:
+    return "OHWI" if len(layout) == 4 else "OI"
+
+
+def _apply_layout(call, a: np.ndarray) -> np.ndarray:
+    name = op_name(call)
+    if name == "relax.reshape":
+        return a.reshape(int_list(call.args[1].values))
+    if name == "relax.permute_dims":
+        axes = call.attrs.axes
+        return np.transpose(a, None if axes is None else int_list(axes))
+    return np.expand_dims(a, int_list(call.attrs.axis))
+
+
+def _bias(bias_expr, bindings, out_channels: int, acc_scale: np.ndarray | None) -> np.ndarray:
+    """The int32 bias (one value per output channel). In the QDQ form its dequantize scale
+    must be input_scale * weight_scale: the bias is then added to the accumulator as is."""
+    e = resolve(bias_expr, bindings)
+    while op_name(e) in ("relax.reshape", "relax.expand_dims"):
+        e = resolve(e.args[0], bindings)
+    if op_name(e) == "relax.dequantize":
+        b = _const(e.args[0], bindings, "bias")
+        scale, zp, _ = _qparams(e, bindings, "bias")
+        if np.any(zp != 0):
+            raise Reject("bias zero point is not 0")
+        if acc_scale is not None:
+            s = np.broadcast_to(scale.reshape(-1), (out_channels,)) if scale.size in (1, out_channels) else None
+            if s is None or not np.allclose(s, acc_scale, rtol=1e-5, atol=0):
+                raise Reject("bias scale differs from input_scale * weight_scale: cannot add it to the accumulator")
+    else:
+        b = _const(e, bindings, "bias")
+    if b.dtype != np.int32:
+        raise Reject(f"bias dtype {b.dtype}: NPU biases are int32")
+    b = b.reshape(-1)
+    if b.size == 1:
+        b = np.full(out_channels, b.item(), np.int32)
+    if b.size != out_channels:
+        raise Reject(f"bias has {b.size} values for {out_channels} output channels")
+    return b.astype(np.int32)
+
+
+def _split_bias(body, core_op: str, bindings):
+    """body is core or add(core, bias) in either order: (core call, bias expr or None)."""
+    if op_name(body) == "relax.add":
+        a, b = (resolve(x, bindings) for x in body.args)
+        if op_name(a) == core_op:
+            return a, body.args[1]
+        return b, body.args[0]
+    return body, None
+
+
+# ---------------------------------------------------------------------------------------------
+# Extraction per NPU operation
+
+
+def _extract_conv2d(root, bindings) -> QConv2D:
+    tail = _Tail(root, bindings)
+    body = tail.body
+    int32_form = op_name(body) == "relax.dequantize"
+    if int32_form:  # requantize written as dequantize(acc, s_x*s_w[c]) -> quantize
+        requant = body
+        body = resolve(body.args[0], bindings)
+    conv, bias_expr = _split_bias(body, "relax.nn.conv2d", bindings)
+    attrs = conv.attrs
+    layout = str(attrs.data_layout)
+    if layout not in ("NHWC", "NCHW") or str(attrs.out_layout) != layout:
+        raise Reject(f"conv2d layout {layout}->{attrs.out_layout}: NPU supports NHWC and NCHW")
+    kernel_layout = str(attrs.kernel_layout)
+    if int32_form:
+        x = conv.args[0]
+        if dtype_of(x) != "int8" or dtype_of(conv) != "int32":
+            raise Reject(f"integer conv2d of {dtype_of(x)} into {dtype_of(conv)}: NPU accumulates int8 into int32")
+        w = _const(conv.args[1], bindings, "weight")
+        perm = [kernel_layout.index(c) for c in "OHWI"]
+        w = np.ascontiguousarray(np.transpose(w, perm))
+        acc_scale, acc_zp, _ = _qparams(requant, bindings, "requantize")
+        if np.any(acc_zp != 0):
+            raise Reject("requantize input zero point is not 0")
+        oc = w.shape[0]
+        w_scale = np.broadcast_to(acc_scale.reshape(-1), (oc,)).astype(np.float64)
+        inp = QTensor(shape=shape_of(x), dtype="int8", scale=1.0, zero_point=0)
+        w_zp = np.zeros(oc, np.int64)
+        convention = "int32-accumulate"
+    else:
+        x_deq = resolve(conv.args[0], bindings)
+        inp = _activation(x_deq, bindings, "input", x_deq.args[0])
+        w, w_scale, w_zp = _weights(conv.args[1], bindings, kernel_layout)
+        convention = "qdq"
+    oc = w.shape[0]
+    acc_scale_vec = inp.scale * w_scale
+    bias = (
+        np.zeros(oc, np.int32)
+        if bias_expr is None
+        else _bias(bias_expr, bindings, oc, None if int32_form else acc_scale_vec)
+    )
+    out = tail.output(bindings)
+    act_min, act_max = tail.clamp(out, bindings)
+    return QConv2D(
+        layout=layout,
+        input=inp,
+        output=out,
+        weight=w,
+        weight_scale=w_scale,
+        weight_zero_point=w_zp,
+        bias=bias,
+        strides=int_list(attrs.strides),
+        padding=int_list(attrs.padding),
+        dilation=int_list(attrs.dilation),
+        groups=int(attrs.groups),
+        act_min=act_min,
+        act_max=act_max,
+        convention=convention,
+    )
+
+
+def _extract_fc(root, bindings) -> QFullyConnected:
+    tail = _Tail(root, bindings)
+    body = tail.body
+    int32_form = op_name(body) == "relax.dequantize"
+    if int32_form:
+        requant = body
+        body = resolve(body.args[0], bindings)
+    mm, bias_expr = _split_bias(body, "relax.matmul", bindings)
+    if int32_form:
+        x = mm.args[0]
+        if dtype_of(x) != "int8" or dtype_of(mm) != "int32":
+            raise Reject(f"integer matmul of {dtype_of(x)} into {dtype_of(mm)}: NPU accumulates int8 into int32")
+        w = _const(mm.args[1], bindings, "weight")
+        if w.ndim != 2:
+            raise Reject(f"matmul weight of rank {w.ndim}: fully connected needs a 2-D weight")
+        w = np.ascontiguousarray(w.T)
+        acc_scale, acc_zp, _ = _qparams(requant, bindings, "requantize")
+        if np.any(acc_zp != 0):
+            raise Reject("requantize input zero point is not 0")
+        w_scale = np.broadcast_to(acc_scale.reshape(-1), (w.shape[0],)).astype(np.float64)
+        w_zp = np.zeros(w.shape[0], np.int64)
+        inp = QTensor(shape=shape_of(x), dtype="int8", scale=1.0, zero_point=0)
+        convention = "int32-accumulate"
+    else:
+        x_deq = resolve(mm.args[0], bindings)
+        inp = _activation(x_deq, bindings, "input", x_deq.args[0])
+        if len(shape_of(mm.args[1])) != 2:
+            raise Reject("matmul of two activations: fully connected needs constant 2-D weights")
+        w, w_scale, w_zp = _weights(mm.args[1], bindings, "IO")
+        convention = "qdq"
+    bias = (
+        np.zeros(w.shape[0], np.int32)
+        if bias_expr is None
+        else _bias(bias_expr, bindings, w.shape[0], None if int32_form else inp.scale * w_scale)
+    )
+    out = tail.output(bindings)
+    act_min, act_max = tail.clamp(out, bindings)
+    return QFullyConnected(
+        input=inp,
+        output=out,
+        weight=w,
+        weight_scale=w_scale,
+        weight_zero_point=w_zp,
+        bias=bias,
+        act_min=act_min,
+        act_max=act_max,
+        convention=convention,
+    )
+
+
+def _extract_lut(function: str, relax_op: str):
+    def extract(root, bindings) -> QLut:
+        tail = _Tail(root, bindings)
+        if op_name(tail.body) != relax_op:
+            raise Reject(f"not a {function}")
+        x_deq = resolve(tail.body.args[0], bindings)
+        inp = _activation(x_deq, bindings, "input", x_deq.args[0])
+        out = tail.output(bindings)
+        lo, hi = tail.clamp(out, bindings)
+        return QLut(function=function, input=inp, output=out, act_min=lo, act_max=hi, convention="qdq")
+
+    return extract
+
+
+def _pool_from_call(kind, pool, inp, out, lo, hi, convention) -> QPool2D:
+    a = pool.attrs
+    layout = str(a.layout)
+    if layout not in ("NHWC", "NCHW") or str(a.out_layout) != layout:
+        raise Reject(f"{kind}_pool2d layout {layout}: NPU supports NHWC and NCHW")
+    return QPool2D(
+        kind=kind,
+        layout=layout,
+        input=inp,
+        output=out,
+        pool_size=int_list(a.pool_size),
+        strides=int_list(a.strides),
+        padding=int_list(a.padding),
+        dilation=int_list(a.dilation),
+        ceil_mode=bool(a.ceil_mode),
+        count_include_pad=bool(a.count_include_pad),
+        act_min=lo,
+        act_max=hi,
+        convention=convention,
+    )
+
+
+def _carried(tensor) -> QTensor:
+    """An integer tensor whose quantization passes through the op unchanged (scale unknown here)."""
+    return QTensor(shape=shape_of(tensor), dtype=dtype_of(tensor), scale=None, zero_point=0)
+
+
+def _extract_pool(kind: str):
+    relax_op = f"relax.nn.{kind}_pool2d"
+
+    def extract(root, bindings) -> QPool2D:
+        e = resolve(root, bindings)
+        int_clip = None
+        if op_name(e) == "relax.clip":
+            int_clip, e = e, resolve(e.args[0], bindings)
+        if op_name(e) == "relax.quantize":  # QDQ form
+            tail = _Tail(root, bindings)
+            pool = tail.body
+            x_deq = resolve(pool.args[0], bindings)
+            inp = _activation(x_deq, bindings, "input", x_deq.args[0])
+            out = tail.output(bindings)
+            lo, hi = tail.clamp(out, bindings)
+            return _pool_from_call(kind, pool, inp, out, lo, hi, "qdq")
+        # Integer forms: max_pool2d on int8, or astype(int32) -> avg_pool2d -> astype(int8).
+        if op_name(e) == "relax.astype":
+            e = resolve(e.args[0], bindings)
+        pool = e
+        if op_name(pool) != relax_op:
+            raise Reject(f"not a {kind}_pool2d")
+        x = resolve(pool.args[0], bindings)
+        convention = "integer"
+        if op_name(x) == "relax.astype":
+            x = x.args[0]
+            convention = "cast-wrapped"
+        inp = _carried(x)
+        out = _carried(root)
+        lo, hi = _DTYPE_RANGE.get(out.dtype, (-128, 127))
+        if int_clip is not None:
+            lo = max(lo, int(np.ceil(float(prim_value(int_clip.args[1])))))
+            hi = min(hi, int(np.floor(float(prim_value(int_clip.args[2])))))
+        return _pool_from_call(kind, pool, inp, out, lo, hi, convention)
+
+    return extract
+
+
+def _extract_mean(root, bindings) -> QMean:
+    tail = _Tail(root, bindings)
+    body = tail.body
+    if op_name(body) == "relax.dequantize":  # astype(int32) -> mean -> requantize
+        requant = body
+        mean = resolve(body.args[0], bindings)
+        x = resolve(mean.args[0], bindings)
+        if op_name(x) != "relax.astype":
+            raise Reject("integer mean input is not cast from int8")
+        x = x.args[0]
+        scale, zp, _ = _qparams(requant, bindings, "input")
+        if scale.size != 1:
+            raise Reject("input is quantized per-channel: NPU activations are per-tensor")
+        inp = QTensor(shape_of(x), dtype_of(x), float(scale.item()), int(zp.item()))
+        convention = "int32-requantize"
+    else:
+        mean = body
+        x_deq = resolve(mean.args[0], bindings)
+        inp = _activation(x_deq, bindings, "input", x_deq.args[0])
+        convention = "qdq"
+    out = tail.output(bindings)
+    lo, hi = tail.clamp(out, bindings)
+    rank = len(inp.shape)
+    axes = tuple(sorted(int(a) % rank for a in mean.attrs.axis)) if mean.attrs.axis is not None else tuple(range(rank))
+    layout = "NCHW" if axes == (2, 3) else "NHWC"
+    return QMean(
+        input=inp,
+        output=out,
+        axes=axes,
+        keepdims=bool(mean.attrs.keepdims),
+        layout=layout,
+        act_min=lo,
+        act_max=hi,
+        convention=convention,
+    )
+
+
+def _extract_add(root, bindings) -> QAdd:
+    tail = _Tail(root, bindings)
+    add = tail.body
+    a, b = (resolve(x, bindings) for x in add.args)
+    for role, d in (("first", a), ("second", b)):
+        if op_name(d) != "relax.dequantize":
+            raise Reject(f"{role} operand of add is not a quantized tensor")
+        try:
+            const_eval(d.args[0], bindings)
+        except NotConstant:
+            continue
+        raise Reject(f"{role} operand of add is a constant: NPU adds two activations")
+    qa = _activation(a, bindings, "input a", a.args[0])
+    qb = _activation(b, bindings, "input b", b.args[0])
+    out = tail.output(bindings)
+    lo, hi = tail.clamp(out, bindings)
+    return QAdd(input_a=qa, input_b=qb, output=out, act_min=lo, act_max=hi, convention="qdq")
+
+
+# ---------------------------------------------------------------------------------------------
+# The table. Order matters: earlier entries win a contested binding.
+
+
+def _is_depthwise(op: QConv2D) -> bool:
+    return op.groups > 1 and op.groups == op.in_channels
+
+
+_CONV_CHECKS = (*C.COMMON, *C.WEIGHTED, C.conv_groups, C.conv_kernel, C.conv_stride, C.conv_dilation, C.conv_padding, C.conv_channels)
+
+_CONV_CONVENTIONS = tuple(_qdq_weighted("relax.nn.conv2d") + _int32_weighted("relax.nn.conv2d"))
+
+
+def _pool_conventions(kind: str) -> tuple[Convention, ...]:
+    op = f"relax.nn.{kind}_pool2d"
+    short = op.removeprefix("relax.")
+    qdq = _qdq_unary(lambda x: is_op(op)(x), f"dequantize(x) → {short}")
+    if kind == "avg":
+        cast = is_op("relax.astype")(is_op(op)(is_op("relax.astype")(wildcard())))
+        form = f"astype(x, int32) → {short} → astype(int8)"
+        integer = [
+            Convention("cast-wrapped+clip", "TFLite", _int_clip(cast), form + " → clip"),
+            Convention("cast-wrapped", "TFLite", cast, form),
+        ]
+    else:
+        plain = is_op(op)(wildcard())
+        integer = [
+            Convention("integer+clip", "TFLite", _int_clip(plain), f"{short}(int8 x) → clip"),
+            Convention("integer", "TFLite", plain, f"{short}(int8 x)"),
+        ]
+    return tuple(qdq + integer)
+
+
+def _mean_conventions() -> tuple[Convention, ...]:
+    qdq = _qdq_unary(lambda x: is_op("relax.mean")(x), "dequantize(x) → mean")
+    int_body = _deq(is_op("relax.mean")(is_op("relax.astype")(wildcard())))
+    form = "astype(x, int32) → mean → dequantize(s_x, zp_x)"
+    integer = [
+        Convention(f"int32-requantize{t}", "hand-written Relax", p, form + f)
+        for t, p, f in _requant_tail(int_body)
+    ]
+    return tuple(qdq + integer)
+
+
+PATTERN_TABLE: tuple[NpuPattern, ...] = (
+    NpuPattern(
+        name="npu.conv2d",
+        summary="2-D convolution with per-channel requantize (bias, fused ReLU/ReLU6 clamp)",
+        anchor_ops=("relax.nn.conv2d",),
+        conventions=_CONV_CONVENTIONS,
+        extract=_extract_conv2d,
+        checks=_CONV_CHECKS,
+        applies=lambda op: not _is_depthwise(op),
+    ),
+    NpuPattern(
+        name="npu.depthwise_conv2d",
+        summary="depthwise 2-D convolution (groups == channels) with per-channel requantize",
+        anchor_ops=("relax.nn.conv2d",),
+        conventions=_CONV_CONVENTIONS,
+        extract=_extract_conv2d,
+        checks=_CONV_CHECKS,
+        applies=_is_depthwise,
+    ),
+    NpuPattern(
+        name="npu.fully_connected",
+        summary="fully connected (matmul with constant weights) with per-channel requantize",
+        anchor_ops=("relax.matmul",),
+        conventions=tuple(_qdq_weighted("relax.matmul") + _int32_weighted("relax.matmul")),
+        extract=_extract_fc,
+        checks=(*C.COMMON, *C.WEIGHTED, C.fc_features),
+    ),
+    NpuPattern(
+        name="npu.sigmoid",
+        summary="int8 sigmoid through a 256-entry lookup table",
+        anchor_ops=("relax.sigmoid",),
+        conventions=tuple(_qdq_unary(lambda x: is_op("relax.sigmoid")(x), "dequantize(x) → sigmoid")),
+        extract=_extract_lut("sigmoid", "relax.sigmoid"),
+        checks=(*C.COMMON, C.lut_function),
+    ),
+    NpuPattern(
+        name="npu.avg_pool2d",
+        summary="average pooling, dividing by the valid (non-padded) element count with rounding",
+        anchor_ops=("relax.nn.avg_pool2d",),
+        conventions=_pool_conventions("avg"),
+        extract=_extract_pool("avg"),
+        checks=(*C.COMMON, C.pool_window, C.pool_padding_semantics, C.pool_same_quantization),
+    ),
+    NpuPattern(
+        name="npu.max_pool2d",
+        summary="max pooling on int8",
+        anchor_ops=("relax.nn.max_pool2d",),
+        conventions=_pool_conventions("max"),
+        extract=_extract_pool("max"),
+        checks=(*C.COMMON, C.pool_window, C.pool_padding_semantics, C.pool_same_quantization),
+    ),
+    NpuPattern(
+        name="npu.mean",
+        summary="mean over the spatial axes with requantize (global average pooling)",
+        anchor_ops=("relax.mean",),
+        conventions=_mean_conventions(),
+        extract=_extract_mean,
+        checks=(*C.COMMON, C.mean_spatial),
+    ),
+    NpuPattern(
+        name="npu.add",
+        summary="elementwise add of two int8 tensors with rescaling (TFLite int8 add)",
+        anchor_ops=("relax.add",),
+        conventions=tuple(
+            _qdq_unary(lambda x: is_op("relax.add")(x, _deq()), "dequantize(a), dequantize(b) → add")
+        ),
+        extract=_extract_add,
+        checks=(*C.COMMON, C.add_same_shape),
+    ),
+)
+
+PATTERNS_BY_NAME = {p.name: p for p in PATTERN_TABLE}
+
+
+# ---------------------------------------------------------------------------------------------
+# Partitioning
+
+
+@dataclass
+class Decision:
+    """One candidate match and what the checks said."""
+
+    pattern: str
+    convention: str
+    vars: tuple[str, ...]  # names of the bindings the match covers
+    accepted: bool
+    reason: str | None
+    macs: int = 0
+
+
+class _Recorder:
+    def __init__(self, hw: HwConfig):
+        self.hw = hw
+        self.decisions: list[Decision] = []
+        self._seen: set = set()
+
+    def check_fn(self, entry: NpuPattern, convention: Convention):
+        def check(ctx: PatternCheckContext) -> bool:
+            bindings = dict(ctx.matched_bindings)
+            root_var = ctx.value_to_bound_var.get(ctx.matched_expr) if ctx.value_to_bound_var else None
+            op, reason = entry.evaluate(ctx.matched_expr, bindings, self.hw)
+            if reason == _NOT_MINE:
+                return False
+            names = tuple(sorted(v.name for v in bindings))
+            if root_var is not None:
+                names = (root_var.name,) + tuple(n for n in names if n != root_var.name)
+            key = (entry.name, names)
+            if key not in self._seen:
+                self._seen.add(key)
+                self.decisions.append(
+                    Decision(
+                        pattern=entry.name,
+                        convention=convention.name,
+                        vars=names,
+                        accepted=reason is None,
+                        reason=reason,
+                        macs=int(getattr(op, "macs", 0) or 0),
+                    )
+                )
+            return reason is None
+
+        return check
+
+
+def fusion_patterns(
+    table: Iterable[NpuPattern] = PATTERN_TABLE, check_factory=None
+) -> list[FusionPattern]:
+    """The table as TVM FusionPatterns, most specific convention first."""
+    out = []
+    for entry in table:
+        for conv in entry.conventions:
+            check = check_factory(entry, conv) if check_factory else None
+            out.append(FusionPattern(entry.name, conv.pattern, {}, check))
+    return out
+
+
+@mutator
+class _SplitSharedDequantize(PyExprMutator):
+    """Give every consumer of a shared dequantize its own copy.
+
+    ONNX QDQ graphs dequantize a tensor once for all its consumers, TFLite once per consumer.
+    A pattern cannot take a binding that another match already owns, so without this the
+    second consumer (a residual add after a conv, say) would never match.
+    """
+
+    def __init__(self, shared: dict, mod=None):
+        super().__init__(mod)
+        self.shared = shared  # original Var -> its dequantize Call
+        self.copies: dict = {}
+
+    def visit_call_(self, call):
+        new_args = []
+        changed = False
+        for a in call.args:
+            if isinstance(a, relax.Var) and a in self.shared:
+                deq = self.shared[a]
+                k = self.copies[a] = self.copies.get(a, 0) + 1
+                copy = relax.Call(deq.op, [self.visit_expr(x) for x in deq.args], deq.attrs, deq.ty_args)
+                new_args.append(self.builder_.emit(copy, f"{a.name}_c{k}"))
+                changed = True
+            else:
+                new_args.append(self.visit_expr(a))
+        if not changed:
+            return super().visit_call_(call)
+        return relax.Call(call.op, new_args, call.attrs, call.ty_args, call.span)
+
+
+def split_shared_dequantize(mod: tvm.IRModule) -> tvm.IRModule:
+    """Canonicalise: one dequantize per consumer (see :class:`_SplitSharedDequantize`)."""
+    main = mod["main"]
+    uses: dict = {}
+    deqs: dict = {}
+    for block in main.body.blocks:
+        for b in block.bindings:
+            if op_name(b.value) == "relax.dequantize":
+                deqs[b.var] = b.value
+            if isinstance(b.value, relax.Call):
+                for a in b.value.args:
+                    if isinstance(a, relax.Var):
+                        uses[a] = uses.get(a, 0) + 1
+            else:
+                for a in relax.analysis.free_vars(b.value):
+                    uses[a] = uses.get(a, 0) + 2  # tuples and the like: never split
+    shared = {v: c for v, c in deqs.items() if uses.get(v, 0) > 1}
+    if not shared:
+        return mod
+    new_main = _SplitSharedDequantize(shared, mod).visit_expr(main)
+    out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    out["main"] = new_main
+    return relax.transform.DeadCodeElimination(["main"])(out)
+
+
+def partition_for_npu(
+    mod: tvm.IRModule,
+    *,
+    hw: HwConfig = DEFAULT_CONFIG,
+    exclude: Iterable[str] = (),
+) -> tvm.IRModule:
+    """Partition ``mod`` for the NPU.
+
+    NPU-supported subgraphs become ``Composite="npu.<op>"`` functions grouped into
+    ``Codegen="npu"`` functions (FuseOpsByPattern + MergeCompositeFunctions); the rest stays
+    in ``main`` on the CPU. Every candidate match and the checks' verdict is recorded in the
+    module attribute ``npu_byoc.partition_log`` for :func:`npu_byoc.coverage_report`.
+
+    ``exclude`` names NPU operations (``"npu.sigmoid"``) to keep on the CPU.
+    """
+    if not isinstance(mod, tvm.IRModule):
+        raise TypeError(f"partition_for_npu expects a tvm.IRModule, got {type(mod).__name__}")
+    exclude = set(exclude)
+    unknown = exclude - set(PATTERNS_BY_NAME)
+    if unknown:
+        raise ValueError(f"unknown NPU operation(s) {sorted(unknown)}; known: {sorted(PATTERNS_BY_NAME)}")
+    table = [p for p in PATTERN_TABLE if p.name not in exclude]
+    recorder = _Recorder(hw)
+    seq = tvm.transform.Sequential(
+        [
+            relax.transform.FuseOpsByPattern(
+                fusion_patterns(table, recorder.check_fn), bind_constants=True, annotate_codegen=False
+            ),
+            relax.transform.MergeCompositeFunctions(),
+        ]
+    )
+    attrs = dict(mod.attrs) if mod.attrs is not None else {}
+    out = seq(split_shared_dequantize(mod))
+    log = [d.__dict__ for d in recorder.decisions]
+    for k, v in attrs.items():
+        if out.attrs is None or k not in out.attrs:
+            out = out.with_attr(k, v)
+    return out.with_attr(PARTITION_LOG_ATTR, json.dumps(log))
+
+
+def partition_log(mod: tvm.IRModule) -> list[Decision] | None:
+    if mod.attrs is None or PARTITION_LOG_ATTR not in mod.attrs:
+        return None
+    return [Decision(**d) for d in json.loads(str(mod.attrs[PARTITION_LOG_ATTR]))]
+
+
+def npu_functions(mod: tvm.IRModule) -> dict[str, relax.Function]:
+    """The Codegen="npu" functions of a partitioned module, by global name."""
+    out = {}
+    for gv, func in mod.functions_items():
+        if isinstance(func, relax.Function) and func.attrs is not None and func.attrs.get("Codegen") == CODEGEN_NAME:
+            out[gv.name_hint] = func
+    return out
+
+
+def composite_functions(func: relax.Function) -> list[tuple[str, relax.Function]]:
+    """The (composite name, function) pairs inside a Codegen="npu" function, in call order."""
+    found = []
+
+    def visit(e):
+        if isinstance(e, relax.Function) and e.attrs is not None and "Composite" in e.attrs:
+            found.append((str(e.attrs["Composite"]), e))
+
+    relax.analysis.post_order_visit(func.body, visit)
+    return found
+
+
+def extract_composite(composite: relax.Function, hw: HwConfig = DEFAULT_CONFIG) -> QOp:
+    """Re-extract the quantized op of a composite function (used by lowering and reports)."""
+    name = str(composite.attrs["Composite"])
+    entry = PATTERNS_BY_NAME[name]
+    bindings = {b.var: b.value for block in composite.body.blocks for b in block.bindings}
+    root = composite.body.body
+    op, reason = entry.evaluate(root, bindings, hw)
+    if op is None or (reason and reason != _NOT_MINE):
+        raise Reject(reason or f"{name}: extraction failed")
+    return op
+
+
+@mutator
+class _StripComposite(PyExprMutator):
+    def visit_function_(self, func):
+        func = super().visit_function_(func)
+        if func.attrs is not None and "Composite" in func.attrs:
+            func = func.without_attr("Composite")
+        return func
+
+
+def unpartition(mod: tvm.IRModule) -> tvm.IRModule:
+    """The partitioned module with its NPU functions turned back into plain Relax functions,
+    so TVM compiles them for the CPU: what a partition computes, as TVM computes it."""
+    out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    for name, func in npu_functions(mod).items():
+        out[name] = _StripComposite().visit_expr(func.without_attr("Codegen"))
+    return relax.transform.LambdaLift()(out)

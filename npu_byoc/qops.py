@@ -1,0 +1,175 @@
+"""Quantized operator descriptions: what a matched pattern means, whatever convention it came in.
+
+Extraction (npu_byoc.patterns) turns a match into one of these records, once; the NPU checks,
+the coverage report and the lowering to integer NPU operations all read them. They still hold
+the model's real-valued scales: the integer-only NPU operations are derived from them.
+
+Canonical layouts, independent of the model's own layout:
+- conv weights ``[out_channels, kh, kw, in_channels_per_group]`` (OHWI), int8;
+- fully-connected weights ``[out_features, in_features]``, int8;
+- per-channel arrays (weight scale, weight zero point, bias) have one entry per output channel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class QTensor:
+    """A per-tensor quantized activation: real = scale * (q - zero_point).
+
+    ``scale`` is None for an integer tensor whose quantization an op carries through
+    unchanged (TFLite's cast-wrapped avg_pool, max_pool on int8): the op does not need it.
+    """
+
+    shape: tuple[int, ...]
+    dtype: str
+    scale: float | None
+    zero_point: int
+
+
+@dataclass(frozen=True, eq=False)
+class QConv2D:
+    layout: str  # activation layout of the model: "NHWC" or "NCHW"
+    input: QTensor
+    output: QTensor
+    weight: np.ndarray  # int8 OHWI
+    weight_scale: np.ndarray  # float64 [out]; for the int32-accumulate form: input_scale * s_w[c]
+    weight_zero_point: np.ndarray  # int [out]
+    bias: np.ndarray  # int32 [out], in accumulator units (scale input_scale * weight_scale[c])
+    strides: tuple[int, int]
+    padding: tuple[int, int, int, int]  # top, left, bottom, right
+    dilation: tuple[int, int]
+    groups: int
+    act_min: int  # output clamp (quantized), folded from clip and the output dtype
+    act_max: int
+    convention: str = ""
+
+    @property
+    def depthwise(self) -> bool:
+        return self.groups > 1 and self.groups == self.in_channels
+
+    @property
+    def in_channels(self) -> int:
+        return self.input.shape[3] if self.layout == "NHWC" else self.input.shape[1]
+
+    @property
+    def out_channels(self) -> int:
+        return int(self.weight.shape[0])
+
+    @property
+    def kernel(self) -> tuple[int, int]:
+        return int(self.weight.shape[1]), int(self.weight.shape[2])
+
+    @property
+    def accumulator_scale(self) -> np.ndarray:
+        """s_x * s_w[c]: the real value of one accumulator LSB per output channel."""
+        return self.input.scale * self.weight_scale
+
+    @property
+    def macs(self) -> int:
+        n = int(np.prod(self.output.shape))
+        return n * self.kernel[0] * self.kernel[1] * int(self.weight.shape[3])
+
+
+@dataclass(frozen=True, eq=False)
+class QFullyConnected:
+    input: QTensor
+    output: QTensor
+    weight: np.ndarray  # int8 [out, in]
+    weight_scale: np.ndarray
+    weight_zero_point: np.ndarray
+    bias: np.ndarray  # int32 [out]
+    act_min: int
+    act_max: int
+    convention: str = ""
+
+    @property
+    def out_features(self) -> int:
+        return int(self.weight.shape[0])
+
+    @property
+    def in_features(self) -> int:
+        return int(self.weight.shape[1])
+
+    @property
+    def accumulator_scale(self) -> np.ndarray:
+        return self.input.scale * self.weight_scale
+
+    @property
+    def macs(self) -> int:
+        rows = int(np.prod(self.output.shape)) // self.out_features
+        return rows * self.out_features * self.in_features
+
+
+@dataclass(frozen=True, eq=False)
+class QPool2D:
+    kind: str  # "avg" | "max"
+    layout: str
+    input: QTensor
+    output: QTensor
+    pool_size: tuple[int, int]
+    strides: tuple[int, int]
+    padding: tuple[int, int, int, int]
+    dilation: tuple[int, int]
+    ceil_mode: bool
+    count_include_pad: bool
+    act_min: int
+    act_max: int
+    convention: str = ""
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+@dataclass(frozen=True, eq=False)
+class QMean:
+    input: QTensor
+    output: QTensor
+    axes: tuple[int, ...]
+    keepdims: bool
+    layout: str  # which layout the reduced axes mean spatial dims in
+    act_min: int
+    act_max: int
+    convention: str = ""
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+@dataclass(frozen=True, eq=False)
+class QAdd:
+    input_a: QTensor
+    input_b: QTensor
+    output: QTensor
+    act_min: int
+    act_max: int
+    convention: str = ""
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+@dataclass(frozen=True, eq=False)
+class QLut:
+    """An elementwise function of one int8 input, computed through a 256-entry table."""
+
+    function: str  # "sigmoid"
+    input: QTensor
+    output: QTensor
+    act_min: int
+    act_max: int
+    convention: str = ""
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+QOp = QConv2D | QFullyConnected | QPool2D | QMean | QAdd | QLut

@@ -1,0 +1,52 @@
+"""The npu-byoc command line, run as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from npu_byoc.cli import main
+
+from .conftest import model_path
+
+
+def test_demo_runs_on_bundled_model(capsys):
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "tiny_cnn_int8.tflite" in out and "no NPU pattern for SOFTMAX" in out
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "md", "html"])
+def test_coverage_formats(tmp_path, fmt):
+    out = tmp_path / f"cov.{fmt}"
+    assert main(["coverage", str(model_path("tiny_cnn_qdq.onnx")), "--format", fmt, "-o", str(out)]) == 0
+    text = out.read_text()
+    if fmt == "json":
+        assert json.loads(text)["summary"]["ops_total"] == 17
+    else:
+        assert "Softmax" in text
+
+
+def test_missing_model_is_a_clear_error(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "npu_byoc.cli", "coverage", str(tmp_path / "missing.tflite")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert "missing.tflite: no such file" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_patterns_doc_is_current():
+    """docs/patterns.md is generated from the table; regenerate with
+    `npu-byoc patterns --format md -o docs/patterns.md`."""
+    from pathlib import Path
+
+    from npu_byoc.docs import pattern_table_markdown
+
+    doc = Path(__file__).parents[1] / "docs" / "patterns.md"
+    assert doc.read_text() == pattern_table_markdown()

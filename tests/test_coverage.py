@@ -1,0 +1,104 @@
+"""Coverage reports: every operator listed with its status and reason, in every format."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import onnx
+import pytest
+import tflite
+
+import npu_byoc
+
+from .conftest import ALL_MODELS, model_path
+
+SCHEMA_SUMMARY = {"ops_total", "ops_offloaded", "macs_total", "macs_offloaded", "partitions"}
+SCHEMA_OP = {"index", "name", "op", "offloaded", "pattern", "reason", "macs"}
+
+
+@pytest.fixture(scope="module")
+def reports(partitioned):
+    return {name: npu_byoc.coverage_report(partitioned(name)) for name in ALL_MODELS}
+
+
+def _source_op_count(name: str) -> int:
+    path = model_path(name)
+    if path.suffix == ".tflite":
+        return tflite.Model.GetRootAsModel(path.read_bytes(), 0).Subgraphs(0).OperatorsLength()
+    nodes = onnx.load(path).graph.node
+    return sum(n.op_type not in ("QuantizeLinear", "DequantizeLinear") for n in nodes)
+
+
+@pytest.mark.parametrize("name", ALL_MODELS)
+def test_json_schema_and_every_operator_listed(reports, name):
+    doc = json.loads(reports[name].to_json())
+    assert SCHEMA_SUMMARY <= set(doc["summary"])
+    assert all(SCHEMA_OP <= set(op) for op in doc["ops"])
+    assert doc["summary"]["ops_total"] == len(doc["ops"]) == _source_op_count(name)
+    for op in doc["ops"]:
+        if op["offloaded"]:
+            assert op["pattern"].startswith("npu.") and op["reason"] is None
+        else:
+            assert op["pattern"] is None and op["reason"]
+    s = doc["summary"]
+    assert s["ops_offloaded"] == sum(o["offloaded"] for o in doc["ops"])
+    assert s["macs_offloaded"] == sum(o["macs"] for o in doc["ops"] if o["offloaded"])
+    assert s["partitions"] >= 1
+
+
+def _by_op(report, kind):
+    return [o for o in report.ops if o.op == kind]
+
+
+def test_tiny_cnn_reasons(reports):
+    r = reports["tiny_cnn_int8.tflite"]
+    assert [o.reason for o in _by_op(r, "SOFTMAX")] == ["no NPU pattern for SOFTMAX"]
+    assert [o.reason for o in _by_op(r, "TANH")] == ["no NPU pattern for TANH"]
+    assert [o.reason for o in _by_op(r, "CONCATENATION")] == ["no NPU pattern for CONCATENATION"]
+    dilated = [o for o in _by_op(r, "CONV_2D") if not o.offloaded]
+    assert len(dilated) == 1 and "dilation (2, 2): NPU supports dilation 1" in dilated[0].reason
+    for kind in ("DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "LOGISTIC", "AVERAGE_POOL_2D", "MAX_POOL_2D", "MEAN", "ADD"):
+        assert all(o.offloaded for o in _by_op(r, kind)), kind
+
+
+def test_onnx_reasons(reports):
+    r = reports["tiny_cnn_qdq.onnx"]
+    assert [o.reason for o in _by_op(r, "Softmax")] == ["no NPU pattern for Softmax"]
+    assert all(o.offloaded for o in _by_op(r, "Add"))
+    assert all(o.offloaded for o in _by_op(r, "GlobalAveragePool"))
+
+
+def test_macs_are_hand_countable(reports):
+    # tiny_cnn's first conv: 3x3 kernel, 3 -> 16 channels, stride 2 on 32x32 -> 16x16 output.
+    first = reports["tiny_cnn_int8.tflite"].ops[0]
+    assert first.op == "CONV_2D" and first.macs == 16 * 16 * 16 * 3 * 3 * 3
+
+
+def test_transitions_counted(reports):
+    # tiny_cnn leaves a dilated conv, tanh, concat and softmax on the CPU between NPU parts.
+    assert reports["tiny_cnn_int8.tflite"].summary["transitions"] >= 4
+    assert reports["mobilenet_v2_int8.tflite"].summary["transitions"] == 2
+
+
+def test_text_and_markdown(reports):
+    r = reports["tiny_cnn_int8.tflite"]
+    text = r.to_text()
+    assert "operators offloaded: " in text and "no NPU pattern for SOFTMAX" in text
+    md = r.to_markdown()
+    rows = [l for l in md.splitlines() if re.match(r"\| \d+ \|", l)]
+    assert len(rows) == len(r.ops)
+
+
+def test_html_draws_the_graph_with_reasons(reports):
+    r = reports["tiny_cnn_int8.tflite"]
+    html = r.to_html()
+    assert html.count("<rect") == len(r.ops)
+    assert html.count('fill="#d4f3dc"') == r.summary["ops_offloaded"]
+    assert "dilation (2, 2)" in html and "<line" in html
+
+
+def test_report_on_unpartitioned_module(imported):
+    # coverage_report partitions an imported module itself.
+    r = npu_byoc.coverage_report(imported("tiny_cnn_int8.tflite"))
+    assert r.summary["ops_offloaded"] == 12
