@@ -1,0 +1,592 @@
+"""Integer numerics of the NPU, bit-exact with TFLite's reference kernels (LiteRT BUILTIN_REF).
+
+This module is the executable statement of docs/numerics.md. It has two halves:
+
+1. **Compile-time parameter derivation** (``quantize_multiplier``, ``conv_requant_params``,
+   ``fc_requant_params``, ``add_params``, ``mean_params``, ``activation_range``,
+   ``sigmoid_lut``, ``tanh_lut``, ``pool_padding``). These run on the host when a model is
+   lowered. They may use float/double, exactly as TFLite's ``Prepare`` functions do, and
+   turn real-valued scales into integers (multiplier, shift, lookup tables, clamp bounds).
+2. **Run-time integer kernels** (everything else). Integer-only: int8/int32 values, int64
+   numpy intermediates, no float anywhere. This is what the C functional model and the RTL
+   must reproduce bit for bit.
+
+Conventions
+-----------
+* ``shift`` follows TFLite's sign convention: **positive shift = left shift**, negative =
+  right shift. ``real ≈ multiplier · 2^(shift − 31)``.
+* int32 arithmetic that can overflow in TFLite's C++ (``acc + bias``, ``x · 2^left_shift``)
+  wraps modulo 2^32 here, i.e. what the compiled C++ does on every target TFLite runs on.
+  In the NPU's operating range it never overflows.
+* Rounding: TFLite rounds *half away from zero* (``RoundingDivideByPOT``, ``std::round``,
+  the average-pool division), never half to even; the one exception is
+  ``SaturatingRoundingDoublingHighMul``, whose ties go toward +infinity.
+* TFLite's default build uses the *double-rounding* ``MultiplyByQuantizedMultiplier``
+  (``TFLITE_SINGLE_ROUNDING`` is 0 unless a build sets it); that is the one implemented here.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import NamedTuple
+
+import numpy as np
+
+INT8_MIN, INT8_MAX = -128, 127
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+__all__ = [
+    # compile time
+    "quantize_multiplier",
+    "quantize_multiplier_array",
+    "conv_requant_params",
+    "fc_requant_params",
+    "activation_range",
+    "AddParams",
+    "add_params",
+    "mean_params",
+    "fold_mean_count",
+    "sigmoid_lut",
+    "tanh_lut",
+    "pool_padding",
+    # run time
+    "saturating_rounding_doubling_high_mul",
+    "rounding_divide_by_pot",
+    "multiply_by_quantized_multiplier",
+    "requantize",
+    "lut_lookup",
+    "avg_pool2d",
+    "max_pool2d",
+    "mean",
+    "add",
+]
+
+
+# ======================================================================================
+# Compile time: float/double allowed here and only here.
+# ======================================================================================
+
+
+def _round_half_away(x: float) -> int:
+    """std::round / TfLiteRound of a double, exactly (ties away from zero)."""
+    f = Fraction(x)
+    r = math.floor(abs(f) + Fraction(1, 2))
+    return r if f >= 0 else -r
+
+
+def quantize_multiplier(real: float) -> tuple[int, int]:
+    """TFLite ``QuantizeMultiplier``: a real scale as an int32 multiplier and a shift.
+
+    ``real ≈ multiplier · 2^(shift − 31)``; **positive shift = left shift** (TFLite's sign
+    convention). Formula, with ``q, e = frexp(real)`` (``real = q · 2^e``, ``0.5 ≤ |q| < 1``)::
+
+        m = round_half_away(q · 2^31)            # in [2^30, 2^31]
+        if m == 2^31: m = 2^30; e += 1           # mantissa rounded up to the next power of two
+        if e < -31:   m = 0;    e = 0            # too small: flush to zero
+        return (m, e)
+
+    ``real == 0`` gives ``(0, 0)``. Scales ≥ 2^31 give shifts > 31, which no kernel accepts
+    (TFLite's double-rounding build does not clamp; ``multiply_by_quantized_multiplier``
+    rejects them).
+    """
+    real = float(real)
+    if not math.isfinite(real):
+        raise ValueError(f"quantize_multiplier: scale {real} is not finite")
+    if real == 0.0:
+        return 0, 0
+    q, shift = math.frexp(real)
+    q_fixed = _round_half_away(q * 2.0**31)  # q * 2^31 is exact: a power-of-two scaling
+    assert abs(q_fixed) <= 2**31
+    if q_fixed == 2**31:
+        q_fixed //= 2
+        shift += 1
+    if shift < -31:
+        shift = 0
+        q_fixed = 0
+    return int(q_fixed), int(shift)
+
+
+def quantize_multiplier_array(reals) -> tuple[np.ndarray, np.ndarray]:
+    """``quantize_multiplier`` element-wise (per-channel scales): int32 multipliers, int32 shifts."""
+    flat = np.asarray(reals, dtype=np.float64).reshape(-1)
+    pairs = [quantize_multiplier(float(r)) for r in flat]
+    shape = np.shape(reals)
+    mult = np.array([p[0] for p in pairs], dtype=np.int32).reshape(shape)
+    shift = np.array([p[1] for p in pairs], dtype=np.int32).reshape(shape)
+    return mult, shift
+
+
+def conv_requant_params(input_scale, weight_scales, output_scale) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel multiplier/shift of CONV_2D, DEPTHWISE_CONV_2D and per-channel FULLY_CONNECTED.
+
+    TFLite (``PopulateConvolutionQuantizationParams``) computes, per output channel c, in
+    double from the float32 scales::
+
+        effective[c] = (double(s_in) · double(s_w[c])) / double(s_out)
+        multiplier[c], shift[c] = quantize_multiplier(effective[c])
+
+    A single weight scale is broadcast (per-tensor conv goes through the same code).
+    """
+    s_in = float(np.float32(input_scale))
+    s_out = float(np.float32(output_scale))
+    s_w = np.asarray(weight_scales, dtype=np.float32).reshape(-1).astype(np.float64)
+    return quantize_multiplier_array(np.array([(s_in * w) / s_out for w in s_w]))
+
+
+def fc_requant_params(input_scale, weight_scales, output_scale) -> tuple[np.ndarray, np.ndarray]:
+    """Multiplier/shift of FULLY_CONNECTED, per-channel or per-tensor.
+
+    Per-channel weights: as ``conv_requant_params``. Per-tensor weights (one scale): TFLite's
+    ``GetQuantizedConvolutionMultipler`` forms the product **in float32** first::
+
+        effective = double(float32(s_in · s_w)) / double(s_out)
+
+    which can differ from the double product in the last bit of the multiplier. Returns
+    arrays of length 1 in that case.
+    """
+    s_w = np.asarray(weight_scales, dtype=np.float32).reshape(-1)
+    if s_w.size > 1:
+        return conv_requant_params(input_scale, s_w, output_scale)
+    prod = np.float32(np.float32(input_scale) * s_w[0])  # float32 multiply, as in C++
+    effective = float(prod) / float(np.float32(output_scale))
+    return quantize_multiplier_array(np.array([effective]))
+
+
+def activation_range(activation: str, output_scale, output_zero_point, qmin=INT8_MIN, qmax=INT8_MAX):
+    """TFLite ``CalculateActivationRangeQuantized``: the int clamp bounds of a fused activation.
+
+    ``quantize(f) = zp + round_half_away(float32(f) / float32(scale))`` (float32 division)::
+
+        NONE          -> [qmin, qmax]
+        RELU          -> [max(qmin, quantize(0)), qmax]
+        RELU6         -> [max(qmin, quantize(0)), min(qmax, quantize(6))]
+        RELU_N1_TO_1  -> [max(qmin, quantize(-1)), min(qmax, quantize(1))]
+    """
+    scale = np.float32(output_scale)
+    zp = int(output_zero_point)
+
+    def quantize(f):
+        return zp + _round_half_away(float(np.float32(f) / scale))
+
+    act = activation.upper()
+    if act == "NONE":
+        return int(qmin), int(qmax)
+    if act == "RELU":
+        return max(qmin, quantize(0.0)), int(qmax)
+    if act == "RELU6":
+        return max(qmin, quantize(0.0)), min(qmax, quantize(6.0))
+    if act == "RELU_N1_TO_1":
+        return max(qmin, quantize(-1.0)), min(qmax, quantize(1.0))
+    raise ValueError(f"activation_range: unknown fused activation {activation!r}")
+
+
+class AddParams(NamedTuple):
+    """Integer parameters of int8 ADD (TFLite ``add.cc`` Prepare, 8-bit case)."""
+
+    left_shift: int
+    input1_multiplier: int
+    input1_shift: int
+    input2_multiplier: int
+    input2_shift: int
+    output_multiplier: int
+    output_shift: int
+
+
+def add_params(input1_scale, input2_scale, output_scale, left_shift: int = 20) -> AddParams:
+    """TFLite int8 ADD parameters (computed in double from float32 scales)::
+
+        twice_max = 2 · max(s1, s2)
+        input1_multiplier, input1_shift = quantize_multiplier(s1 / twice_max)        # ≤ 0.5
+        input2_multiplier, input2_shift = quantize_multiplier(s2 / twice_max)
+        output_multiplier, output_shift = quantize_multiplier(twice_max / (2^20 · s_out))
+
+    ``left_shift`` is 20 for int8. TFLite requires every real multiplier to be in (0, 1)
+    (``QuantizeMultiplierSmallerThanOneExp``); so does this function.
+    """
+    s1 = float(np.float32(input1_scale))
+    s2 = float(np.float32(input2_scale))
+    so = float(np.float32(output_scale))
+    twice_max = 2.0 * max(s1, s2)
+    reals = (s1 / twice_max, s2 / twice_max, twice_max / ((1 << left_shift) * so))
+    out = []
+    for r in reals:
+        if not 0.0 < r < 1.0:
+            raise ValueError(f"add_params: real multiplier {r} outside (0, 1); TFLite rejects it too")
+        out.extend(quantize_multiplier(r))
+    return AddParams(left_shift, *out)
+
+
+def fold_mean_count(multiplier: int, shift: int, num_elements: int) -> tuple[int, int]:
+    """Fold the 1/n of a mean into (multiplier, shift), integer-only, as TFLite does.
+
+    From ``reference_ops::QuantizedMeanOrSum`` (the division of the sum by n)::
+
+        s = floor(log2(n))                     # 63 - clz64(n)
+        s = min(s, 32, 31 + shift)             # keep shift - s >= -31
+        multiplier = (multiplier << s) // n    # int64, truncating (all positive)
+        shift      = shift - s
+    """
+    if num_elements <= 0:
+        raise ValueError("fold_mean_count: the mean reduces no element")
+    s = int(num_elements).bit_length() - 1
+    s = min(s, 32, 31 + int(shift))
+    m = (int(multiplier) << s) // int(num_elements)
+    return int(m), int(shift) - s
+
+
+def mean_params(input_scale, output_scale, num_elements: int) -> tuple[int, int]:
+    """(multiplier, shift) of int8 MEAN over ``num_elements`` reduced elements.
+
+    TFLite (``reduce.cc`` PrepareMeanOrSum, in double)::
+
+        multiplier, shift = quantize_multiplier(double(s_in) / double(s_out))
+
+    then ``fold_mean_count(multiplier, shift, n)`` (integer-only, at TFLite's Eval).
+    """
+    real = float(np.float32(input_scale)) / float(np.float32(output_scale))
+    m, s = quantize_multiplier(real)
+    return fold_mean_count(m, s, num_elements)
+
+
+def _lut_int8(fn, input_scale, input_zero_point, output_scale, output_zero_point) -> np.ndarray:
+    """TFLite ``LUTPopulateInt8``, in float32 arithmetic like the C++ (see sigmoid_lut)."""
+    vals = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.int64)
+    s_in = np.float32(input_scale)
+    inv_out = np.float32(1.0) / np.float32(output_scale)
+    dequant = s_in * (vals - int(input_zero_point)).astype(np.float32)  # float32 product
+    transformed = fn(dequant).astype(np.float32)
+    scaled = (transformed * inv_out).astype(np.float64)  # float32 product, exact in double
+    rounded = np.where(scaled >= 0, np.floor(scaled + 0.5), -np.floor(-scaled + 0.5))
+    q = rounded.astype(np.int64) + int(output_zero_point)
+    return np.clip(q, INT8_MIN, INT8_MAX).astype(np.int8)
+
+
+def _sigmoid_f32(x: np.ndarray) -> np.ndarray:
+    # 1.0f / (1.0f + std::exp(-x)): expf taken as the correctly rounded float32 of exp
+    # (glibc's expf is correctly rounded), then float32 add and divide.
+    e = np.exp(-x.astype(np.float64)).astype(np.float32)
+    return (np.float32(1.0) / (np.float32(1.0) + e)).astype(np.float32)
+
+
+def _tanh_f32(x: np.ndarray) -> np.ndarray:
+    return np.tanh(x.astype(np.float64)).astype(np.float32)
+
+
+def sigmoid_lut(input_scale, input_zero_point, output_scale=1.0 / 256, output_zero_point=-128) -> np.ndarray:
+    """The 256-entry int8 LOGISTIC table of TFLite's reference kernel (BUILTIN_REF).
+
+    LiteRT ``activations.cc``: for int8 input, ``SigmoidPrepare<kReference>`` calls
+    ``LUTPopulate<int8_t>`` and ``SigmoidEval<kReference>`` does a table lookup (the
+    fixed-point ``Logistic16bitPrecision`` runs only for ``kFixedPointOptimized``). Per entry
+    v in -128..127, all in float32::
+
+        x     = float32(s_in) · float32(v − zp_in)
+        y     = 1.0f / (1.0f + expf(−x))
+        q     = int(round_half_away(y · (1.0f / float32(s_out)))) + zp_out
+        lut[v + 128] = clamp(q, −128, 127)
+
+    TFLite's converter always gives int8 LOGISTIC ``s_out == 1/256, zp_out == -128``; other
+    quantizers (onnxruntime's QDQ) choose their own output scale, and the same formula
+    builds their table. The table here is indexed by
+    ``v + 128`` (TFLite stores it by ``uint8(v)``, i.e. 0..127 then −128..−1; the hardware
+    index ``v + 128`` is ``v`` with its sign bit flipped). TFLite-Micro instead runs
+    ``reference_integer_ops::Logistic`` (a gemmlowp fixed-point sigmoid on a rescaled
+    input), which can differ by 1 LSB; this module follows LiteRT.
+    """
+    return _lut_int8(_sigmoid_f32, input_scale, input_zero_point, output_scale, output_zero_point)
+
+
+def tanh_lut(input_scale, input_zero_point, output_scale=1.0 / 128, output_zero_point=0) -> np.ndarray:
+    """The 256-entry int8 TANH table of TFLite's reference kernel (``TanhPrepare<kReference>``).
+
+    As ``sigmoid_lut`` with ``y = tanhf(x)``; indexed by ``v + 128``.
+    """
+    return _lut_int8(_tanh_f32, input_scale, input_zero_point, output_scale, output_zero_point)
+
+
+def pool_padding(in_size: int, filter_size: int, stride: int, padding: str) -> tuple[int, int, int]:
+    """TFLite output size and padding of one spatial dim: (out_size, pad_before, pad_after).
+
+    SAME: ``out = ceil(in / stride)``, VALID: ``out = (in − filter) // stride + 1``;
+    ``total = max((out − 1) · stride + filter − in, 0)``, ``pad_before = total // 2`` (the
+    extra odd pixel goes after).
+    """
+    padding = padding.upper()
+    if padding == "SAME":
+        out = (in_size + stride - 1) // stride
+    elif padding == "VALID":
+        out = (in_size + stride - filter_size) // stride
+    else:
+        raise ValueError(f"pool_padding: padding {padding!r} is not SAME or VALID")
+    total = max((out - 1) * stride + filter_size - in_size, 0)
+    return out, total // 2, total - total // 2
+
+
+# ======================================================================================
+# Run time: integer only.
+# ======================================================================================
+
+
+def _int64(x, name: str) -> np.ndarray:
+    a = np.asarray(x)
+    if not (np.issubdtype(a.dtype, np.integer) or a.dtype == np.bool_):
+        raise TypeError(f"{name}: expected integers, got dtype {a.dtype}")
+    return a.astype(np.int64)
+
+
+def _int32_range(a: np.ndarray, name: str) -> np.ndarray:
+    if a.size and (a.min() < INT32_MIN or a.max() > INT32_MAX):
+        raise ValueError(f"{name}: value outside int32")
+    return a
+
+
+def _wrap_i32(a: np.ndarray) -> np.ndarray:
+    """Two's-complement wrap of int64 values to int32 (still held in int64)."""
+    return ((a + 2**31) & 0xFFFFFFFF) - 2**31
+
+
+def _trunc_div_pow2_31(v: np.ndarray) -> np.ndarray:
+    """C integer division by 2^31 (truncation toward zero) of int64 values."""
+    return np.where(v >= 0, v >> 31, -((-v) >> 31))
+
+
+def saturating_rounding_doubling_high_mul(a, b) -> np.ndarray:
+    """gemmlowp ``SaturatingRoundingDoublingHighMul`` on int32 values (broadcasting).
+
+    ``round(a · b / 2^31)`` with ties toward +infinity (−0.5 → 0, +0.5 → 1; not away from
+    zero), computed as::
+
+        p     = int64(a) · int64(b)
+        nudge = 2^30 if p >= 0 else 1 − 2^30
+        r     = trunc((p + nudge) / 2^31)          # C division, toward zero; = floor(p/2^31 + 1/2)
+        r     = INT32_MAX if a == b == INT32_MIN   # the only overflow: (−2^31)² / 2^31 = 2^31
+
+    Returns int32.
+    """
+    a = _int32_range(_int64(a, "srdhm"), "srdhm a")
+    b = _int32_range(_int64(b, "srdhm"), "srdhm b")
+    p = a * b  # |p| <= 2^62: fits int64
+    nudge = np.where(p >= 0, np.int64(1 << 30), np.int64(1 - (1 << 30)))
+    r = _trunc_div_pow2_31(p + nudge)
+    r = np.where((a == INT32_MIN) & (b == INT32_MIN), INT32_MAX, r)
+    return r.astype(np.int32)
+
+
+def rounding_divide_by_pot(x, exponent) -> np.ndarray:
+    """gemmlowp ``RoundingDivideByPOT``: ``x / 2^exponent`` rounded half away from zero.
+
+    For int32 ``x`` and ``0 <= exponent <= 31`` (broadcasting)::
+
+        mask      = 2^exponent − 1
+        remainder = x & mask
+        threshold = (mask >> 1) + (1 if x < 0 else 0)
+        r         = (x >> exponent) + (1 if remainder > threshold else 0)   # arithmetic shift
+
+    Exponents outside [0, 31] raise ValueError (gemmlowp asserts). Returns int32.
+    """
+    x = _int32_range(_int64(x, "rdbpot"), "rdbpot x")
+    e = _int64(exponent, "rdbpot exponent")
+    if e.size and (e.min() < 0 or e.max() > 31):
+        raise ValueError(f"rounding_divide_by_pot: exponent must be in [0, 31], got {e.min()}..{e.max()}")
+    mask = (np.int64(1) << e) - 1
+    remainder = x & mask
+    threshold = (mask >> 1) + (x < 0)
+    r = (x >> e) + (remainder > threshold)
+    return r.astype(np.int32)
+
+
+def multiply_by_quantized_multiplier(x, multiplier, shift) -> np.ndarray:
+    """TFLite ``MultiplyByQuantizedMultiplier`` (default double-rounding build), broadcasting.
+
+    ``x · multiplier · 2^(shift − 31)``, rounded in two steps::
+
+        left  = max(shift, 0);  right = max(−shift, 0)
+        r = rounding_divide_by_pot(
+                saturating_rounding_doubling_high_mul(wrap_int32(x · 2^left), multiplier),
+                right)
+
+    ``x`` int32, ``multiplier`` int32 (≥ 0 in practice), ``shift`` in [−31, 30] (positive =
+    left shift). ``multiplier`` and ``shift`` broadcast against ``x`` (per-channel arrays).
+    Returns int32.
+    """
+    x = _int32_range(_int64(x, "mbqm x"), "mbqm x")
+    m = _int32_range(_int64(multiplier, "mbqm multiplier"), "mbqm multiplier")
+    s = _int64(shift, "mbqm shift")
+    if s.size and (s.min() < -31 or s.max() > 30):
+        raise ValueError(f"multiply_by_quantized_multiplier: shift must be in [-31, 30], got {s.min()}..{s.max()}")
+    left = np.maximum(s, 0)
+    right = np.maximum(-s, 0)
+    shifted = _wrap_i32(x << left)
+    return rounding_divide_by_pot(saturating_rounding_doubling_high_mul(shifted, m), right)
+
+
+def _channel_vector(v, ndim: int, axis: int) -> np.ndarray:
+    """Reshape a per-channel vector (or scalar) to broadcast along ``axis`` of an ndim array."""
+    v = np.asarray(v)
+    if v.ndim == 0 or v.size == 1:
+        return v.reshape(())
+    shape = [1] * ndim
+    shape[axis] = v.size
+    return v.reshape(shape)
+
+
+def requantize(acc_i32, bias_i32, multiplier, shift, output_zero_point, act_min=INT8_MIN,
+               act_max=INT8_MAX, channel_axis: int = -1) -> np.ndarray:
+    """Output stage of CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED (int32 accumulator → int8).
+
+    Per output channel c (the ``channel_axis`` of ``acc_i32``)::
+
+        acc = wrap_int32(acc + bias[c])                       # bias may be None
+        out = multiply_by_quantized_multiplier(acc, multiplier[c], shift[c]) + zp_out
+        out = clamp(out, act_min, act_max)                    # fused activation + int8 range
+
+    ``multiplier``/``shift``/``bias`` are scalars or 1-D vectors with one entry per channel.
+    ``acc_i32`` is ``Σ w · (x − zp_in)`` (weights have zero point 0). Returns int8.
+    """
+    acc = _int32_range(_int64(acc_i32, "requantize acc"), "requantize acc")
+    ndim = acc.ndim
+    axis = channel_axis % ndim if ndim else 0
+    if bias_i32 is not None:
+        bias = _int32_range(_int64(bias_i32, "requantize bias"), "requantize bias")
+        acc = _wrap_i32(acc + _channel_vector(bias, ndim, axis))
+    m = _channel_vector(_int64(multiplier, "requantize multiplier"), ndim, axis)
+    s = _channel_vector(_int64(shift, "requantize shift"), ndim, axis)
+    out = multiply_by_quantized_multiplier(acc, m, s).astype(np.int64) + int(output_zero_point)
+    lo, hi = max(int(act_min), INT8_MIN), min(int(act_max), INT8_MAX)
+    return np.clip(out, lo, hi).astype(np.int8)
+
+
+def lut_lookup(x, lut) -> np.ndarray:
+    """Table-driven activation (LOGISTIC, TANH): ``out = lut[x + 128]`` for int8 ``x``."""
+    x = _int64(x, "lut_lookup x")
+    lut = np.asarray(lut)
+    if lut.shape != (256,):
+        raise ValueError(f"lut_lookup: table must have 256 entries, got {lut.shape}")
+    if x.size and (x.min() < INT8_MIN or x.max() > INT8_MAX):
+        raise ValueError("lut_lookup: input outside int8")
+    return lut.astype(np.int8)[x + 128]
+
+
+def _pool_windows(x, filter_hw, stride_hw, padding):
+    """Yield (valid mask, window value) slices of an NHWC int8 tensor, one per filter tap.
+
+    padding: "SAME" / "VALID" (TFLite rules) or explicit (top, left, bottom, right).
+    Returns (out_h, out_w, iterator of (values int64 [N,OH,OW,C], valid bool [1,OH,OW,1])).
+    """
+    x = _int64(x, "pool x")
+    if x.ndim != 4:
+        raise ValueError(f"pool: expected an NHWC tensor, got shape {x.shape}")
+    n, h, w, c = x.shape
+    fh, fw = (int(v) for v in filter_hw)
+    sh, sw = (int(v) for v in stride_hw)
+    if isinstance(padding, str):
+        oh, top, bottom = pool_padding(h, fh, sh, padding)
+        ow, left, right = pool_padding(w, fw, sw, padding)
+    else:
+        top, left, bottom, right = (int(v) for v in padding)
+        oh = (h + top + bottom - fh) // sh + 1
+        ow = (w + left + right - fw) // sw + 1
+    # Window origin in input coordinates; taps outside the input are excluded (not zeros).
+    ys = np.arange(oh) * sh - top
+    xs = np.arange(ow) * sw - left
+
+    def taps():
+        for dy in range(fh):
+            iy = ys + dy
+            vy = (iy >= 0) & (iy < h)
+            for dx in range(fw):
+                ix = xs + dx
+                vx = (ix >= 0) & (ix < w)
+                valid = vy[:, None] & vx[None, :]
+                vals = x[:, np.clip(iy, 0, h - 1)][:, :, np.clip(ix, 0, w - 1)]
+                yield vals, valid[None, :, :, None]
+
+    return oh, ow, taps()
+
+
+def avg_pool2d(x, filter_hw, stride_hw, padding, act_min=INT8_MIN, act_max=INT8_MAX) -> np.ndarray:
+    """int8 AVERAGE_POOL_2D as ``reference_integer_ops::AveragePool`` (NHWC).
+
+    Per output pixel and channel, over the window taps that fall **inside** the input
+    (padding taps are excluded from both sum and count)::
+
+        acc   = Σ x                     # raw int8 values, zero point NOT subtracted
+        n     = number of valid taps
+        acc   = (acc + n//2) // n  if acc > 0 else −((−acc + n//2) // n)
+                                        # C: (acc ± n/2) / n, i.e. round half away from zero
+        out   = clamp(acc, act_min, act_max)
+
+    No rescale: TFLite requires input and output quantization to be equal.
+    """
+    oh, ow, taps = _pool_windows(x, filter_hw, stride_hw, padding)
+    acc = None
+    count = None
+    for vals, valid in taps:
+        term = np.where(valid, vals, 0)
+        acc = term if acc is None else acc + term
+        count = valid.astype(np.int64) if count is None else count + valid
+    if np.any(count == 0):
+        raise ValueError("avg_pool2d: a window holds no input element (TFLite fails too)")
+    half = count // 2
+    pos = (acc + half) // count
+    neg = -((-acc + half) // count)
+    out = np.where(acc > 0, pos, neg)
+    lo, hi = max(int(act_min), INT8_MIN), min(int(act_max), INT8_MAX)
+    return np.clip(out, lo, hi).astype(np.int8)
+
+
+def max_pool2d(x, filter_hw, stride_hw, padding, act_min=INT8_MIN, act_max=INT8_MAX) -> np.ndarray:
+    """int8 MAX_POOL_2D as ``reference_integer_ops::MaxPool`` (NHWC).
+
+    ``out = clamp(max over the valid window taps (start −128), act_min, act_max)``.
+    """
+    _, _, taps = _pool_windows(x, filter_hw, stride_hw, padding)
+    out = None
+    for vals, valid in taps:
+        term = np.where(valid, vals, INT8_MIN)
+        out = term if out is None else np.maximum(out, term)
+    lo, hi = max(int(act_min), INT8_MIN), min(int(act_max), INT8_MAX)
+    return np.clip(out, lo, hi).astype(np.int8)
+
+
+def mean(x, axes, keep_dims: bool, input_zero_point, output_zero_point, multiplier, shift) -> np.ndarray:
+    """int8 MEAN as LiteRT ``reduce.cc`` runs it for BUILTIN_REF (``reference_ops::QuantizedMeanOrSum``).
+
+    ``multiplier``/``shift`` come from ``mean_params`` (the 1/n already folded in)::
+
+        n   = number of reduced elements
+        sum = Σ x over axes              # raw int8 in int32
+        acc = sum − zp_in · n
+        out = clamp(multiply_by_quantized_multiplier(acc, multiplier, shift) + zp_out, −128, 127)
+    """
+    x = _int64(x, "mean x")
+    ax = tuple(sorted({int(a) % x.ndim for a in np.atleast_1d(axes)}))
+    n = int(np.prod([x.shape[a] for a in ax])) if ax else 1
+    total = x.sum(axis=ax, keepdims=bool(keep_dims))
+    acc = _wrap_i32(_wrap_i32(total) - int(input_zero_point) * n)
+    out = multiply_by_quantized_multiplier(acc, multiplier, shift).astype(np.int64) + int(output_zero_point)
+    return np.clip(out, INT8_MIN, INT8_MAX).astype(np.int8)
+
+
+def add(a, b, input1_zero_point, input2_zero_point, output_zero_point, params: AddParams,
+        act_min=INT8_MIN, act_max=INT8_MAX) -> np.ndarray:
+    """int8 ADD as ``reference_integer_ops::AddFunc`` (numpy broadcasting of a and b)::
+
+        a' = (a − zp1) · 2^left_shift;  b' = (b − zp2) · 2^left_shift         # left_shift = 20
+        a″ = multiply_by_quantized_multiplier(a', input1_multiplier, input1_shift)
+        b″ = multiply_by_quantized_multiplier(b', input2_multiplier, input2_shift)
+        out = multiply_by_quantized_multiplier(a″ + b″, output_multiplier, output_shift) + zp_out
+        out = clamp(out, act_min, act_max)
+    """
+    a = _int64(a, "add a")
+    b = _int64(b, "add b")
+    sa = (a - int(input1_zero_point)) << params.left_shift
+    sb = (b - int(input2_zero_point)) << params.left_shift
+    ra = multiply_by_quantized_multiplier(_wrap_i32(sa), params.input1_multiplier, params.input1_shift)
+    rb = multiply_by_quantized_multiplier(_wrap_i32(sb), params.input2_multiplier, params.input2_shift)
+    raw = _wrap_i32(ra.astype(np.int64) + rb.astype(np.int64))
+    out = multiply_by_quantized_multiplier(raw, params.output_multiplier, params.output_shift)
+    out = out.astype(np.int64) + int(output_zero_point)
+    lo, hi = max(int(act_min), INT8_MIN), min(int(act_max), INT8_MAX)
+    return np.clip(out, lo, hi).astype(np.int8)
