@@ -23,6 +23,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 from .errors import ModelLoadError, UnsupportedModelError
 
 MODEL_INFO_ATTR = "npu_byoc.model_info"
+QDQ_SPAN_PREFIX = "qdq:"
 
 
 @dataclass(frozen=True)
@@ -418,7 +419,14 @@ def _rename_bindings(mod, ops: list[SourceOp]) -> tvm.IRModule:
                 names[v] = v.name
             else:
                 names[v] = f"{stem}_{op.index}" if k == 0 else f"{stem}_{op.index}_{k}"
-    renamed = _Renamer(names, mod).visit_expr(mod["main"])
+    spans = {}
+    for op in ops:
+        # Q/DQ glue is marked so that a composite is named after its compute operator.
+        label = QDQ_SPAN_PREFIX + op.name if op.qdq else op.name
+        span = tvm.ir.Span(tvm.ir.SourceName(label), op.index, op.index, 0, 0)
+        for v in op.vars:
+            spans[v] = span
+    renamed = _Renamer(names, spans, mod).visit_expr(mod["main"])
     new_names = {}
     for op in ops:
         new_names[op.index] = tuple(names[v] for v in op.vars)
@@ -429,19 +437,34 @@ def _rename_bindings(mod, ops: list[SourceOp]) -> tvm.IRModule:
 
 @mutator
 class _Renamer(PyExprMutator):
-    """Re-emits main's dataflow bindings under the names provenance gave them."""
+    """Re-emits main's dataflow bindings under the names provenance gave them, each call
+    carrying a span whose source name is its source operator (passes keep spans, so a
+    composite still knows which operator it offloads)."""
 
-    def __init__(self, names, mod=None):
+    def __init__(self, names, spans, mod=None):
         super().__init__(mod)
         self.names = names
+        self.spans = spans
 
     def visit_var_binding_(self, binding):
         name = self.names.get(binding.var)
         if name is None or not isinstance(binding.var, relax.DataflowVar):
             return super().visit_var_binding_(binding)
         value = self.visit_expr(binding.value)
+        span = self.spans.get(binding.var)
+        if span is not None and isinstance(value, relax.Call):
+            value = relax.Call(value.op, value.args, value.attrs, value.ty_args, span)
         new_var = self.builder_.emit(value, name)
         self.set_var_remap(binding.var, new_var)
+
+
+def source_op_of(expr) -> str | None:
+    """The source operator name that provenance stamped on a call's span, if any."""
+    span = getattr(expr, "span", None)
+    if span is None or span.source_name is None:
+        return None
+    name = str(span.source_name.name)
+    return None if name.startswith(QDQ_SPAN_PREFIX) else name
 
 
 def _first_line(err: BaseException) -> str:

@@ -846,12 +846,74 @@ def partition_for_npu(
         ]
     )
     attrs = dict(mod.attrs) if mod.attrs is not None else {}
-    out = seq(split_shared_dequantize(mod))
+    out = _name_partitions(seq(split_shared_dequantize(mod)))
     log = [d.__dict__ for d in recorder.decisions]
     for k, v in attrs.items():
         if out.attrs is None or k not in out.attrs:
             out = out.with_attr(k, v)
     return out.with_attr(PARTITION_LOG_ATTR, json.dumps(log))
+
+
+LAYER_ATTR = "npu_byoc.layer"
+
+
+@mutator
+class _LayerNamer(PyExprMutator):
+    """Names each composite after the source operator it offloads (its anchor binding)."""
+
+    def __init__(self, mod=None):
+        super().__init__(mod)
+        self.count = 0
+
+    def visit_function_(self, func):
+        from .frontend import source_op_of
+
+        func = super().visit_function_(func)
+        if func.attrs is not None and "Composite" in func.attrs and LAYER_ATTR not in func.attrs:
+            # The root binding is the op's output; its span names the source operator.
+            values = [b.value for block in func.body.blocks for b in block.bindings]
+            names = [source_op_of(v) for v in reversed(values)]
+            layer = next((n for n in names if n), None)
+            func = func.with_attr(LAYER_ATTR, layer or f"layer_{self.count}")
+            self.count += 1
+        return func
+
+
+@mutator
+class _CallRenamer(PyExprMutator):
+    def __init__(self, new_gvs: dict, mod=None):
+        super().__init__(mod)
+        self.new_gvs = new_gvs
+
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        if isinstance(call.op, tvm.ir.GlobalVar) and call.op.name_hint in self.new_gvs:
+            return relax.Call(self.new_gvs[call.op.name_hint], call.args, call.attrs, call.ty_args, call.span)
+        return call
+
+
+def _name_partitions(mod: tvm.IRModule) -> tvm.IRModule:
+    """Readable names: partitions become npu_subgraph_<k> (in call order) — they are the C
+    symbols of the generated code — and composites carry the source operator's name."""
+    funcs = npu_functions(mod)
+    order = []
+    for block in mod["main"].body.blocks:
+        for b in block.bindings:
+            v = b.value
+            if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar) and v.op.name_hint in funcs:
+                if v.op.name_hint not in order:
+                    order.append(v.op.name_hint)
+    rename = {old: f"npu_subgraph_{k}" for k, old in enumerate(order)}
+    others = {gv: f for gv, f in mod.functions_items() if gv.name_hint not in rename and gv.name_hint != "main"}
+    bb = relax.BlockBuilder(tvm.IRModule(others))
+    # add_func gives the new GlobalVars their function type, which calls to them need.
+    new_gvs = {
+        old: bb.add_func(_LayerNamer().visit_expr(mod.get_global_var(old) and mod[old]), new)
+        for old, new in rename.items()
+    }
+    out = bb.get()
+    out["main"] = _CallRenamer(new_gvs).visit_expr(mod["main"])
+    return tvm.IRModule(dict(out.functions_items()), attrs=mod.attrs)
 
 
 def partition_log(mod: tvm.IRModule) -> list[Decision] | None:

@@ -1,0 +1,1 @@
+"""Lowering of NPU partitions to typed NPU ops, command streams and C source."""

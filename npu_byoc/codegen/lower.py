@@ -1,0 +1,317 @@
+"""Lowering: a Codegen="npu" partition -> a PartitionPlan of typed, integer-only NPU ops.
+
+Each composite is re-extracted into its quantized-op record (npu_byoc.patterns) and lowered
+by the registry entry for its record type; the real-valued scales become multipliers, shifts
+and tables here (npu_byoc.numerics), and nowhere after. Tensors are placed in regions: the
+partition's inputs and outputs in their own regions in the model's layout, intermediates in
+the scratch region, NHWC.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from .. import numerics as nx
+from ..errors import LoweringError
+from ..hwconfig import DEFAULT_CONFIG, HwConfig
+from ..isa import Region
+from ..patterns import LAYER_ATTR, Reject, extract_composite
+from ..qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QOp, QPool2D, QTensor
+from ..relax_utils import dtype_of, shape_of
+from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, NpuOp, Pool, TensorRef
+
+SCRATCH_ALIGN = 16
+
+
+@dataclass
+class IoTensor:
+    """A partition input or output as the caller passes it (model shape and layout)."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    ref: TensorRef
+
+
+@dataclass
+class PartitionPlan:
+    name: str
+    inputs: list[IoTensor]
+    outputs: list[IoTensor]
+    ops: list[NpuOp]
+    scratch_bytes: int = 0
+    layers: list[str] = field(default_factory=list)
+
+    @property
+    def macs(self) -> int:
+        return sum(op.macs for op in self.ops)
+
+
+# ---------------------------------------------------------------------------------------------
+# Shapes: every tensor is an H x W x C feature map to the NPU.
+
+
+def hwc(shape: tuple[int, ...], layout: str) -> tuple[int, int, int]:
+    if len(shape) == 4:
+        if shape[0] != 1:
+            raise Reject(f"batch {shape[0]}: the NPU runs batch 1")
+        return (shape[1], shape[2], shape[3]) if layout == "NHWC" else (shape[2], shape[3], shape[1])
+    if len(shape) == 2:  # (rows, features)
+        return (1, shape[0], shape[1])
+    if len(shape) == 1:
+        return (1, 1, shape[0])
+    raise Reject(f"tensor of rank {len(shape)}: the NPU maps rank 1, 2 and 4 tensors")
+
+
+def view(ref: TensorRef, shape: tuple[int, int, int]) -> TensorRef:
+    """The same bytes seen with another H x W x C shape (memory order must agree)."""
+    if ref.shape == shape:
+        return ref
+    same_order = ref.layout == "NHWC" or ref.shape[0] * ref.shape[1] == 1
+    if not same_order or ref.nbytes != shape[0] * shape[1] * shape[2]:
+        raise Reject(f"{ref.name}: cannot view {ref.shape} {ref.layout} as {shape}")
+    return TensorRef(ref.name, ref.region, ref.offset, shape, "NHWC")
+
+
+# ---------------------------------------------------------------------------------------------
+# One lowering per quantized-op record type.
+
+
+def _requant(acc_scale: np.ndarray, out: QTensor) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel (multiplier, shift) for effective scale acc_scale[c] / s_out, where
+    acc_scale[c] = s_x * s_w[c] (TFLite computes it in double from the float32 scales)."""
+    m, s = nx.quantize_multiplier_array(
+        np.asarray(acc_scale, np.float64) / float(np.float32(out.scale))
+    )
+    return m.astype(np.int32), s.astype(np.int32)
+
+
+def _conv_requant(op) -> tuple[np.ndarray, np.ndarray]:
+    if op.convention == "int32-accumulate":  # the requantize scale s_x*s_w[c] is given whole
+        return _requant(op.weight_scale, op.output)
+    m, s = nx.conv_requant_params(op.input.scale, op.weight_scale, op.output.scale)
+    return m.astype(np.int32), s.astype(np.int32)
+
+
+def _lower_conv(name: str, op: QConv2D, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
+    mult, shift = _conv_requant(op)
+    common = dict(
+        name=name,
+        ifm=ifms[0],
+        ofm=ofm,
+        bias=op.bias.astype(np.int32),
+        multiplier=mult,
+        shift=shift,
+        ifm_zero_point=op.input.zero_point,
+        ofm_zero_point=op.output.zero_point,
+        stride=tuple(op.strides),
+        padding=tuple(op.padding),
+        act_min=op.act_min,
+        act_max=op.act_max,
+    )
+    if op.depthwise:
+        return DepthwiseConv2D(weights=np.ascontiguousarray(op.weight[:, :, :, 0]), **common)
+    return Conv2D(weights=np.ascontiguousarray(op.weight), **common)
+
+
+def _lower_fc(name: str, op: QFullyConnected, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
+    if op.convention == "int32-accumulate":
+        mult, shift = _requant(op.weight_scale, op.output)
+    else:
+        mult, shift = nx.fc_requant_params(op.input.scale, op.weight_scale, op.output.scale)
+        mult = np.broadcast_to(mult, (op.out_features,)).astype(np.int32)
+        shift = np.broadcast_to(shift, (op.out_features,)).astype(np.int32)
+    rows = ofm.shape[0] * ofm.shape[1] * ofm.shape[2] // op.out_features
+    return FullyConnected(
+        name=name,
+        ifm=view(ifms[0], (1, rows, op.in_features)),
+        ofm=view(ofm, (1, rows, op.out_features)),
+        weights=np.ascontiguousarray(op.weight),
+        bias=op.bias.astype(np.int32),
+        multiplier=np.ascontiguousarray(mult),
+        shift=np.ascontiguousarray(shift),
+        ifm_zero_point=op.input.zero_point,
+        ofm_zero_point=op.output.zero_point,
+        act_min=op.act_min,
+        act_max=op.act_max,
+    )
+
+
+def _lower_pool(name: str, op: QPool2D, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
+    return Pool(
+        name=name,
+        pool=op.kind,
+        ifm=ifms[0],
+        ofm=ofm,
+        kernel=tuple(op.pool_size),
+        stride=tuple(op.strides),
+        padding=tuple(op.padding),
+        act_min=op.act_min,
+        act_max=op.act_max,
+    )
+
+
+def _lower_mean(name: str, op: QMean, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
+    h, w, c = ifms[0].shape
+    mult, shift = nx.mean_params(op.input.scale, op.output.scale, h * w)
+    return Mean(
+        name=name,
+        ifm=ifms[0],
+        ofm=view(ofm, (1, 1, c)),
+        ifm_zero_point=op.input.zero_point,
+        ofm_zero_point=op.output.zero_point,
+        multiplier=int(mult),
+        shift=int(shift),
+        act_min=op.act_min,
+        act_max=op.act_max,
+    )
+
+
+def _lower_add(name: str, op: QAdd, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
+    try:
+        p = nx.add_params(op.input_a.scale, op.input_b.scale, op.output.scale)
+    except ValueError as err:
+        raise Reject(f"add rescaling out of range: {err}") from None
+    return Add(
+        name=name,
+        ifm=ifms[0],
+        ifm2=ifms[1],
+        ofm=ofm,
+        ifm_zero_point=op.input_a.zero_point,
+        ifm2_zero_point=op.input_b.zero_point,
+        ofm_zero_point=op.output.zero_point,
+        left_shift=p.left_shift,
+        ifm_multiplier=p.input1_multiplier,
+        ifm_shift=p.input1_shift,
+        ifm2_multiplier=p.input2_multiplier,
+        ifm2_shift=p.input2_shift,
+        ofm_multiplier=p.output_multiplier,
+        ofm_shift=p.output_shift,
+        act_min=op.act_min,
+        act_max=op.act_max,
+    )
+
+
+_LUT_BUILDERS = {"sigmoid": nx.sigmoid_lut}
+
+
+def _lower_lut(name: str, op: QLut, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
+    build = _LUT_BUILDERS[op.function]
+    table = build(op.input.scale, op.input.zero_point, op.output.scale, op.output.zero_point)
+    table = np.clip(table.astype(np.int32), op.act_min, op.act_max).astype(np.int8)
+    return Lut(name=name, function=op.function, ifm=ifms[0], ofm=ofm, table=table)
+
+
+LOWERINGS: dict[type, Callable[[str, QOp, list[TensorRef], TensorRef], NpuOp]] = {
+    QConv2D: _lower_conv,
+    QFullyConnected: _lower_fc,
+    QPool2D: _lower_pool,
+    QMean: _lower_mean,
+    QAdd: _lower_add,
+    QLut: _lower_lut,
+}
+
+
+def _layout_of(op: QOp, model_layout: str) -> str:
+    """The op's activation layout; elementwise ops (no layout of their own) follow the
+    partition's spatial ops, so their inputs and outputs agree with their neighbours."""
+    return getattr(op, "layout", model_layout)
+
+
+# ---------------------------------------------------------------------------------------------
+# Partitions
+
+
+def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONFIG) -> PartitionPlan:
+    """Lower one Codegen="npu" function. Raises LoweringError naming the layer and the reason."""
+    params = list(func.params)
+    bindings = [b for block in func.body.blocks for b in block.bindings]
+    local_funcs = {b.var: b.value for b in bindings if isinstance(b.value, relax.Function)}
+    calls = [b for b in bindings if isinstance(b.value, relax.Call) and b.value.op in local_funcs]
+    result = func.body.body
+    result_vars = list(result.fields) if isinstance(result, relax.Tuple) else [result]
+    aliases = {b.var: b.value for b in bindings if isinstance(b.value, relax.Var)}
+    result_vars = [aliases.get(v, v) for v in result_vars]
+
+    # First pass: extract every composite; the layout a tensor has in its region comes from
+    # the op that produces it (outputs) or the first op that reads it (inputs).
+    extracted = []
+    param_layout: dict = {}
+    for b in calls:
+        composite = local_funcs[b.value.op]
+        layer = str(composite.attrs[LAYER_ATTR]) if LAYER_ATTR in composite.attrs else str(b.var.name)
+        try:
+            qop = extract_composite(composite, hw)
+        except Reject as err:
+            raise LoweringError(f"{name}: layer '{layer}' ({composite.attrs['Composite']}): {err}") from None
+        extracted.append((b, layer, qop))
+    model_layout = next((q.layout for _, _, q in extracted if hasattr(q, "layout")), "NHWC")
+    for b, _, qop in extracted:
+        for a in b.value.args:
+            if a in params:
+                param_layout.setdefault(a, _layout_of(qop, model_layout))
+
+    next_region = int(Region.IO)
+    refs: dict = {}
+    inputs: list[IoTensor] = []
+    for p in params:
+        shape = shape_of(p)
+        layout = param_layout.get(p, "NHWC")
+        ref = TensorRef(p.name, next_region, 0, _hwc_or_fail(name, p.name, shape, layout), layout)
+        refs[p] = ref
+        inputs.append(IoTensor(p.name, shape, dtype_of(p), ref))
+        next_region += 1
+
+    output_region = {v: next_region + k for k, v in enumerate(result_vars)}
+    scratch = 0
+    ops: list[NpuOp] = []
+    layers = []
+    for b, layer, qop in extracted:
+        layout = _layout_of(qop, model_layout)
+        shape = shape_of(b.var)
+        try:
+            hwc_shape = hwc(shape, layout)
+            if b.var in output_region:
+                ofm = TensorRef(layer, output_region[b.var], 0, hwc_shape, layout)
+            else:
+                ofm = TensorRef(layer, int(Region.SCRATCH), scratch, hwc_shape, "NHWC")
+                scratch += -(-ofm.nbytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
+            ifms = [refs[a] for a in b.value.args]
+            op = LOWERINGS[type(qop)](layer, qop, ifms, ofm)
+        except Reject as err:
+            raise LoweringError(f"{name}: layer '{layer}': {err}") from None
+        except KeyError as err:
+            raise LoweringError(f"{name}: layer '{layer}': input {err} is not produced by the partition") from None
+        refs[b.var] = ofm
+        ops.append(op)
+        layers.append(layer)
+
+    outputs = []
+    for k, v in enumerate(result_vars):
+        if v not in refs or refs[v].region != output_region.get(v):
+            raise LoweringError(f"{name}: output {k} is not produced by an NPU operation")
+        outputs.append(IoTensor(f"output_{k}", shape_of(v), dtype_of(v), refs[v]))
+    return PartitionPlan(name, inputs, outputs, ops, scratch, layers)
+
+
+def _hwc_or_fail(partition: str, tensor: str, shape, layout) -> tuple[int, int, int]:
+    try:
+        return hwc(shape, layout)
+    except Reject as err:
+        raise LoweringError(f"{partition}: input '{tensor}': {err}") from None
+
+
+def lower_module(mod: tvm.IRModule, hw: HwConfig = DEFAULT_CONFIG) -> dict[str, PartitionPlan]:
+    """Lower every Codegen="npu" function of a partitioned module."""
+    from ..patterns import npu_functions
+
+    return {name: lower_partition(name, f, hw) for name, f in npu_functions(mod).items()}
+
+
+__all__ = ["PartitionPlan", "IoTensor", "lower_partition", "lower_module", "LOWERINGS", "hwc", "view"]
+

@@ -1,0 +1,246 @@
+"""Typed NPU operations: the contract between the compiler and the hardware.
+
+Lowering (npu_byoc.codegen.lower) produces these from the quantized-op records; everything
+downstream — the scheduler and command-stream encoder, the C templates, the golden model,
+the reports — reads only these. They hold integers, integer arrays and shapes: no float.
+
+Tensors live in external memory *regions* (npu_byoc.isa.Region): a partition's inputs and
+outputs in their own regions, in the model's layout; intermediates in the scratch region,
+NHWC. Every tensor is seen by the NPU as an H x W x C int8 feature map (batch 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """An int8 feature map in external memory."""
+
+    name: str
+    region: int
+    offset: int
+    shape: tuple[int, int, int]  # H, W, C
+    layout: str = "NHWC"  # memory order in the region: "NHWC" or "NCHW"
+
+    @property
+    def nbytes(self) -> int:
+        h, w, c = self.shape
+        return h * w * c
+
+
+@dataclass(frozen=True)
+class Tiling:
+    """How an operation is cut to fit the SRAM: output rows and output channels per tile."""
+
+    rows: int
+    channels: int
+
+
+class _NpuOp:
+    """Equality that compares arrays by value (dataclass eq would compare them elementwise)."""
+
+    kind: str = ""
+
+    def __eq__(self, other) -> bool:
+        if type(self) is not type(other):
+            return NotImplemented
+        for f in fields(self):
+            a, b = getattr(self, f.name), getattr(other, f.name)
+            if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+                if not (np.shape(a) == np.shape(b) and np.array_equal(a, b)):
+                    return False
+            elif a != b:
+                return False
+        return True
+
+    __hash__ = None
+
+    @property
+    def inputs(self) -> tuple[TensorRef, ...]:
+        return (self.ifm,)
+
+
+@dataclass(eq=False)
+class Conv2D(_NpuOp):
+    """acc[c] = bias[c] + sum_{kh,kw,ci} (x - ifm_zero_point) * w[c, kh, kw, ci];
+    out = clamp(requantize(acc, multiplier[c], shift[c]) + ofm_zero_point, act_min, act_max)."""
+
+    name: str
+    ifm: TensorRef
+    ofm: TensorRef
+    weights: np.ndarray  # int8 [C_out, KH, KW, C_in]
+    bias: np.ndarray  # int32 [C_out]
+    multiplier: np.ndarray  # int32 [C_out]
+    shift: np.ndarray  # int32 [C_out], TFLite sign convention (positive = left)
+    ifm_zero_point: int
+    ofm_zero_point: int
+    stride: tuple[int, int]
+    padding: tuple[int, int, int, int]  # top, left, bottom, right
+    act_min: int
+    act_max: int
+    tiling: Tiling | None = None
+    kind: str = field(default="conv2d", init=False)
+
+    @property
+    def kernel(self) -> tuple[int, int]:
+        return int(self.weights.shape[1]), int(self.weights.shape[2])
+
+    @property
+    def macs(self) -> int:
+        h, w, c = self.ofm.shape
+        return h * w * c * int(np.prod(self.weights.shape[1:]))
+
+
+@dataclass(eq=False)
+class DepthwiseConv2D(_NpuOp):
+    """As Conv2D with one input channel per output channel (channel multiplier 1)."""
+
+    name: str
+    ifm: TensorRef
+    ofm: TensorRef
+    weights: np.ndarray  # int8 [C, KH, KW]
+    bias: np.ndarray
+    multiplier: np.ndarray
+    shift: np.ndarray
+    ifm_zero_point: int
+    ofm_zero_point: int
+    stride: tuple[int, int]
+    padding: tuple[int, int, int, int]
+    act_min: int
+    act_max: int
+    tiling: Tiling | None = None
+    kind: str = field(default="depthwise_conv2d", init=False)
+
+    @property
+    def kernel(self) -> tuple[int, int]:
+        return int(self.weights.shape[1]), int(self.weights.shape[2])
+
+    @property
+    def macs(self) -> int:
+        h, w, c = self.ofm.shape
+        return h * w * c * self.kernel[0] * self.kernel[1]
+
+
+@dataclass(eq=False)
+class FullyConnected(_NpuOp):
+    """Rows of the input (ifm W axis, H = 1) times weights^T, per-channel requantize."""
+
+    name: str
+    ifm: TensorRef  # (1, rows, in_features)
+    ofm: TensorRef  # (1, rows, out_features)
+    weights: np.ndarray  # int8 [out_features, in_features]
+    bias: np.ndarray
+    multiplier: np.ndarray
+    shift: np.ndarray
+    ifm_zero_point: int
+    ofm_zero_point: int
+    act_min: int
+    act_max: int
+    tiling: Tiling | None = None
+    kind: str = field(default="fully_connected", init=False)
+
+    @property
+    def macs(self) -> int:
+        _, rows, n = self.ofm.shape
+        return rows * n * int(self.weights.shape[1])
+
+
+@dataclass(eq=False)
+class Pool(_NpuOp):
+    """avg: sum of raw int8 over the valid (non-padded) window / count, rounded half away from
+    zero; max: maximum over the valid window. Then clamp."""
+
+    name: str
+    pool: str  # "avg" | "max"
+    ifm: TensorRef
+    ofm: TensorRef
+    kernel: tuple[int, int]
+    stride: tuple[int, int]
+    padding: tuple[int, int, int, int]
+    act_min: int
+    act_max: int
+    tiling: Tiling | None = None
+    kind: str = field(default="pool", init=False)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+@dataclass(eq=False)
+class Mean(_NpuOp):
+    """TFLite int8 MEAN over H and W: sum(x - ifm_zero_point) requantized with
+    (multiplier, shift) that already include 1/(H*W), plus ofm_zero_point, clamped."""
+
+    name: str
+    ifm: TensorRef
+    ofm: TensorRef  # (1, 1, C)
+    ifm_zero_point: int
+    ofm_zero_point: int
+    multiplier: int
+    shift: int
+    act_min: int
+    act_max: int
+    tiling: Tiling | None = None
+    kind: str = field(default="mean", init=False)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+@dataclass(eq=False)
+class Add(_NpuOp):
+    """TFLite int8 ADD: both inputs shifted left by left_shift, rescaled to a common scale,
+    summed, rescaled to the output, plus ofm_zero_point, clamped."""
+
+    name: str
+    ifm: TensorRef
+    ifm2: TensorRef
+    ofm: TensorRef
+    ifm_zero_point: int
+    ifm2_zero_point: int
+    ofm_zero_point: int
+    left_shift: int
+    ifm_multiplier: int
+    ifm_shift: int
+    ifm2_multiplier: int
+    ifm2_shift: int
+    ofm_multiplier: int
+    ofm_shift: int
+    act_min: int
+    act_max: int
+    tiling: Tiling | None = None
+    kind: str = field(default="add", init=False)
+
+    @property
+    def inputs(self) -> tuple[TensorRef, ...]:
+        return (self.ifm, self.ifm2)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+@dataclass(eq=False)
+class Lut(_NpuOp):
+    """out = table[x + 128] (the table already includes requantize and clamp)."""
+
+    name: str
+    function: str  # what the table computes, for reports ("sigmoid")
+    ifm: TensorRef
+    ofm: TensorRef
+    table: np.ndarray  # int8 [256]
+    tiling: Tiling | None = None
+    kind: str = field(default="lut", init=False)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+NpuOp = Conv2D | DepthwiseConv2D | FullyConnected | Pool | Mean | Add | Lut

@@ -1,0 +1,1 @@
+"""Executing NPU partitions: golden model, driver backends, comparisons."""
