@@ -1,0 +1,732 @@
+#!/usr/bin/env python3
+"""Build the real int8 model fixtures of npu_byoc, with reference outputs.
+
+Running ``python tools/make_models.py`` regenerates everything in
+``tests/fixtures/models/`` (and the bundled demo model(s) in ``npu_byoc/data/``).
+The build is deterministic: fixed seeds (numpy, ``tf.random.set_seed``,
+``keras.utils.set_random_seed``), fixed calibration data, and ``.npz`` files written
+with fixed zip timestamps, so re-running it on the same package versions gives the
+same bytes.
+
+Dependencies (not needed by the package itself)::
+
+    pip install -e .[models]      # tensorflow-cpu, ai-edge-litert, onnxruntime (+ onnx)
+
+``--verify-tvm`` additionally needs ``apache-tvm`` (0.27) and ``tflite`` (the
+flatbuffer bindings TVM's TFLite frontend reads).
+
+Options::
+
+    --out DIR        output folder (default tests/fixtures/models next to this repo)
+    --only NAME      build one model only (repeatable): mobilenet_v2_int8, tiny_cnn_int8,
+                     tiny_cnn_qdq
+    --no-data-copy   do not copy the demo models to npu_byoc/data/
+    --skip-build     with --verify-tvm: check the existing files only
+    --verify-tvm     import every model in TVM (Relax frontends), dump the Relax script to
+                     /tmp/relax_<NAME>.txt, compile for llvm, run the sample inputs and print
+                     the max |TVM CPU - reference| in output LSB
+
+The models
+----------
+``mobilenet_v2_int8.tflite``
+    ``keras.applications.MobileNetV2(alpha=0.35, input_shape=(96, 96, 3), classes=10,
+    weights=None)``, full-integer (int8 in/out) TFLite, batch 1. The real MobileNetV2
+    architecture: conv, depthwise, pointwise, residual ADD, ReLU6, PAD, global average
+    pool (MEAN), FULLY_CONNECTED, SOFTMAX. The "realistic network" end-to-end fixture.
+``tiny_cnn_int8.tflite``
+    A small Keras CNN (input 1x32x32x3) holding every TFLite op the NPU supports at least
+    once - CONV_2D (fused RELU6 / RELU / none; stride 2 'same'; 'valid'),
+    DEPTHWISE_CONV_2D, FULLY_CONNECTED, LOGISTIC, AVERAGE_POOL_2D, MAX_POOL_2D, MEAN,
+    ADD of two activations - plus ops the NPU does not support and must leave on the CPU
+    with a reason: SOFTMAX, TANH, a dilated CONV_2D (dilation 2), CONCATENATION. The
+    coverage / partitioning fixture; also the bundled demo model.
+``tiny_cnn_qdq.onnx``
+    The ONNX counterpart: the same trained float tiny CNN rewritten with onnx.helper as an
+    NCHW graph (input 1x3x32x32; BN folded; checked equal to Keras to 1e-4): Conv + Clip(0,6)
+    / Relu, depthwise Conv (group == channels), dilated Conv, Add of two activations,
+    MaxPool, AveragePool, Sigmoid, Tanh, Concat, GlobalAveragePool, Flatten, Gemm, Softmax;
+    quantized with ``onnxruntime.quantization.quantize_static`` (QDQ, per-channel int8
+    weights, int8 activations). Graph input/output stay float32. Note that the ORT QDQ
+    quantizer folds Relu/Clip into the preceding Conv's output quantization (zero point
+    -128), so the quantized graph has no Relu/Clip nodes - as in real ORT QDQ models.
+
+Weights and data
+----------------
+Inputs are smooth random fields (low-resolution gaussian noise upsampled bilinearly + a
+random gradient + a little fine noise, scaled to [-1, 1]) - image-like, not white noise.
+Random-weight networks amplify small perturbations chaotically (an untrained MobileNetV2
+turned TVM's 1-LSB-per-layer differences into ~100 LSB at the output), so both Keras models
+are briefly trained (fixed seeds, deterministic ops, no shuffling) on a synthetic 10-class
+task - the bin of the input's dominant gradient direction - over 1280 such fields (seeds
+5000..6279). BatchNorm moving statistics are then set exactly to the statistics of the 64
+calibration samples (seeds 1000..1063; one training-mode pass with momentum 0), which also
+calibrate quantization. The reference inputs use seeds 0, 1, 2.
+
+References
+----------
+For each ``NAME.<tflite|onnx>``:
+
+``NAME.npz``
+    ``input_0``  (N=3, *model input shape), model dtype: int8 for TFLite (the float field
+    quantized with the model's input scale/zero point), float32 for ONNX QDQ;
+    ``output_0`` (N, *model output shape), the reference runtime's outputs;
+    ``reference`` e.g. "litert 2.3.0 BUILTIN_REF" / "onnxruntime 1.31.1 ORT_DISABLE_ALL";
+    ``meta`` a JSON string (tool versions, seeds, input/output quantization).
+``NAME.tensors.npz``
+    every activation tensor for sample 0 (graph inputs and all op outputs; constants
+    are left out - they are in the model). TFLite: key = tensor name, and ``__index__`` is a
+    JSON array indexed by TFLite tensor index giving that key (null for constants).
+    ONNX: key = ONNX value name (every node output, obtained by adding all values as graph
+    outputs of an in-memory copy), ``__index__`` = JSON list of the keys in node order.
+
+TFLite references come from ``ai_edge_litert.interpreter.Interpreter`` with
+``OpResolverType.BUILTIN_REF`` (the reference kernels, the de-facto int8 spec) and
+``experimental_preserve_all_tensors=True``. ONNX references come from onnxruntime with
+``GraphOptimizationLevel.ORT_DISABLE_ALL`` (its fused uint8 x int8 conv kernels overflow
+internally on CPUs without VNNI, so optimized sessions are not a reference).
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import shutil
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = REPO / "tests" / "fixtures" / "models"
+DATA_DIR = REPO / "npu_byoc" / "data"
+
+SEED = 1234
+N_CALIB = 64
+CALIB_SEEDS = list(range(1000, 1000 + N_CALIB))
+REF_SEEDS = [0, 1, 2]
+TRAIN_SEEDS = range(5000, 5000 + 1280)
+DATA_COPY_LIMIT = 1 << 20  # copy a TFLite demo model to npu_byoc/data only if < 1 MB
+
+MODELS = ("mobilenet_v2_int8", "tiny_cnn_int8", "tiny_cnn_qdq")
+DEMO_MODELS = ("tiny_cnn_int8", "mobilenet_v2_int8")
+
+
+# --------------------------------------------------------------------------- helpers
+def structured_input(seed: int, h: int, w: int, c: int, lo: float = -1.0, hi: float = 1.0):
+    """A smooth random field (H, W, C) float32 in [lo, hi]: image-like, not white noise."""
+    rng = np.random.default_rng(seed)
+    gh, gw = rng.integers(3, 7, size=2)
+    low = rng.normal(size=(gh, gw, c))
+    # bilinear upsampling (align corners) of the low-resolution grid
+    ys = np.linspace(0, gh - 1, h)
+    xs = np.linspace(0, gw - 1, w)
+    y0 = np.clip(np.floor(ys).astype(int), 0, gh - 2)
+    x0 = np.clip(np.floor(xs).astype(int), 0, gw - 2)
+    fy = (ys - y0)[:, None, None]
+    fx = (xs - x0)[None, :, None]
+    a = low[y0][:, x0]
+    b = low[y0][:, x0 + 1]
+    cc = low[y0 + 1][:, x0]
+    d = low[y0 + 1][:, x0 + 1]
+    field = (a * (1 - fx) + b * fx) * (1 - fy) + (cc * (1 - fx) + d * fx) * fy
+    # a random linear gradient per channel
+    gy, gx = np.meshgrid(np.linspace(-1, 1, h), np.linspace(-1, 1, w), indexing="ij")
+    ang = rng.uniform(0, 2 * np.pi, size=c)
+    field += rng.uniform(0.3, 1.0, size=c) * (
+        np.cos(ang) * gx[..., None] + np.sin(ang) * gy[..., None]
+    )
+    field += 0.05 * rng.normal(size=field.shape)
+    fmin, fmax = field.min(), field.max()
+    unit = (field - fmin) / max(fmax - fmin, 1e-6)  # [0, 1]
+    contrast = rng.uniform(0.7, 1.0)
+    mid = 0.5 + rng.uniform(-0.5, 0.5) * (1 - contrast)
+    unit = mid + (unit - 0.5) * contrast
+    return (lo + (hi - lo) * unit).astype(np.float32)
+
+
+def nhwc_batch(seeds, h, w, c):
+    return np.stack([structured_input(s, h, w, c) for s in seeds])
+
+
+def save_npz(path: Path, arrays: dict):
+    """np.savez_compressed with fixed zip timestamps (byte-reproducible output)."""
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        for key, val in arrays.items():
+            buf = io.BytesIO()
+            np.lib.format.write_array(buf, np.asanyarray(val), allow_pickle=False)
+            info = zipfile.ZipInfo(key + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            zf.writestr(info, buf.getvalue())
+
+
+def summarize(name: str, outputs: np.ndarray, qmin=None, qmax=None):
+    """Print min/max/std/distinct values of reference outputs; fail if input-independent."""
+    o = np.asarray(outputs)
+    flat = o.reshape(o.shape[0], -1)
+    msg = (
+        f"  {name}: shape {o.shape} {o.dtype} min {o.min():.4g} max {o.max():.4g} "
+        f"std {o.astype(np.float64).std():.4g} distinct {len(np.unique(o))}"
+    )
+    if qmin is not None:
+        sat = np.mean((o == qmin) | (o == qmax))
+        msg += f" saturated {sat:.1%}"
+    differs = [not np.array_equal(flat[0], flat[i]) for i in range(1, len(flat))]
+    msg += f" differs-across-samples {all(differs)}"
+    print(msg)
+    if not all(differs) or len(np.unique(o)) < 3:
+        raise SystemExit(f"{name}: reference output does not depend on the input")
+
+
+def _set_seeds():
+    import keras
+    import tensorflow as tf
+
+    keras.backend.clear_session()  # also resets layer-name counters (tensor names)
+    np.random.seed(SEED)
+    tf.random.set_seed(SEED)
+    keras.utils.set_random_seed(SEED)
+    try:
+        tf.config.experimental.enable_op_determinism()
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+
+
+def _versions():
+    v = {"numpy": np.__version__}
+    for mod in ("tensorflow", "keras", "ai_edge_litert", "onnx", "onnxruntime"):
+        try:
+            v[mod] = __import__(mod).__version__
+        except Exception:  # noqa: BLE001 - optional
+            pass
+    return v
+
+
+# --------------------------------------------------------------------------- Keras / TFLite
+def synthetic_task(seeds, h, w, c):
+    """Structured inputs and 10-class labels: the bin of the mean-channel gradient angle."""
+    xs = nhwc_batch(seeds, h, w, c)
+    m = xs.mean(-1)
+    gy, gx = np.meshgrid(np.linspace(-1, 1, h), np.linspace(-1, 1, w), indexing="ij")
+    ang = np.arctan2((m * gy).mean((1, 2)), (m * gx).mean((1, 2)))
+    ys = np.floor((ang + np.pi) / (2 * np.pi) * 10).astype(np.int64) % 10
+    return xs, ys
+
+
+def train_keras(make_model, shape, epochs: int, lr: float):
+    """Train make_model(None) briefly on the synthetic task; return make_model(1) with its
+    weights (batch fixed to 1: a dynamic batch makes the converter emit SHAPE ops)."""
+    import keras
+
+    xs, ys = synthetic_task(TRAIN_SEEDS, *shape)
+    model = make_model(None)
+    model.compile(optimizer=keras.optimizers.Adam(lr),
+                  loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    hist = model.fit(xs, ys, batch_size=32, epochs=epochs, shuffle=False, verbose=0)
+    acc = float(hist.history["accuracy"][-1])
+    print(f"  trained {epochs} epochs on {len(xs)} samples: train accuracy {acc:.2f}")
+    fixed = make_model(1)
+    fixed.set_weights(model.get_weights())
+    return fixed, acc
+
+
+def calibrate_bn(model, calib: np.ndarray):
+    """Set every BatchNorm's moving statistics to the exact statistics of the calibration
+    data: one training-mode pass with momentum 0 (moving stats := batch stats)."""
+    import keras
+
+    bns = [l for l in model.layers if isinstance(l, keras.layers.BatchNormalization)]
+    for bn in bns:
+        bn.momentum = 0.0
+    if bns:
+        model([calib], training=True)
+    for bn in bns:
+        bn.momentum = 0.99
+
+
+def convert_int8(model, calib: np.ndarray) -> bytes:
+    """Full-integer TFLite conversion (int8 in/out) of a Keras model with a batch-1 input."""
+    import tensorflow as tf
+
+    def rep():
+        for i in range(len(calib)):
+            yield [calib[i : i + 1]]
+
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = rep
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    conv.inference_input_type = tf.int8
+    conv.inference_output_type = tf.int8
+    return conv.convert()
+
+
+def tflite_op_counts(path: Path) -> dict:
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_path=str(path))
+    counts: dict = {}
+    for op in it._get_ops_details():
+        counts[op["op_name"]] = counts.get(op["op_name"], 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def tflite_references(path: Path, float_inputs: np.ndarray, meta: dict):
+    """Run the LiteRT reference kernels; write NAME.npz and NAME.tensors.npz."""
+    import ai_edge_litert
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    it = Interpreter(
+        model_path=str(path),
+        experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
+        experimental_preserve_all_tensors=True,
+    )
+    it.allocate_tensors()
+    ins, outs = it.get_input_details(), it.get_output_details()
+    assert len(ins) == 1, "one input expected"
+    ind = ins[0]
+    scale, zp = ind["quantization"]
+    q = np.clip(np.round(float_inputs / scale) + zp, -128, 127).astype(ind["dtype"])
+    q = q.reshape(len(float_inputs), *ind["shape"][1:])
+
+    act = set()  # activation tensors: graph inputs and op outputs (not constants)
+    for op in it._get_ops_details():
+        act.update(int(t) for t in op["outputs"] if t >= 0)
+    act.update(int(d["index"]) for d in ins)
+
+    results = [[] for _ in outs]
+    tensors = {}
+    details = it.get_tensor_details()
+    for n in range(len(q)):
+        it.set_tensor(ind["index"], q[n : n + 1])
+        it.invoke()
+        for k, od in enumerate(outs):
+            results[k].append(it.get_tensor(od["index"])[0].copy())
+        if n == 0:
+            index = [None] * (max(d["index"] for d in details) + 1)
+            used = set()
+            for d in details:
+                ti = int(d["index"])
+                if ti not in act:
+                    continue
+                key = d["name"] or f"t{ti}"
+                if key in used or key.startswith("__"):
+                    key = f"{key}#{ti}"
+                used.add(key)
+                index[ti] = key
+                tensors[key] = it.get_tensor(ti).copy()
+            tensors["__index__"] = np.array(json.dumps(index))
+
+    ref = f"litert {ai_edge_litert.__version__} BUILTIN_REF"
+    io_meta = {
+        "inputs": [
+            {"name": d["name"], "shape": d["shape"].tolist(), "dtype": np.dtype(d["dtype"]).name,
+             "scale": float(d["quantization"][0]), "zero_point": int(d["quantization"][1])}
+            for d in ins
+        ],
+        "outputs": [
+            {"name": d["name"], "shape": d["shape"].tolist(), "dtype": np.dtype(d["dtype"]).name,
+             "scale": float(d["quantization"][0]), "zero_point": int(d["quantization"][1])}
+            for d in outs
+        ],
+    }
+    meta = {**meta, **io_meta, "reference": ref}
+    arrays = {"input_0": q}
+    for k, r in enumerate(results):
+        arrays[f"output_{k}"] = np.stack(r)
+    arrays["reference"] = np.array(ref)
+    arrays["meta"] = np.array(json.dumps(meta, sort_keys=True))
+    stem = path.with_suffix("")
+    save_npz(Path(f"{stem}.npz"), arrays)
+    save_npz(Path(f"{stem}.tensors.npz"), tensors)
+    print(f"  reference: {ref}; {len(tensors) - 1} activation tensors saved")
+    for k in range(len(results)):
+        summarize(f"output_{k}", arrays[f"output_{k}"], -128, 127)
+    return arrays
+
+
+def build_mobilenet_v2(out: Path):
+    import keras
+
+    _set_seeds()
+    shape = (96, 96, 3)
+    alpha = 0.35
+
+    def make(batch_size):
+        return keras.applications.MobileNetV2(
+            alpha=alpha, weights=None, classes=10,
+            input_tensor=keras.Input(shape=shape, batch_size=batch_size, name="input"))
+
+    model, acc = train_keras(make, shape, epochs=6, lr=2e-3)
+    calib = nhwc_batch(CALIB_SEEDS, *shape)
+    calibrate_bn(model, calib)
+    path = out / "mobilenet_v2_int8.tflite"
+    path.write_bytes(convert_int8(model, calib))
+    meta = {"model": "keras.applications.MobileNetV2", "alpha": alpha, "input_shape": [1, *shape],
+            "classes": 10, "train_accuracy": round(acc, 4), **_common_meta()}
+    tflite_references(path, nhwc_batch(REF_SEEDS, *shape), meta)
+    return path
+
+
+def _common_meta():
+    return {"train_seeds": [TRAIN_SEEDS.start, TRAIN_SEEDS.stop],
+            "calib_seeds": CALIB_SEEDS, "ref_seeds": REF_SEEDS,
+            "input_range": [-1.0, 1.0], "versions": _versions()}
+
+
+def make_tiny_cnn(batch_size):
+    """The tiny CNN (NHWC 32x32x3). Comments name the TFLite op each layer becomes."""
+    import keras
+    from keras import layers as L
+
+    x0 = keras.Input(shape=(32, 32, 3), batch_size=batch_size, name="input")
+    # CONV_2D stride 2 'same' (BN folded) + fused RELU6
+    a = L.Conv2D(16, 3, strides=2, padding="same", use_bias=False, name="conv_s2")(x0)
+    a = L.BatchNormalization(name="bn_s2")(a)
+    a = L.ReLU(6.0, name="relu6_s2")(a)  # 16x16x16
+    # DEPTHWISE_CONV_2D + fused RELU
+    b = L.DepthwiseConv2D(3, padding="same", activation="relu", name="dw")(a)
+    # CONV_2D 1x1, no activation
+    c = L.Conv2D(16, 1, name="pw_linear")(b)
+    # ADD of two int8 activations (residual)
+    d = L.Add(name="residual_add")([a, c])
+    # MAX_POOL_2D
+    e = L.MaxPooling2D(2, name="maxpool")(d)  # 8x8x16
+    # CONV_2D 'valid' + fused RELU
+    f = L.Conv2D(24, 3, padding="valid", activation="relu", name="conv_valid")(e)  # 6x6x24
+    # NPU-unsupported: dilated CONV_2D (dilation 2)
+    g = L.Conv2D(8, 3, padding="same", dilation_rate=2, activation="relu",
+                 name="conv_dilated")(f)
+    # NPU-unsupported: TANH (CONV_2D + TANH)
+    h = L.Conv2D(8, 1, activation="tanh", name="conv_tanh")(f)
+    # LOGISTIC (CONV_2D + LOGISTIC)
+    s = L.Conv2D(8, 1, activation="sigmoid", name="conv_sigmoid")(f)
+    # NPU-unsupported: CONCATENATION (the converter also adds QUANTIZE requantize ops
+    # because concat inputs must share the output scale)
+    i = L.Concatenate(name="concat")([g, h, s])  # 6x6x24
+    # AVERAGE_POOL_2D
+    j = L.AveragePooling2D(2, name="avgpool")(i)  # 3x3x24
+    # MEAN (global average pool over H, W)
+    k = L.GlobalAveragePooling2D(name="gap")(j)  # 24
+    # FULLY_CONNECTED
+    lg = L.Dense(10, name="fc")(k)
+    # NPU-unsupported: SOFTMAX
+    y = L.Softmax(name="softmax")(lg)
+    return keras.Model(x0, y, name="tiny_cnn")
+
+
+_TINY = None
+
+
+def tiny_cnn_trained():
+    """The trained, BN-calibrated float tiny CNN (shared by the TFLite and ONNX fixtures)."""
+    global _TINY
+    if _TINY is None:
+        _set_seeds()
+        model, acc = train_keras(make_tiny_cnn, (32, 32, 3), epochs=12, lr=3e-3)
+        calibrate_bn(model, nhwc_batch(CALIB_SEEDS, 32, 32, 3))
+        _TINY = (model, acc)
+    return _TINY
+
+
+def build_tiny_cnn_int8(out: Path):
+    model, acc = tiny_cnn_trained()
+    shape = (32, 32, 3)
+    calib = nhwc_batch(CALIB_SEEDS, *shape)
+    path = out / "tiny_cnn_int8.tflite"
+    path.write_bytes(convert_int8(model, calib))
+    meta = {"model": "tiny_cnn (tools/make_models.py)", "input_shape": [1, *shape],
+            "train_accuracy": round(acc, 4), **_common_meta()}
+    tflite_references(path, nhwc_batch(REF_SEEDS, *shape), meta)
+    return path
+
+
+# --------------------------------------------------------------------------- ONNX QDQ
+def tiny_cnn_float_onnx(kmodel):
+    """The Keras tiny CNN rewritten as a float NCHW onnx.ModelProto (opset 13), same weights
+    (BN folded into the first conv). Keras 'same' padding becomes explicit ONNX pads."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes, inits = [], []
+    W = {l.name: l.get_weights() for l in kmodel.layers}
+
+    def const(name, arr):
+        inits.append(numpy_helper.from_array(np.asarray(arr, np.float32), name))
+        return name
+
+    def conv(name, x, w_oihw, b, stride=1, pads=(0, 0, 0, 0), group=1, dil=1):
+        k = w_oihw.shape[2]
+        nodes.append(helper.make_node(
+            "Conv", [x, const(name + ".weight", w_oihw), const(name + ".bias", b)], [name],
+            name=name, kernel_shape=[k, k], strides=[stride, stride], pads=list(pads),
+            group=group, dilations=[dil, dil]))
+        return name
+
+    def node(op, inputs, name, **attrs):
+        nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
+        return name
+
+    hwio = lambda w: w.transpose(3, 2, 0, 1)  # noqa: E731  Keras HWIO -> ONNX OIHW
+
+    # conv_s2 + bn_s2 folded; TF 'same' with stride 2 on 32 pads (top/left 0, bottom/right 1)
+    (k1,) = W["conv_s2"]
+    gamma, beta, mean, var = W["bn_s2"]
+    eps = kmodel.get_layer("bn_s2").epsilon
+    sc = gamma / np.sqrt(var + eps)
+    a = conv("conv_s2", "input", hwio(k1 * sc), beta - mean * sc, stride=2, pads=(0, 0, 1, 1))
+    a = node("Clip", [a, const("relu6.min", np.float32(0)), const("relu6.max", np.float32(6))],
+             "conv_s2_relu6")
+    kd, bd = W["dw"]  # (3, 3, C, 1) -> (C, 1, 3, 3)
+    b = node("Relu", [conv("dw", a, kd.transpose(2, 3, 0, 1), bd, pads=(1, 1, 1, 1),
+                           group=kd.shape[2])], "dw_relu")
+    c = conv("pw_linear", b, hwio(W["pw_linear"][0]), W["pw_linear"][1])
+    d = node("Add", [a, c], "residual_add")
+    e = node("MaxPool", [d], "maxpool", kernel_shape=[2, 2], strides=[2, 2])
+    f = node("Relu", [conv("conv_valid", e, hwio(W["conv_valid"][0]), W["conv_valid"][1])],
+             "conv_valid_relu")
+    g = node("Relu", [conv("conv_dilated", f, hwio(W["conv_dilated"][0]), W["conv_dilated"][1],
+                           pads=(2, 2, 2, 2), dil=2)], "conv_dilated_relu")
+    h = node("Tanh", [conv("conv_tanh", f, hwio(W["conv_tanh"][0]), W["conv_tanh"][1])], "tanh")
+    s = node("Sigmoid", [conv("conv_sigmoid", f, hwio(W["conv_sigmoid"][0]),
+                              W["conv_sigmoid"][1])], "sigmoid")
+    i = node("Concat", [g, h, s], "concat", axis=1)
+    j = node("AveragePool", [i], "avgpool", kernel_shape=[2, 2], strides=[2, 2])
+    k = node("GlobalAveragePool", [j], "gap")
+    fl = node("Flatten", [k], "flatten", axis=1)
+    kf, bf = W["fc"]
+    lg = node("Gemm", [fl, const("fc.weight", kf.T), const("fc.bias", bf)], "fc", transB=1)
+    nodes.append(helper.make_node("Softmax", [lg], ["output"], name="softmax", axis=-1))
+    graph = helper.make_graph(
+        nodes, "tiny_cnn",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 32, 32])],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 10])],
+        initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                              producer_name="npu_byoc tools/make_models.py")
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def _ort_session(model_or_path):
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.intra_op_num_threads = 1
+    src = model_or_path if isinstance(model_or_path, str) else model_or_path.SerializeToString()
+    return ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
+
+
+def _with_all_outputs(model):
+    """Copy of ``model`` whose graph outputs are every node output (for tensor dumps)."""
+    import onnx
+
+    m = onnx.shape_inference.infer_shapes(model)
+    known = {vi.name: vi for vi in list(m.graph.value_info) + list(m.graph.output)}
+    have = {o.name for o in m.graph.output}
+    names = []
+    for node in m.graph.node:
+        for o in node.output:
+            if not o:
+                continue
+            names.append(o)
+            if o in have:
+                continue
+            if o not in known:
+                raise RuntimeError(f"no type for {o}")
+            m.graph.output.append(known[o])
+            have.add(o)
+    return m, names
+
+
+def build_tiny_cnn_qdq(out: Path):
+    import onnx
+    import onnxruntime
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+
+    kmodel, acc = tiny_cnn_trained()
+    fmodel = tiny_cnn_float_onnx(kmodel)
+    calib = nhwc_batch(CALIB_SEEDS, 32, 32, 3).transpose(0, 3, 1, 2).copy()
+    # the float ONNX graph must compute what the Keras model computes
+    fsess = _ort_session(fmodel)
+    kx = nhwc_batch(REF_SEEDS, 32, 32, 3)
+    kref = kmodel.predict(kx, batch_size=1, verbose=0)
+    fout = np.concatenate([fsess.run(None, {"input": kx[i:i + 1].transpose(0, 3, 1, 2)})[0]
+                           for i in range(len(kx))])
+    err = float(np.abs(fout - kref).max())
+    assert err < 1e-4, f"float ONNX differs from Keras by {err}"
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"input": calib[i:i + 1]} for i in range(len(calib))])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    path = out / "tiny_cnn_qdq.onnx"
+    with tempfile.TemporaryDirectory() as td:
+        fpath = Path(td) / "tiny_cnn_float.onnx"
+        onnx.save(fmodel, str(fpath))
+        quantize_static(str(fpath), str(Path(td) / "q.onnx"), Reader(),
+                        quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+        qmodel = onnx.load(str(Path(td) / "q.onnx"))
+    qmodel.producer_name = "npu_byoc tools/make_models.py (onnxruntime.quantization)"
+    onnx.save(qmodel, str(path))
+
+    ref = f"onnxruntime {onnxruntime.__version__} ORT_DISABLE_ALL"
+    x = nhwc_batch(REF_SEEDS, 32, 32, 3).transpose(0, 3, 1, 2).copy()
+    sess = _ort_session(str(path))
+    out_names = [o.name for o in sess.get_outputs()]
+    outs = [np.concatenate(r) for r in
+            zip(*[sess.run(out_names, {"input": x[i:i + 1]}) for i in range(len(x))])]
+    full, names = _with_all_outputs(qmodel)
+    sess_all = _ort_session(full)
+    vals = sess_all.run(names, {"input": x[0:1]})
+    tensors = {"input": x[0:1]}
+    tensors.update({n: v for n, v in zip(names, vals)})
+    tensors["__index__"] = np.array(json.dumps(["input", *names]))
+
+    # output quantization (the DequantizeLinear producing each graph output)
+    producer = {o: n for n in qmodel.graph.node for o in n.output}
+    qinits = {t.name: onnx.numpy_helper.to_array(t) for t in qmodel.graph.initializer}
+    out_q = []
+    for name in out_names:
+        n = producer[name]
+        if n.op_type == "DequantizeLinear":
+            out_q.append({"name": name, "scale": float(qinits[n.input[1]]),
+                          "zero_point": int(qinits[n.input[2]])})
+        else:
+            out_q.append({"name": name})
+    meta = {"model": "tiny_cnn ONNX QDQ (tools/make_models.py)", "input_shape": [1, 3, 32, 32],
+            "layout": "NCHW", "train_accuracy": round(acc, 4), **_common_meta(),
+            "onnxruntime": onnxruntime.__version__,
+            "quantize_static": {"quant_format": "QDQ", "per_channel": True,
+                                "activation_type": "QInt8", "weight_type": "QInt8"},
+            "outputs": out_q, "reference": ref, "versions": _versions()}
+    arrays = {"input_0": x}
+    for k, o in enumerate(outs):
+        arrays[f"output_{k}"] = o
+    arrays["reference"] = np.array(ref)
+    arrays["meta"] = np.array(json.dumps(meta, sort_keys=True))
+    save_npz(out / "tiny_cnn_qdq.npz", arrays)
+    save_npz(out / "tiny_cnn_qdq.tensors.npz", tensors)
+    print(f"  reference: {ref}; {len(names) + 1} tensors saved")
+    for k, o in enumerate(outs):
+        q = out_q[k]
+        summarize(f"output_{k}", np.round(o / q["scale"]) + q["zero_point"] if "scale" in q else o)
+    return path
+
+
+def onnx_op_counts(path: Path) -> dict:
+    import onnx
+
+    counts: dict = {}
+    for n in onnx.load(str(path)).graph.node:
+        counts[n.op_type] = counts.get(n.op_type, 0) + 1
+    return dict(sorted(counts.items()))
+
+
+BUILDERS = {
+    "mobilenet_v2_int8": build_mobilenet_v2,
+    "tiny_cnn_int8": build_tiny_cnn_int8,
+    "tiny_cnn_qdq": build_tiny_cnn_qdq,
+}
+
+
+# --------------------------------------------------------------------------- TVM check
+def verify_tvm(out: Path, names):
+    """Import each model with TVM's Relax frontends, compile for llvm, compare outputs."""
+    import tvm
+    from tvm import relax
+
+    results = {}
+    for name in names:
+        ext = ".onnx" if name.endswith("_qdq") else ".tflite"
+        path = out / (name + ext)
+        if not path.exists():
+            continue
+        if ext == ".tflite":
+            import tflite
+            from tvm.relax.frontend.tflite import from_tflite
+
+            mod = from_tflite(tflite.Model.GetRootAsModel(path.read_bytes(), 0))
+        else:
+            import onnx
+            from tvm.relax.frontend.onnx import from_onnx
+
+            mod = from_onnx(onnx.load(str(path)))
+        Path(f"/tmp/relax_{name}.txt").write_text(mod.script())
+        ref = np.load(out / (name + ".npz"))
+        meta = json.loads(str(ref["meta"]))
+        ex = tvm.compile(mod, target="llvm")
+        vm = relax.VirtualMachine(ex, tvm.cpu())
+        x = ref["input_0"]
+        got = []
+        for i in range(len(x)):
+            r = vm["main"](tvm.runtime.tensor(x[i:i + 1]))
+            if not hasattr(r, "numpy"):  # a tuple of outputs
+                r = r[0]
+            got.append(r.numpy()[0])
+        got = np.stack(got)
+        want = ref["output_0"]
+        if ext == ".tflite":
+            diff = np.abs(got.astype(np.int32) - want.astype(np.int32))
+        else:
+            scale = meta["outputs"][0]["scale"]
+            diff = np.abs(got.astype(np.float64) - want.astype(np.float64)) / scale
+        results[name] = (float(diff.max()), float(diff.mean()), int((diff > 0.5).sum()), diff.size)
+        print(f"  TVM llvm vs reference {name}: max {diff.max():.3g} LSB, mean {diff.mean():.3g}, "
+              f"{(diff > 0.5).sum()}/{diff.size} elements differ; relax -> /tmp/relax_{name}.txt")
+    return results
+
+
+# --------------------------------------------------------------------------- main
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    ap.add_argument("--only", action="append", choices=MODELS)
+    ap.add_argument("--no-data-copy", action="store_true")
+    ap.add_argument("--verify-tvm", action="store_true")
+    ap.add_argument("--skip-build", action="store_true", help="only --verify-tvm existing files")
+    args = ap.parse_args(argv)
+    names = args.only or list(MODELS)
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    if not args.skip_build:
+        for name in names:
+            print(f"== {name}")
+            path = BUILDERS[name](args.out)
+            counts = onnx_op_counts(path) if path.suffix == ".onnx" else tflite_op_counts(path)
+            print(f"  ops: {counts}")
+        if not args.no_data_copy and args.out.resolve() == DEFAULT_OUT.resolve():
+            for name in DEMO_MODELS:
+                src = args.out / f"{name}.tflite"
+                if name in names and src.exists() and src.stat().st_size < DATA_COPY_LIMIT:
+                    DATA_DIR.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(src, DATA_DIR / src.name)
+                    print(f"copied {src.name} -> {DATA_DIR.relative_to(REPO)}/")
+    if args.verify_tvm:
+        print("== TVM import / compile / compare")
+        verify_tvm(args.out, names)
+
+    total = 0
+    print(f"== files in {args.out}")
+    for p in sorted(args.out.iterdir()):
+        total += p.stat().st_size
+        print(f"  {p.stat().st_size:>10,d}  {p.name}")
+    print(f"  {total:>10,d}  total")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
