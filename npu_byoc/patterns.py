@@ -273,7 +273,9 @@ def _weights(weight_expr, bindings, layout: str, what: str = "weight"):
     w, scale, zp = (np.ascontiguousarray(np.transpose(a, perm)) for a in (w, scale, zp))
     flat_s = scale.reshape(scale.shape[0], -1)
     flat_z = zp.reshape(zp.shape[0], -1)
-    if np.any(flat_s != flat_s[:, :1]) or np.any(flat_z != flat_z[:, :1]):
+    # NaN != NaN: compare with equal_nan so a NaN scale reaches the scales_valid check.
+    same_s = (flat_s == flat_s[:, :1]) | (np.isnan(flat_s) & np.isnan(flat_s[:, :1]))
+    if not np.all(same_s) or np.any(flat_z != flat_z[:, :1]):
         raise Reject(f"{what} is quantized along an axis other than the output channel")
     return w, flat_s[:, 0].copy(), flat_z[:, 0].copy()
 
@@ -319,6 +321,15 @@ def _bias(bias_expr, bindings, out_channels: int, acc_scale: np.ndarray | None) 
     return b.astype(np.int32)
 
 
+def _requant_axis_is(scale: np.ndarray, axis: int, channel_axis: int, rank: int) -> None:
+    """A per-channel requantize (int32-accumulate form) must scale the output-channel axis."""
+    if scale.size > 1 and axis % rank != channel_axis:
+        raise Reject(
+            f"requantize scale is per-channel along axis {axis % rank}, not the output-channel "
+            f"axis {channel_axis}: NPU requantizes per output channel"
+        )
+
+
 def _split_bias(body, core_op: str, bindings):
     """body is core or add(core, bias) in either order: (core call, bias expr or None)."""
     if op_name(body) == "relax.add":
@@ -353,9 +364,10 @@ def _extract_conv2d(root, bindings) -> QConv2D:
         w = _const(conv.args[1], bindings, "weight")
         perm = [kernel_layout.index(c) for c in "OHWI"]
         w = np.ascontiguousarray(np.transpose(w, perm))
-        acc_scale, acc_zp, _ = _qparams(requant, bindings, "requantize")
+        acc_scale, acc_zp, acc_axis = _qparams(requant, bindings, "requantize")
         if np.any(acc_zp != 0):
             raise Reject("requantize input zero point is not 0")
+        _requant_axis_is(acc_scale, acc_axis, layout.index("C"), 4)
         oc = w.shape[0]
         w_scale = np.broadcast_to(acc_scale.reshape(-1), (oc,)).astype(np.float64)
         inp = QTensor(shape=shape_of(x), dtype="int8", scale=1.0, zero_point=0)
@@ -363,7 +375,8 @@ def _extract_conv2d(root, bindings) -> QConv2D:
         convention = "int32-accumulate"
     else:
         x_deq = resolve(conv.args[0], bindings)
-        inp = _activation(x_deq, bindings, "input", x_deq.args[0])
+        x = x_deq.args[0]
+        inp = _activation(x_deq, bindings, "input", x)
         w, w_scale, w_zp = _weights(conv.args[1], bindings, kernel_layout)
         convention = "qdq"
     oc = w.shape[0]
@@ -390,6 +403,7 @@ def _extract_conv2d(root, bindings) -> QConv2D:
         act_min=act_min,
         act_max=act_max,
         convention=convention,
+        operands=(x,),
     )
 
 
@@ -409,16 +423,19 @@ def _extract_fc(root, bindings) -> QFullyConnected:
         if w.ndim != 2:
             raise Reject(f"matmul weight of rank {w.ndim}: fully connected needs a 2-D weight")
         w = np.ascontiguousarray(w.T)
-        acc_scale, acc_zp, _ = _qparams(requant, bindings, "requantize")
+        acc_scale, acc_zp, acc_axis = _qparams(requant, bindings, "requantize")
         if np.any(acc_zp != 0):
             raise Reject("requantize input zero point is not 0")
+        rank = len(shape_of(mm))
+        _requant_axis_is(acc_scale, acc_axis, rank - 1, rank)
         w_scale = np.broadcast_to(acc_scale.reshape(-1), (w.shape[0],)).astype(np.float64)
         w_zp = np.zeros(w.shape[0], np.int64)
         inp = QTensor(shape=shape_of(x), dtype="int8", scale=1.0, zero_point=0)
         convention = "int32-accumulate"
     else:
         x_deq = resolve(mm.args[0], bindings)
-        inp = _activation(x_deq, bindings, "input", x_deq.args[0])
+        x = x_deq.args[0]
+        inp = _activation(x_deq, bindings, "input", x)
         if len(shape_of(mm.args[1])) != 2:
             raise Reject("matmul of two activations: fully connected needs constant 2-D weights")
         w, w_scale, w_zp = _weights(mm.args[1], bindings, "IO")
@@ -440,6 +457,7 @@ def _extract_fc(root, bindings) -> QFullyConnected:
         act_min=act_min,
         act_max=act_max,
         convention=convention,
+        operands=(x,),
     )
 
 
@@ -452,12 +470,15 @@ def _extract_lut(function: str, relax_op: str):
         inp = _activation(x_deq, bindings, "input", x_deq.args[0])
         out = tail.output(bindings)
         lo, hi = tail.clamp(out, bindings)
-        return QLut(function=function, input=inp, output=out, act_min=lo, act_max=hi, convention="qdq")
+        return QLut(
+            function=function, input=inp, output=out, act_min=lo, act_max=hi, convention="qdq",
+            operands=(x_deq.args[0],),
+        )
 
     return extract
 
 
-def _pool_from_call(kind, pool, inp, out, lo, hi, convention) -> QPool2D:
+def _pool_from_call(kind, pool, inp, out, lo, hi, convention, x) -> QPool2D:
     a = pool.attrs
     layout = str(a.layout)
     if layout not in ("NHWC", "NCHW") or str(a.out_layout) != layout:
@@ -476,6 +497,7 @@ def _pool_from_call(kind, pool, inp, out, lo, hi, convention) -> QPool2D:
         act_min=lo,
         act_max=hi,
         convention=convention,
+        operands=(x,),
     )
 
 
@@ -499,7 +521,7 @@ def _extract_pool(kind: str):
             inp = _activation(x_deq, bindings, "input", x_deq.args[0])
             out = tail.output(bindings)
             lo, hi = tail.clamp(out, bindings)
-            return _pool_from_call(kind, pool, inp, out, lo, hi, "qdq")
+            return _pool_from_call(kind, pool, inp, out, lo, hi, "qdq", x_deq.args[0])
         # Integer forms: max_pool2d on int8, or astype(int32) -> avg_pool2d -> astype(int8).
         if op_name(e) == "relax.astype":
             e = resolve(e.args[0], bindings)
@@ -517,7 +539,7 @@ def _extract_pool(kind: str):
         if int_clip is not None:
             lo = max(lo, int(np.ceil(float(prim_value(int_clip.args[1])))))
             hi = min(hi, int(np.floor(float(prim_value(int_clip.args[2])))))
-        return _pool_from_call(kind, pool, inp, out, lo, hi, convention)
+        return _pool_from_call(kind, pool, inp, out, lo, hi, convention, x)
 
     return extract
 
@@ -540,7 +562,8 @@ def _extract_mean(root, bindings) -> QMean:
     else:
         mean = body
         x_deq = resolve(mean.args[0], bindings)
-        inp = _activation(x_deq, bindings, "input", x_deq.args[0])
+        x = x_deq.args[0]
+        inp = _activation(x_deq, bindings, "input", x)
         convention = "qdq"
     out = tail.output(bindings)
     lo, hi = tail.clamp(out, bindings)
@@ -556,6 +579,7 @@ def _extract_mean(root, bindings) -> QMean:
         act_min=lo,
         act_max=hi,
         convention=convention,
+        operands=(x,),
     )
 
 
@@ -575,7 +599,10 @@ def _extract_add(root, bindings) -> QAdd:
     qb = _activation(b, bindings, "input b", b.args[0])
     out = tail.output(bindings)
     lo, hi = tail.clamp(out, bindings)
-    return QAdd(input_a=qa, input_b=qb, output=out, act_min=lo, act_max=hi, convention="qdq")
+    return QAdd(
+        input_a=qa, input_b=qb, output=out, act_min=lo, act_max=hi, convention="qdq",
+        operands=(a.args[0], b.args[0]),
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -672,6 +699,9 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
         conventions=_pool_conventions("max"),
         extract=_extract_pool("max"),
         checks=(*C.COMMON, C.pool_window, C.pool_padding_semantics, C.pool_same_quantization),
+        # max_pool2d(x) also matches the float max_pool2d inside a QDQ form whose QDQ match
+        # was rejected: that is not an integer max_pool, so this entry stays silent.
+        applies=lambda op: op.convention == "qdq" or not op.input.dtype.startswith(("float", "bfloat")),
     ),
     NpuPattern(
         name="npu.mean",
@@ -710,6 +740,7 @@ class Decision:
     accepted: bool
     reason: str | None
     macs: int = 0
+    layer: str | None = None  # the source operator the match offloads
 
 
 class _Recorder:
@@ -725,6 +756,10 @@ class _Recorder:
             op, reason = entry.evaluate(ctx.matched_expr, bindings, self.hw)
             if reason == _NOT_MINE:
                 return False
+            from .frontend import source_op_of
+
+            values = [ctx.matched_expr, *bindings.values()]
+            layer = next((n for n in map(source_op_of, values) if n), None)
             names = tuple(sorted(v.name for v in bindings))
             if root_var is not None:
                 names = (root_var.name,) + tuple(n for n in names if n != root_var.name)
@@ -739,6 +774,7 @@ class _Recorder:
                         accepted=reason is None,
                         reason=reason,
                         macs=int(getattr(op, "macs", 0) or 0),
+                        layer=layer,
                     )
                 )
             return reason is None

@@ -12,7 +12,7 @@ Canonical layouts, independent of the model's own layout:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -47,6 +47,9 @@ class QConv2D:
     act_min: int  # output clamp (quantized), folded from clip and the output dtype
     act_max: int
     convention: str = ""
+    # The Relax expressions of the quantized inputs, in the order of the record's inputs
+    # (lowering maps them to the composite's arguments). Not part of the op's meaning.
+    operands: tuple = field(default=(), compare=False, repr=False)
 
     @property
     def depthwise(self) -> bool:
@@ -86,6 +89,9 @@ class QFullyConnected:
     act_min: int
     act_max: int
     convention: str = ""
+    # The Relax expressions of the quantized inputs, in the order of the record's inputs
+    # (lowering maps them to the composite's arguments). Not part of the op's meaning.
+    operands: tuple = field(default=(), compare=False, repr=False)
 
     @property
     def out_features(self) -> int:
@@ -120,6 +126,9 @@ class QPool2D:
     act_min: int
     act_max: int
     convention: str = ""
+    # The Relax expressions of the quantized inputs, in the order of the record's inputs
+    # (lowering maps them to the composite's arguments). Not part of the op's meaning.
+    operands: tuple = field(default=(), compare=False, repr=False)
 
     @property
     def macs(self) -> int:
@@ -136,6 +145,9 @@ class QMean:
     act_min: int
     act_max: int
     convention: str = ""
+    # The Relax expressions of the quantized inputs, in the order of the record's inputs
+    # (lowering maps them to the composite's arguments). Not part of the op's meaning.
+    operands: tuple = field(default=(), compare=False, repr=False)
 
     @property
     def macs(self) -> int:
@@ -150,6 +162,9 @@ class QAdd:
     act_min: int
     act_max: int
     convention: str = ""
+    # The Relax expressions of the quantized inputs, in the order of the record's inputs
+    # (lowering maps them to the composite's arguments). Not part of the op's meaning.
+    operands: tuple = field(default=(), compare=False, repr=False)
 
     @property
     def macs(self) -> int:
@@ -166,6 +181,9 @@ class QLut:
     act_min: int
     act_max: int
     convention: str = ""
+    # The Relax expressions of the quantized inputs, in the order of the record's inputs
+    # (lowering maps them to the composite's arguments). Not part of the op's meaning.
+    operands: tuple = field(default=(), compare=False, repr=False)
 
     @property
     def macs(self) -> int:

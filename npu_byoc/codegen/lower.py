@@ -281,7 +281,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
             else:
                 ofm = TensorRef(layer, int(Region.SCRATCH), scratch, hwc_shape, "NHWC")
                 scratch += -(-ofm.nbytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
-            ifms = [refs[a] for a in b.value.args]
+            ifms = [refs[a] for a in _operand_args(local_funcs[b.value.op], b.value, qop)]
             op = LOWERINGS[type(qop)](layer, qop, ifms, ofm)
         except Reject as err:
             raise LoweringError(f"{name}: layer '{layer}': {err}") from None
@@ -297,6 +297,18 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
             raise LoweringError(f"{name}: output {k} is not produced by an NPU operation")
         outputs.append(IoTensor(f"output_{k}", shape_of(v), dtype_of(v), refs[v]))
     return PartitionPlan(name, inputs, outputs, ops, scratch, layers)
+
+
+def _operand_args(composite: relax.Function, call: relax.Call, qop: QOp) -> list:
+    """The call arguments feeding the record's inputs, in the record's order (a composite's
+    parameters are ordered by the fusion pass, not by the op's operands)."""
+    params = list(composite.params)
+    out = []
+    for operand in qop.operands:
+        if operand not in params:
+            raise Reject("an NPU operand is computed inside the composite")
+        out.append(call.args[params.index(operand)])
+    return out
 
 
 def _hwc_or_fail(partition: str, tensor: str, shape, layout) -> tuple[int, int, int]:
