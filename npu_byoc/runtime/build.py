@@ -1,0 +1,153 @@
+"""build() and run(): a model compiled with TVM for the CPU, its NPU partitions executed by
+a backend.
+
+Backends (a registry; later milestones add the C functional model and the RTL):
+- ``cpu``: TVM's CPU build of the unpartitioned model (the reference TVM itself gives);
+- ``golden``: NPU partitions executed by the golden model (npu_byoc.runtime.golden), the
+  rest by TVM's CPU build. The partitions are called from TVM's VM as packed functions.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import tvm
+from tvm import relax
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from ..codegen.lower import PartitionPlan, lower_partition
+from ..errors import NpuByocError
+from ..frontend import ModelInfo, model_info
+from ..hwconfig import DEFAULT_CONFIG, HwConfig
+from ..patterns import npu_functions, partition_for_npu, partition_log, unpartition
+from . import golden
+
+LayerHook = Callable[[str, object, np.ndarray], None]  # (partition, npu op, output)
+
+
+@dataclass
+class CompiledModel:
+    """A model ready to run: TVM's VM for the host graph plus the NPU backend."""
+
+    backend: str
+    vm: relax.VirtualMachine
+    info: ModelInfo | None
+    plans: dict[str, PartitionPlan] = field(default_factory=dict)
+    layer_hooks: list[LayerHook] = field(default_factory=list)
+    extra: dict = field(default_factory=dict)
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run on numpy inputs (one per model input, in order); returns the outputs."""
+        args = [tvm.runtime.tensor(np.ascontiguousarray(x)) for x in _check_inputs(self.info, inputs)]
+        out = self.vm["main"](*args)
+        return _to_numpy(out)
+
+
+def _to_numpy(out) -> list[np.ndarray]:
+    if hasattr(out, "numpy"):
+        return [out.numpy()]
+    return [o.numpy() for o in out]
+
+
+def _check_inputs(info: ModelInfo | None, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+    inputs = [np.asarray(x) for x in inputs]
+    if info is None:
+        return inputs
+    if len(inputs) != len(info.inputs):
+        names = ", ".join(t.name for t in info.inputs)
+        raise NpuByocError(f"the model takes {len(info.inputs)} input(s) ({names}), got {len(inputs)}")
+    for x, t in zip(inputs, info.inputs):
+        if tuple(x.shape) != tuple(t.shape) or str(x.dtype) != t.dtype:
+            raise NpuByocError(
+                f"input '{t.name}' must be {t.dtype} {list(t.shape)}, got {x.dtype} {list(x.shape)}"
+            )
+    return inputs
+
+
+# ---------------------------------------------------------------------------------------------
+# Backends
+
+
+def _build_cpu(mod: tvm.IRModule, hw: HwConfig, target: str) -> CompiledModel:
+    plain = unpartition(mod) if npu_functions(mod) else mod
+    ex = tvm.compile(plain, target=target)
+    return CompiledModel("cpu", relax.VirtualMachine(ex, tvm.cpu()), model_info(mod))
+
+
+_instance = itertools.count()
+
+
+@mutator
+class _CallPacked(PyExprMutator):
+    """Replaces calls of NPU functions in main by call_dps_packed of registered functions."""
+
+    def __init__(self, symbols: dict, mod=None):
+        super().__init__(mod)
+        self.symbols = symbols
+
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        if isinstance(call.op, tvm.ir.GlobalVar) and call.op.name_hint in self.symbols:
+            name, out_ty = self.symbols[call.op.name_hint]
+            return relax.op.call_dps_packed(name, relax.Tuple(list(call.args)), out_ty)
+        return call
+
+
+def _build_golden(mod: tvm.IRModule, hw: HwConfig, target: str) -> CompiledModel:
+    funcs = npu_functions(mod)
+    plans = {name: lower_partition(name, f, hw) for name, f in funcs.items()}
+    model = CompiledModel("golden", None, model_info(mod), plans)
+    tag = next(_instance)
+    symbols = {}
+    for name, plan in plans.items():
+        symbol = f"npu_byoc.golden.{tag}.{name}"
+        tvm.register_global_func(symbol, _golden_entry(model, plan), override=True)
+        ret = funcs[name].ret_ty
+        out_ty = list(ret.fields) if isinstance(ret, relax.TupleType) else ret
+        symbols[name] = (symbol, out_ty)
+    host = tvm.IRModule({gv: f for gv, f in mod.functions_items() if gv.name_hint not in funcs}, attrs=mod.attrs)
+    host["main"] = _CallPacked(symbols).visit_expr(mod["main"])
+    model.vm = relax.VirtualMachine(tvm.compile(host, target=target), tvm.cpu())
+    return model
+
+
+def _golden_entry(model: CompiledModel, plan: PartitionPlan):
+    n_in = len(plan.inputs)
+
+    def entry(*args):
+        inputs = [a.numpy() for a in args[:n_in]]
+
+        def on_op(op, out):
+            for hook in model.layer_hooks:
+                hook(plan.name, op, out)
+
+        outputs = golden.run_plan(plan, inputs, on_op)
+        for dst, value in zip(args[n_in:], outputs):
+            dst.copyfrom(value)
+
+    return entry
+
+
+BACKENDS: dict[str, Callable[[tvm.IRModule, HwConfig, str], CompiledModel]] = {
+    "cpu": _build_cpu,
+    "golden": _build_golden,
+}
+
+
+def build(mod: tvm.IRModule, backend: str = "golden", *, hw: HwConfig = DEFAULT_CONFIG, target: str = "llvm") -> CompiledModel:
+    """Compile ``mod`` (imported or partitioned) for ``backend``; see :data:`BACKENDS`."""
+    if backend not in BACKENDS:
+        raise NpuByocError(f"unknown backend '{backend}' (available: {', '.join(BACKENDS)})")
+    if backend != "cpu" and partition_log(mod) is None and not npu_functions(mod):
+        mod = partition_for_npu(mod, hw=hw)
+    return BACKENDS[backend](mod, hw, target)
+
+
+def run(model, inputs: Sequence[np.ndarray], backend: str = "golden") -> list[np.ndarray]:
+    """Run a CompiledModel, or build ``model`` (an IRModule) for ``backend`` and run it."""
+    if not isinstance(model, CompiledModel):
+        model = build(model, backend)
+    return model.run(inputs)

@@ -1,0 +1,166 @@
+"""Per-layer comparison of the NPU path with TVM's CPU build and a reference runtime.
+
+For every NPU layer: the layer's output on the golden path (NPU layers on the golden model,
+the rest on TVM's CPU build) against the same tensor in TVM's CPU build of the whole
+model; for the model outputs: both paths against the reference runtime's outputs, where
+given. Differences are in LSB of the layer's int8 output, so a user sees where a model's
+error comes from and how it compounds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from ..hwconfig import DEFAULT_CONFIG, HwConfig
+from ..patterns import partition_for_npu, partition_log
+from .build import build
+
+
+@dataclass
+class Diff:
+    max_lsb: float
+    mean_lsb: float
+    fraction: float  # of elements that differ
+
+    @classmethod
+    def of(cls, a: np.ndarray, b: np.ndarray) -> "Diff":
+        if a.dtype.kind == "f" or b.dtype.kind == "f":
+            d = np.abs(a.astype(np.float64) - b.astype(np.float64))
+        else:
+            d = np.abs(a.astype(np.int64) - b.astype(np.int64))
+        if d.size == 0:
+            return cls(0, 0.0, 0.0)
+        return cls(float(d.max()), float(d.mean()), float(np.mean(d > 0)))
+
+
+@dataclass
+class LayerRow:
+    partition: str
+    layer: str
+    op: str
+    golden_vs_cpu: Diff
+
+
+@dataclass
+class OutputRow:
+    output: int
+    golden_vs_cpu: Diff
+    golden_vs_reference: Diff | None = None
+    cpu_vs_reference: Diff | None = None
+
+
+@dataclass
+class CompareReport:
+    model: str
+    layers: list[LayerRow] = field(default_factory=list)
+    outputs: list[OutputRow] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def to_text(self) -> str:
+        lines = [f"Per-layer comparison of {self.model}: golden path vs TVM CPU (LSB of the layer output)"]
+        w = min(max([len(r.layer) for r in self.layers] + [5]), 50)
+        lines.append(f"  {'partition':<15} {'layer':<{w}} {'op':<17} {'max':>4} {'mean':>7} {'differ':>7}")
+        for r in self.layers:
+            d = r.golden_vs_cpu
+            name = r.layer if len(r.layer) <= w else "…" + r.layer[-(w - 1):]
+            lines.append(
+                f"  {r.partition:<15} {name:<{w}} {r.op:<17} {d.max_lsb:>4g} {d.mean_lsb:>7.3f} {100 * d.fraction:>6.1f}%"
+            )
+        lines.append("")
+        lines.append("Model outputs:")
+        for o in self.outputs:
+            parts = [f"golden vs TVM CPU max {o.golden_vs_cpu.max_lsb:g} ({100 * o.golden_vs_cpu.fraction:.1f}% differ)"]
+            if o.golden_vs_reference is not None:
+                g, c = o.golden_vs_reference, o.cpu_vs_reference
+                parts.append(f"golden vs reference max {g.max_lsb:g} ({100 * g.fraction:.1f}%)")
+                parts.append(f"TVM CPU vs reference max {c.max_lsb:g} ({100 * c.fraction:.1f}%)")
+            lines.append(f"  output {o.output}: " + "; ".join(parts))
+        return "\n".join(lines) + "\n"
+
+
+def with_outputs(mod: tvm.IRModule, var_names: Sequence[str]) -> tvm.IRModule:
+    """``mod`` whose main also returns the bindings named ``var_names`` (after its outputs)."""
+    mod = relax.transform.ToNonDataflow()(mod)
+    main = mod["main"]
+    found = {}
+    for block in main.body.blocks:
+        for b in block.bindings:
+            if b.var.name in var_names:
+                found[b.var.name] = b.var
+    ret = main.body.body
+    outs = list(ret.fields) if isinstance(ret, relax.Tuple) else [ret]
+    extra = [found[n] for n in var_names if n in found]
+    fields = outs + extra
+    body = relax.SeqExpr(main.body.blocks, relax.Tuple(fields))
+    ret_ty = relax.TupleType([f.ty for f in fields])
+    new_main = relax.Function(main.params, body, ret_ty, main.is_pure, main.attrs, main.span)
+    out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    out["main"] = new_main
+    return out
+
+
+def compare(
+    mod: tvm.IRModule,
+    inputs: Sequence[np.ndarray],
+    reference: Sequence[np.ndarray] | None = None,
+    *,
+    hw: HwConfig = DEFAULT_CONFIG,
+) -> CompareReport:
+    """Compare the golden NPU path, TVM's CPU build and (optionally) reference outputs.
+
+    ``mod`` is an imported module (from :func:`npu_byoc.load_model`)."""
+    from ..frontend import model_info
+    from ..patterns import split_shared_dequantize
+
+    part = partition_for_npu(mod, hw=hw)
+    accepted = [d for d in partition_log(part) if d.accepted]
+    root_of_layer = {d.layer: d.vars[0] for d in accepted if d.layer}
+
+    golden = build(part, "golden", hw=hw)
+    seen: list[tuple[str, object, np.ndarray]] = []
+    golden.layer_hooks.append(lambda p, op, out: seen.append((p, op, out.copy())))
+    golden_out = golden.run(inputs)
+
+    roots = [root_of_layer[op.name] for _, op, _ in seen if op.name in root_of_layer]
+    cpu_mod = with_outputs(split_shared_dequantize(mod), roots)
+    cpu = build(cpu_mod, "cpu", hw=hw)
+    cpu.info = None  # extra outputs: skip the model-signature check on results
+    cpu_all = cpu.run(inputs)
+    n_out = len(golden_out)
+    cpu_out, cpu_layers = cpu_all[:n_out], dict(zip(roots, cpu_all[n_out:]))
+
+    info = model_info(mod)
+    report = CompareReport(model=info.path if info else "<module>")
+    for partition, op, out in seen:
+        root = root_of_layer.get(op.name)
+        if root is None or root not in cpu_layers:
+            continue
+        plan = golden.plans[partition]
+        nchw = any(io.ref.layout == "NCHW" for io in plan.inputs + plan.outputs)
+        ref = cpu_layers[root]
+        report.layers.append(LayerRow(partition, op.name, op.kind, Diff.of(out.reshape(-1), _layer_flat(ref, nchw))))
+    for k, (g, c) in enumerate(zip(golden_out, cpu_out)):
+        row = OutputRow(k, Diff.of(g, c))
+        if reference is not None:
+            r = np.asarray(reference[k]).reshape(g.shape)
+            row.golden_vs_reference, row.cpu_vs_reference = Diff.of(g, r), Diff.of(c, r)
+        report.outputs.append(row)
+    return report
+
+
+def _layer_flat(value: np.ndarray, nchw: bool) -> np.ndarray:
+    """TVM's tensor of a layer in the NPU's H x W x C order, flattened."""
+    if value.ndim == 4 and nchw:
+        value = value[0].transpose(1, 2, 0)
+    return value.reshape(-1)

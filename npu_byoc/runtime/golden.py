@@ -1,0 +1,138 @@
+"""The golden model: typed NPU ops executed on whole tensors, integer only.
+
+This is the executable specification of what each NPU operation computes (docs/numerics.md
+states the formulas; npu_byoc.numerics implements them). The command-stream machine
+(npu_byoc.runtime.machine), the C functional model and the RTL must equal it bit for bit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from .. import numerics as nx
+from ..codegen.lower import PartitionPlan
+from ..codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, NpuOp, Pool, TensorRef
+from ..isa import Region
+
+Regions = dict[int, np.ndarray]  # region id -> uint8 buffer
+
+
+def read_tensor(regions: Regions, ref: TensorRef) -> np.ndarray:
+    """The (H, W, C) int8 feature map of ``ref``, whatever its layout in the region."""
+    h, w, c = ref.shape
+    raw = regions[ref.region][ref.offset : ref.offset + ref.nbytes].view(np.int8)
+    if ref.layout == "NCHW":
+        return raw.reshape(c, h, w).transpose(1, 2, 0)
+    return raw.reshape(h, w, c)
+
+
+def write_tensor(regions: Regions, ref: TensorRef, value: np.ndarray) -> None:
+    h, w, c = ref.shape
+    value = np.asarray(value, np.int8).reshape(h, w, c)
+    if ref.layout == "NCHW":
+        value = value.transpose(2, 0, 1)
+    regions[ref.region][ref.offset : ref.offset + ref.nbytes] = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
+
+
+def _padded_windows(x: np.ndarray, kernel, stride, padding, fill: int) -> np.ndarray:
+    """(OH, OW, KH, KW, C) windows of an (H, W, C) map padded with ``fill``."""
+    t, l, b, r = padding
+    xp = np.pad(x.astype(np.int32), ((t, b), (l, r), (0, 0)), constant_values=fill)
+    win = np.lib.stride_tricks.sliding_window_view(xp, kernel, axis=(0, 1))  # (OH', OW', C, KH, KW)
+    return win[:: stride[0], :: stride[1]].transpose(0, 1, 3, 4, 2)
+
+
+def conv2d(op: Conv2D, x: np.ndarray) -> np.ndarray:
+    win = _padded_windows(x, op.kernel, op.stride, op.padding, op.ifm_zero_point)
+    acc = np.einsum("hwklc,oklc->hwo", win - op.ifm_zero_point, op.weights.astype(np.int32), dtype=np.int64)
+    return nx.requantize(acc, op.bias, op.multiplier, op.shift, op.ofm_zero_point, op.act_min, op.act_max)
+
+
+def depthwise_conv2d(op: DepthwiseConv2D, x: np.ndarray) -> np.ndarray:
+    win = _padded_windows(x, op.kernel, op.stride, op.padding, op.ifm_zero_point)
+    w = op.weights.astype(np.int32).transpose(1, 2, 0)  # (KH, KW, C)
+    acc = np.einsum("hwklc,klc->hwc", win - op.ifm_zero_point, w, dtype=np.int64)
+    return nx.requantize(acc, op.bias, op.multiplier, op.shift, op.ofm_zero_point, op.act_min, op.act_max)
+
+
+def fully_connected(op: FullyConnected, x: np.ndarray) -> np.ndarray:
+    rows = x.reshape(-1, x.shape[-1]).astype(np.int64) - op.ifm_zero_point
+    acc = rows @ op.weights.astype(np.int64).T
+    out = nx.requantize(acc, op.bias, op.multiplier, op.shift, op.ofm_zero_point, op.act_min, op.act_max)
+    return out.reshape(op.ofm.shape)
+
+
+def pool(op: Pool, x: np.ndarray) -> np.ndarray:
+    kernel = nx.avg_pool2d if op.pool == "avg" else nx.max_pool2d
+    return kernel(x[None], op.kernel, op.stride, tuple(op.padding), op.act_min, op.act_max)[0]
+
+
+def mean(op: Mean, x: np.ndarray) -> np.ndarray:
+    out = nx.mean(x, (0, 1), True, op.ifm_zero_point, op.ofm_zero_point, op.multiplier, op.shift)
+    return np.clip(out, op.act_min, op.act_max).astype(np.int8)
+
+
+def lut(op: Lut, x: np.ndarray) -> np.ndarray:
+    return nx.lut_lookup(x, op.table)
+
+
+def add(op: Add, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    params = nx.AddParams(
+        op.left_shift,
+        op.ifm_multiplier,
+        op.ifm_shift,
+        op.ifm2_multiplier,
+        op.ifm2_shift,
+        op.ofm_multiplier,
+        op.ofm_shift,
+    )
+    return nx.add(x, y, op.ifm_zero_point, op.ifm2_zero_point, op.ofm_zero_point, params, op.act_min, op.act_max)
+
+
+KERNELS: dict[type, Callable[..., np.ndarray]] = {
+    Conv2D: conv2d,
+    DepthwiseConv2D: depthwise_conv2d,
+    FullyConnected: fully_connected,
+    Pool: pool,
+    Mean: mean,
+    Lut: lut,
+    Add: add,
+}
+
+
+def run_op(op: NpuOp, regions: Regions) -> np.ndarray:
+    """Execute one op: read its inputs from ``regions``, write and return its output."""
+    out = KERNELS[type(op)](op, *(read_tensor(regions, r) for r in op.inputs))
+    write_tensor(regions, op.ofm, out)
+    return out
+
+
+def allocate_regions(plan: PartitionPlan, inputs: Sequence[np.ndarray]) -> Regions:
+    """Scratch and IO regions of a partition, inputs copied in (in the caller's layout)."""
+    if len(inputs) != len(plan.inputs):
+        raise ValueError(f"{plan.name}: expected {len(plan.inputs)} inputs, got {len(inputs)}")
+    regions: Regions = {int(Region.SCRATCH): np.zeros(max(plan.scratch_bytes, 1), np.uint8)}
+    for io, x in zip(plan.inputs, inputs):
+        x = np.ascontiguousarray(x)
+        if tuple(x.shape) != tuple(io.shape) or x.dtype != np.int8:
+            raise ValueError(f"{plan.name}: input '{io.name}' must be int8 {io.shape}, got {x.dtype} {x.shape}")
+        regions[io.ref.region] = x.reshape(-1).view(np.uint8).copy()
+    for io in plan.outputs:
+        regions[io.ref.region] = np.zeros(io.ref.nbytes, np.uint8)
+    return regions
+
+
+def run_plan(plan: PartitionPlan, inputs: Sequence[np.ndarray], on_op=None) -> list[np.ndarray]:
+    """Execute a whole partition; returns its outputs in their model shapes.
+
+    ``on_op(op, output)`` is called after each op (per-layer comparisons use it)."""
+    regions = allocate_regions(plan, inputs)
+    for op in plan.ops:
+        out = run_op(op, regions)
+        if on_op is not None:
+            on_op(op, out)
+    return [
+        regions[io.ref.region].view(np.int8).reshape(io.shape).copy() for io in plan.outputs
+    ]
