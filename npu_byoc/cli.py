@@ -2,6 +2,8 @@
 
     npu-byoc demo                                   the main job on a bundled model
     npu-byoc coverage MODEL [--format text|json|md|html] [-o FILE]
+    npu-byoc run MODEL --input x.npy [--input ...] [--backend golden|cpu] [--output out.npy]
+    npu-byoc compare MODEL --input x.npy [--reference ref.npy] [--format text|json]
     npu-byoc partition MODEL [-o FILE]              the partitioned Relax module (TVMScript)
     npu-byoc patterns [--format text|md]            the NPU pattern table
 """
@@ -45,6 +47,56 @@ def cmd_coverage(args) -> int:
     return 0
 
 
+def _load_inputs(paths: list[str]) -> list:
+    import numpy as np
+
+    out = []
+    for p in paths:
+        try:
+            out.append(np.load(p, allow_pickle=False))
+        except FileNotFoundError:
+            raise NpuByocError(f"{p}: no such input file") from None
+        except Exception as err:
+            raise NpuByocError(f"{p}: not a .npy array ({err})") from None
+    return out
+
+
+def _save_outputs(outputs, path: str | None) -> None:
+    import numpy as np
+
+    if path is None:
+        for k, o in enumerate(outputs):
+            print(f"output {k}: {o.dtype} {list(o.shape)}")
+            print(np.array2string(o, threshold=64))
+        return
+    if len(outputs) == 1 and not path.endswith(".npz"):
+        np.save(path, outputs[0])
+    else:
+        np.savez(path, **{f"output_{k}": o for k, o in enumerate(outputs)})
+    print(f"wrote {path}", file=sys.stderr)
+
+
+def cmd_run(args) -> int:
+    from . import load_model
+    from .runtime.build import build
+
+    inputs = _load_inputs(args.input)
+    model = build(load_model(args.model), args.backend)
+    _save_outputs(model.run(inputs), args.output)
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from . import load_model
+    from .runtime.compare import compare
+
+    inputs = _load_inputs(args.input)
+    reference = _load_inputs(args.reference) if args.reference else None
+    report = compare(load_model(args.model), inputs, reference)
+    _emit(report.to_json() + "\n" if args.format == "json" else report.to_text(), args.output)
+    return 0
+
+
 def cmd_partition(args) -> int:
     from . import load_model, partition_for_npu
 
@@ -72,6 +124,16 @@ def cmd_demo(args) -> int:
     print(f"2. partitioned for the NPU: {len(npu_functions(part))} Codegen=\"npu\" function(s)")
     print("3. coverage report:\n")
     print(coverage_report(part).to_text())
+
+    import numpy as np
+
+    from .runtime.compare import compare
+
+    x = np.load(path.with_suffix(".input.npy"))
+    ref = np.load(path.with_suffix(".reference.npy"))
+    print("4. run with the NPU partitions on the golden model, compared layer by layer with TVM's")
+    print("   CPU build and with the outputs of TFLite's reference kernels (LiteRT):\n")
+    print(compare(mod, [x], [ref]).to_text())
     return 0
 
 
@@ -88,6 +150,21 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--format", default="text", choices=["text", "json", "md", "html"])
     c.add_argument("-o", "--output", help="write to this file instead of stdout")
     c.set_defaults(func=cmd_coverage)
+
+    r = sub.add_parser("run", help="run a model with its NPU partitions on a backend")
+    r.add_argument("model")
+    r.add_argument("--input", action="append", required=True, help=".npy, one per model input, in order")
+    r.add_argument("--backend", default="golden", choices=["golden", "cpu"])
+    r.add_argument("--output", help=".npy (one output) or .npz; default: print")
+    r.set_defaults(func=cmd_run)
+
+    cp = sub.add_parser("compare", help="per-layer LSB differences: golden NPU path, TVM CPU, reference")
+    cp.add_argument("model")
+    cp.add_argument("--input", action="append", required=True)
+    cp.add_argument("--reference", action="append", help="reference outputs (.npy), one per model output")
+    cp.add_argument("--format", default="text", choices=["text", "json"])
+    cp.add_argument("-o", "--output")
+    cp.set_defaults(func=cmd_compare)
 
     pt = sub.add_parser("partition", help="print the partitioned Relax module")
     pt.add_argument("model")

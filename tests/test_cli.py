@@ -50,3 +50,29 @@ def test_patterns_doc_is_current():
 
     doc = Path(__file__).parents[1] / "docs" / "patterns.md"
     assert doc.read_text() == pattern_table_markdown()
+
+
+def test_run_and_compare(tmp_path):
+    import numpy as np
+
+    from .conftest import reference
+
+    ref = reference("tiny_cnn_int8.tflite")
+    x = tmp_path / "x.npy"
+    np.save(x, ref["inputs"][1][0])
+    out = tmp_path / "y.npy"
+    model = str(model_path("tiny_cnn_int8.tflite"))
+    assert main(["run", model, "--input", str(x), "--backend", "golden", "--output", str(out)]) == 0
+    np.testing.assert_array_equal(np.load(out), ref["outputs"][1][0])
+    r = tmp_path / "r.npy"
+    np.save(r, ref["outputs"][1][0])
+    rep = tmp_path / "cmp.json"
+    assert main(["compare", model, "--input", str(x), "--reference", str(r), "--format", "json", "-o", str(rep)]) == 0
+    assert json.loads(rep.read_text())["outputs"][0]["golden_vs_reference"]["max_lsb"] == 0
+
+
+def test_run_with_a_bad_input_file(tmp_path, capsys):
+    bad = tmp_path / "x.npy"
+    bad.write_text("not numpy")
+    assert main(["run", str(model_path("tiny_cnn_int8.tflite")), "--input", str(bad)]) == 2
+    assert "x.npy: not a .npy array" in capsys.readouterr().err
