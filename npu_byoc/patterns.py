@@ -32,6 +32,7 @@ from .qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QOp, QPool2D, QTe
 from .relax_utils import NotConstant, const_eval, dtype_of, int_list, op_name, prim_value, resolve, shape_of
 
 PARTITION_LOG_ATTR = "npu_byoc.partition_log"
+LAYER_ATTR = "npu_byoc.layer"  # on each composite: the source operator it offloads
 CODEGEN_NAME = "npu"
 
 
@@ -748,6 +749,21 @@ class _Recorder:
         self.hw = hw
         self.decisions: list[Decision] = []
         self._seen: set = set()
+        self._last_layer: str | None = None
+        self._layers: set[str] = set()
+
+    def attrs(self, annotated) -> dict[str, str]:
+        """Composite attributes, asked by FuseOpsByPattern right after a check accepts.
+
+        Every composite gets a distinct layer name. Besides naming, this keeps the passes
+        linear: TVM deduplicates functions by a hash that ignores constant values, so
+        composites differing only in their weights would all collide (O(n^2) compares)."""
+        name = self._last_layer or f"layer_{len(self._layers)}"
+        unique, k = name, 1
+        while unique in self._layers:
+            unique, k = f"{name}#{k}", k + 1
+        self._layers.add(unique)
+        return {LAYER_ATTR: unique}
 
     def check_fn(self, entry: NpuPattern, convention: Convention):
         def check(ctx: PatternCheckContext) -> bool:
@@ -777,20 +793,21 @@ class _Recorder:
                         layer=layer,
                     )
                 )
+            self._last_layer = layer
             return reason is None
 
         return check
 
 
 def fusion_patterns(
-    table: Iterable[NpuPattern] = PATTERN_TABLE, check_factory=None
+    table: Iterable[NpuPattern] = PATTERN_TABLE, check_factory=None, attrs_getter=None
 ) -> list[FusionPattern]:
     """The table as TVM FusionPatterns, most specific convention first."""
     out = []
     for entry in table:
         for conv in entry.conventions:
             check = check_factory(entry, conv) if check_factory else None
-            out.append(FusionPattern(entry.name, conv.pattern, {}, check))
+            out.append(FusionPattern(entry.name, conv.pattern, {}, check, attrs_getter))
     return out
 
 
@@ -876,7 +893,9 @@ def partition_for_npu(
     seq = tvm.transform.Sequential(
         [
             relax.transform.FuseOpsByPattern(
-                fusion_patterns(table, recorder.check_fn), bind_constants=True, annotate_codegen=False
+                fusion_patterns(table, recorder.check_fn, recorder.attrs),
+                bind_constants=True,
+                annotate_codegen=False,
             ),
             relax.transform.MergeCompositeFunctions(),
         ]
@@ -890,7 +909,6 @@ def partition_for_npu(
     return out.with_attr(PARTITION_LOG_ATTR, json.dumps(log))
 
 
-LAYER_ATTR = "npu_byoc.layer"
 
 
 @mutator

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-NODE_W, NODE_H, GAP_X, GAP_Y = 220, 46, 24, 34
+NODE_W, NODE_H, GAP_X, GAP_Y = 240, 58, 24, 34
+LINE_CHARS = 38
 
 
 def _layout(ops):
@@ -41,6 +42,7 @@ def render_coverage_html(report) -> str:
                 x1, y1 = pos[p]
                 x2, y2 = pos[o.index]
                 edges.append((x1 + NODE_W / 2, y1 + NODE_H, x2 + NODE_W / 2, y2))
+    labels = {o.index: _wrap(o.pattern if o.offloaded else _short_reason(o.reason)) for o in report.ops}
     s = report.summary
     pct = lambda a, b: f"{100.0 * a / b:.1f}%" if b else "n/a"  # noqa: E731
     return env.get_template("coverage.html.j2").render(
@@ -52,6 +54,28 @@ def render_coverage_html(report) -> str:
         edges=edges,
         width=width,
         height=height,
+        labels=labels,
         node_w=NODE_W,
         node_h=NODE_H,
     )
+
+
+def _short_reason(reason: str | None) -> str:
+    """The reason without the 'npu.<op>: ' prefix (the node already names the operator)."""
+    reason = reason or ""
+    head, sep, tail = reason.partition(": ")
+    return tail if sep and head.startswith("npu.") else reason
+
+
+def _wrap(text: str | None, lines: int = 2) -> list[str]:
+    words, out, cur = (text or "").split(), [], ""
+    for w in words:
+        if cur and len(cur) + 1 + len(w) > LINE_CHARS:
+            out.append(cur)
+            cur = w
+        else:
+            cur = f"{cur} {w}".strip()
+    out.append(cur)
+    if len(out) > lines:
+        out = out[: lines - 1] + [(" ".join(out[lines - 1 :]))[: LINE_CHARS - 1] + "…"]
+    return out
