@@ -1,7 +1,7 @@
 """The NPU's instruction set: command-stream encoding, registers, status codes.
 
 This module is the single source of these numbers. docs/isa.md explains them; the C header
-(npu_driver.h) and the Verilog include (hw/rtl/npu_isa.vh) are generated from here
+(npu_byoc/codegen/templates/npu_isa.h) and the Verilog include (hw/rtl/npu_config.vh) are generated from here
 (``npu_byoc.hwgen``), and tests check the generated files are current.
 
 A command stream is a sequence of little-endian 32-bit words:
@@ -173,3 +173,141 @@ class Region(IntEnum):
 
 MAX_REGIONS = 16
 
+
+# ---------------------------------------------------------------------------------------------
+# What each operation reads, and the meaning of every number (docs/isa.md is generated from
+# these, through markdown_tables()).
+
+_DMA_REGS = (
+    Reg.DMA_EXT_REGION, Reg.DMA_EXT_ADDR, Reg.DMA_SRAM_ADDR,
+    Reg.DMA_N0, Reg.DMA_N1, Reg.DMA_N2, Reg.DMA_STRIDE0, Reg.DMA_STRIDE1, Reg.DMA_STRIDE2,
+)  # fmt: skip
+_IFM_REGS = (Reg.IFM_ADDR, Reg.IFM_H, Reg.IFM_W, Reg.IFM_C, Reg.IFM_ZERO_POINT)
+_OFM_REGS = (Reg.OFM_ADDR, Reg.OFM_H, Reg.OFM_W, Reg.OFM_C, Reg.OFM_ZERO_POINT, Reg.ACT_MIN, Reg.ACT_MAX)
+_WINDOW_REGS = (
+    Reg.KERNEL_H, Reg.KERNEL_W, Reg.STRIDE_H, Reg.STRIDE_W,
+    Reg.PAD_TOP, Reg.PAD_LEFT, Reg.PAD_BOTTOM, Reg.PAD_RIGHT,
+)  # fmt: skip
+_POOL_REGS = (
+    Reg.IFM_ADDR, Reg.IFM_H, Reg.IFM_W, Reg.IFM_C,
+    Reg.OFM_ADDR, Reg.OFM_H, Reg.OFM_W, Reg.OFM_C, Reg.ACT_MIN, Reg.ACT_MAX,
+) + _WINDOW_REGS  # fmt: skip
+
+# The registers each operation reads, in a fixed order (the encoder's and decoder's order).
+KICK_REGS: dict[Opcode, tuple[Reg, ...]] = {
+    Opcode.DMA_IN: _DMA_REGS,
+    Opcode.DMA_OUT: _DMA_REGS,
+    Opcode.CONV: _IFM_REGS + _OFM_REGS + _WINDOW_REGS + (Reg.WEIGHT_ADDR, Reg.REQUANT_ADDR),
+    Opcode.DWCONV: _IFM_REGS + _OFM_REGS + _WINDOW_REGS + (Reg.WEIGHT_ADDR, Reg.REQUANT_ADDR),
+    Opcode.FC: _IFM_REGS + _OFM_REGS + (Reg.WEIGHT_ADDR, Reg.REQUANT_ADDR),
+    Opcode.AVGPOOL: _POOL_REGS,
+    Opcode.MAXPOOL: _POOL_REGS,
+    Opcode.MEAN: _IFM_REGS
+    + (Reg.OFM_ADDR, Reg.OFM_ZERO_POINT, Reg.OFM_MULTIPLIER, Reg.OFM_SHIFT, Reg.ACT_MIN, Reg.ACT_MAX),
+    Opcode.ADD: (
+        Reg.IFM_ADDR, Reg.IFM_ZERO_POINT, Reg.IFM2_ADDR, Reg.IFM2_ZERO_POINT,
+        Reg.OFM_ADDR, Reg.OFM_H, Reg.OFM_W, Reg.OFM_C, Reg.OFM_ZERO_POINT, Reg.ACT_MIN, Reg.ACT_MAX,
+        Reg.LEFT_SHIFT, Reg.IFM_MULTIPLIER, Reg.IFM_SHIFT, Reg.IFM2_MULTIPLIER, Reg.IFM2_SHIFT,
+        Reg.OFM_MULTIPLIER, Reg.OFM_SHIFT,
+    ),  # fmt: skip
+    Opcode.LUT: (Reg.IFM_ADDR, Reg.OFM_ADDR, Reg.OFM_H, Reg.OFM_W, Reg.OFM_C, Reg.LUT_ADDR),
+}
+
+OPCODE_DOC: dict[Opcode, str] = {
+    Opcode.NOP: "does nothing",
+    Opcode.SET_REG: "register ← the next word",
+    Opcode.DMA_IN: "copy N2×N1×N0 bytes from a region (strided) to SRAM (dense)",
+    Opcode.DMA_OUT: "copy N2×N1×N0 bytes from SRAM (dense) to a region (strided)",
+    Opcode.CONV: "2-D convolution + per-channel requantize",
+    Opcode.DWCONV: "depthwise 2-D convolution (channel multiplier 1) + per-channel requantize",
+    Opcode.FC: "fully connected: IFM_W rows × weightsᵀ + per-channel requantize",
+    Opcode.AVGPOOL: "average pool, padding excluded, rounding half away from zero",
+    Opcode.MAXPOOL: "max pool, padding excluded",
+    Opcode.MEAN: "mean over H and W + requantize",
+    Opcode.ADD: "elementwise add with TFLite int8 rescaling",
+    Opcode.LUT: "256-entry table lookup: out = table[x + 128]",
+    Opcode.STOP: "end of stream: status OK",
+}
+
+REG_DOC: dict[Reg, str] = {
+    Reg.DMA_EXT_REGION: "external region number (Region)",
+    Reg.DMA_EXT_ADDR: "byte offset of element (0, 0, 0) in the region",
+    Reg.DMA_SRAM_ADDR: "SRAM byte address of the dense block",
+    Reg.DMA_N0: "innermost count (bytes)",
+    Reg.DMA_N1: "middle count",
+    Reg.DMA_N2: "outermost count",
+    Reg.DMA_STRIDE0: "external byte stride of i0",
+    Reg.DMA_STRIDE1: "external byte stride of i1",
+    Reg.DMA_STRIDE2: "external byte stride of i2",
+    Reg.IFM_ADDR: "SRAM address of the input tile (dense H×W×C int8)",
+    Reg.IFM_H: "input tile height",
+    Reg.IFM_W: "input tile width",
+    Reg.IFM_C: "input tile channels",
+    Reg.IFM_ZERO_POINT: "input zero point (−128..127)",
+    Reg.IFM2_ADDR: "SRAM address of the second input tile (ADD; OFM shape)",
+    Reg.IFM2_ZERO_POINT: "second input zero point (−128..127)",
+    Reg.OFM_ADDR: "SRAM address of the output tile (dense H×W×C int8)",
+    Reg.OFM_H: "output tile height",
+    Reg.OFM_W: "output tile width",
+    Reg.OFM_C: "output tile channels",
+    Reg.OFM_ZERO_POINT: "output zero point (−128..127)",
+    Reg.ACT_MIN: "lower clamp of the output (−128..ACT_MAX)",
+    Reg.ACT_MAX: "upper clamp of the output (ACT_MIN..127)",
+    Reg.KERNEL_H: "window height",
+    Reg.KERNEL_W: "window width",
+    Reg.STRIDE_H: "vertical stride",
+    Reg.STRIDE_W: "horizontal stride",
+    Reg.PAD_TOP: "virtual rows above the tile",
+    Reg.PAD_LEFT: "virtual columns left of the tile",
+    Reg.PAD_BOTTOM: "virtual rows below the tile",
+    Reg.PAD_RIGHT: "virtual columns right of the tile",
+    Reg.WEIGHT_ADDR: "SRAM address of the int8 weights (CONV OHWI, DWCONV C×KH×KW, FC O×I)",
+    Reg.REQUANT_ADDR: "SRAM address (4-aligned) of OFM_C records (bias, multiplier, shift), int32 LE",
+    Reg.IFM_MULTIPLIER: "ADD: first input multiplier",
+    Reg.IFM_SHIFT: "ADD: first input shift (−31..30, positive = left)",
+    Reg.IFM2_MULTIPLIER: "ADD: second input multiplier",
+    Reg.IFM2_SHIFT: "ADD: second input shift (−31..30)",
+    Reg.OFM_MULTIPLIER: "ADD, MEAN: output multiplier",
+    Reg.OFM_SHIFT: "ADD, MEAN: output shift (−31..30)",
+    Reg.LEFT_SHIFT: "ADD: left shift of both inputs (0..31; 20 for int8)",
+    Reg.LUT_ADDR: "SRAM address of the 256 int8 table entries",
+}
+
+STATUS_DOC: dict[Status, str] = {
+    Status.OK: "STOP reached; the index is the STOP word",
+    Status.BAD_MAGIC: "word 0 is not MAGIC",
+    Status.BAD_VERSION: "word 1: major version differs, or minor version is newer than the NPU's",
+    Status.BAD_LENGTH: "the header's word count differs from the submitted length, or the header is incomplete",
+    Status.INVALID_OPCODE: "unknown opcode, or non-zero reserved bits in a command word",
+    Status.INVALID_REGISTER: "SET_REG of a register address that does not exist",
+    Status.INVALID_REGION: "DMA to a region that is not bound, or DMA_OUT to CONST",
+    Status.ADDRESS_OUT_OF_RANGE: "an SRAM or region access outside its memory",
+    Status.INVALID_PARAMETER: "register values an operation cannot run with (see the per-operation rules)",
+    Status.MISSING_STOP: "the stream ended (or a SET_REG lost its value word) before STOP; the index is the word count",
+    Status.CYCLE_LIMIT: "the harness stopped a run that exceeded its command or cycle budget",
+}
+
+
+def markdown_tables() -> str:
+    """The opcode, register and status tables of docs/isa.md (a test keeps the doc current)."""
+    out = ["### Opcodes", "", "| opcode | value | words | reads registers | meaning |", "| --- | --- | --- | --- | --- |"]
+    for op in Opcode:
+        words = 2 if op == Opcode.SET_REG else 1
+        regs = ", ".join(r.name for r in KICK_REGS.get(op, ())) or "—"
+        out.append(f"| `{op.name}` | `0x{int(op):02X}` | {words} | {regs} | {OPCODE_DOC[op]} |")
+    out += ["", "### Registers", "", "| register | address | signed | meaning |", "| --- | --- | --- | --- |"]
+    for reg in Reg:
+        signed = "yes" if reg in SIGNED_REGS else "no"
+        out.append(f"| `{reg.name}` | `0x{int(reg):02X}` | {signed} | {REG_DOC[reg]} |")
+    out += ["", "### Status codes", "", "| status | code | meaning |", "| --- | --- | --- |"]
+    for st in Status:
+        out.append(f"| `{st.name}` | {int(st)} | {STATUS_DOC[st]} |")
+    out += ["", "### Regions", "", "| region | number | holds |", "| --- | --- | --- |"]
+    out.append(f"| `CONST` | {int(Region.CONST)} | the partition's constants packed by the compiler into one blob: "
+               "weights, requantize tables, LUTs (read-only for the NPU) |")
+    out.append(f"| `SCRATCH` | {int(Region.SCRATCH)} | intermediate tensors, NHWC |")
+    out.append(
+        f"| `IO0`, `IO1`, … | {int(Region.IO)}, {int(Region.IO) + 1}, … | the partition's inputs in order, then its "
+        f"outputs in order, each in its model's layout (NHWC or NCHW); at most {MAX_REGIONS} regions in all |"
+    )
+    return "\n".join(out) + "\n"

@@ -1,0 +1,419 @@
+"""The command-stream machine: the golden model of the NPU's command stream (docs/isa.md).
+
+``Machine(hw).run(words, regions)`` executes a stream the way the hardware does — header
+check, register file, SRAM, DMA between SRAM and the bound regions, one kick at a time on
+SRAM tiles with the integer kernels of npu_byoc.numerics — and returns a ``RunStatus``. It
+never raises on a bad stream and always finishes: the stream has no jumps, every command
+advances, and ``max_commands`` bounds the run. The C functional model and the RTL must equal
+it bit for bit, including the status and the index of the failing word.
+
+Check order inside a kick (so that every implementation reports the same error): the
+registers' values (INVALID_PARAMETER), then each SRAM operand's range in the order the
+operation lists them (ADDRESS_OUT_OF_RANGE), then the output overlapping an input
+(INVALID_PARAMETER), then table contents (a requantize shift out of range: INVALID_PARAMETER).
+DMA: region bound (INVALID_REGION), counts (INVALID_PARAMETER), SRAM range, region range
+(ADDRESS_OUT_OF_RANGE).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .. import numerics as nx
+from ..hwconfig import DEFAULT_CONFIG, HwConfig
+from ..isa import (
+    HEADER_WORDS,
+    MAGIC,
+    MAX_REGIONS,
+    REQUANT_RECORD_BYTES,
+    SIGNED_REGS,
+    VERSION_MAJOR,
+    VERSION_MINOR,
+    Opcode,
+    Reg,
+    Region,
+    Status,
+    opcode_of,
+    reg_of,
+)
+
+WORD_MASK = 0xFFFFFFFF
+_REGS = {int(r) for r in Reg}
+_OPCODES = {int(o) for o in Opcode}
+
+
+@dataclass
+class RunStatus:
+    status: Status
+    word_index: int  # the offending word (OK: the STOP word)
+    kicks: Counter = field(default_factory=Counter)  # Opcode -> number executed
+    commands: int = 0  # commands executed (SET_REG, NOP and kicks)
+    detail: str = ""  # for people; not part of the contract
+
+    @property
+    def ok(self) -> bool:
+        return self.status == Status.OK
+
+    def __str__(self) -> str:
+        text = f"{self.status.name} at word {self.word_index}"
+        return f"{text}: {self.detail}" if self.detail else text
+
+
+class _Fault(Exception):
+    """Stops the run with a status; at the current command's word unless ``index`` is given."""
+
+    def __init__(self, status: Status, detail: str, index: int | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.index = index
+
+
+def _param(ok: bool, detail: str) -> None:
+    if not ok:
+        raise _Fault(Status.INVALID_PARAMETER, detail)
+
+
+class _Registers:
+    """The register file: 32-bit words, read signed or unsigned as the register is."""
+
+    def __init__(self) -> None:
+        self.words = dict.fromkeys(_REGS, 0)
+
+    def __getitem__(self, reg: Reg) -> int:
+        w = self.words[int(reg)]
+        return w - (1 << 32) if reg in SIGNED_REGS and w & 0x80000000 else w
+
+
+class Machine:
+    """One NPU: a register file, ``hw.sram_bytes`` of SRAM, a DMA engine and the compute units."""
+
+    def __init__(self, hw: HwConfig = DEFAULT_CONFIG) -> None:
+        self.hw = hw
+        self.sram = np.zeros(hw.sram_bytes, np.uint8)
+        self.regs = _Registers()
+
+    # -----------------------------------------------------------------------------------------
+    # The command loop
+
+    def run(self, words: Sequence[int], regions: Mapping[int, np.ndarray],
+            max_commands: int = 1 << 22) -> RunStatus:  # fmt: skip
+        """Execute ``words`` (uint32) with ``regions`` (region number -> uint8 buffer, written in
+        place by DMA_OUT). Registers reset to 0; SRAM is zero-filled (a stream must not read
+        SRAM it has not written: on hardware its contents are undefined)."""
+        w = [int(x) & WORD_MASK for x in np.asarray(words, dtype=np.uint64).ravel()]
+        n = len(w)
+        self.sram[:] = 0
+        self.regs = _Registers()
+        self.regions = regions
+        header = self._check_header(w)
+        if header is not None:
+            return header
+        kicks: Counter = Counter()
+        commands = 0
+        i = HEADER_WORDS
+        try:
+            while True:
+                if i >= n:
+                    raise _Fault(Status.MISSING_STOP, "the stream ended before STOP", index=n)
+                if commands >= max_commands:
+                    raise _Fault(Status.CYCLE_LIMIT, f"more than {max_commands} commands")
+                op = self._command(w, i)
+                commands += 1
+                if op == Opcode.STOP:
+                    return RunStatus(Status.OK, i, kicks, commands)
+                if op in _EXECUTE:
+                    kicks[op] += 1
+                i += 2 if op == Opcode.SET_REG else 1
+        except _Fault as fault:
+            index = i if fault.index is None else fault.index
+            return RunStatus(fault.status, index, kicks, commands, fault.detail)
+
+    def _command(self, w: list[int], i: int) -> Opcode:
+        """Execute the command at word i; raises _Fault."""
+        word, op = w[i], opcode_of(w[i])
+        reserved = word & (0xFFFF if op == Opcode.SET_REG else 0xFFFFFF)
+        if op not in _OPCODES or reserved:
+            raise _Fault(Status.INVALID_OPCODE, f"0x{word:08X} is not a command")
+        op = Opcode(op)
+        if op == Opcode.SET_REG:
+            if reg_of(word) not in _REGS:
+                raise _Fault(Status.INVALID_REGISTER, f"register 0x{reg_of(word):02X} does not exist")
+            if i + 1 >= len(w):
+                raise _Fault(Status.MISSING_STOP, "SET_REG without its value word", index=len(w))
+            self.regs.words[reg_of(word)] = w[i + 1]
+        elif op in _EXECUTE:
+            try:
+                _EXECUTE[op](self)
+            except _Fault as fault:
+                fault.detail = f"{op.name}: {fault.detail}"
+                raise
+        return op
+
+    @staticmethod
+    def _check_header(w: list[int]) -> RunStatus | None:
+        n = len(w)
+        if n >= 1 and w[0] != MAGIC:
+            return RunStatus(Status.BAD_MAGIC, 0, detail=f"0x{w[0]:08X}")
+        if n >= 2 and not ((w[1] >> 16) == VERSION_MAJOR and (w[1] & 0xFFFF) <= VERSION_MINOR):
+            return RunStatus(Status.BAD_VERSION, 1, detail=f"version {w[1] >> 16}.{w[1] & 0xFFFF}")
+        if n < HEADER_WORDS:
+            return RunStatus(Status.BAD_LENGTH, n, detail=f"{n} words: the header is incomplete")
+        if w[2] != n:
+            return RunStatus(Status.BAD_LENGTH, 2, detail=f"header says {w[2]} words, {n} submitted")
+        return None
+
+    # -----------------------------------------------------------------------------------------
+    # Memory access
+
+    def _sram(self, name: str, addr: int, nbytes: int) -> tuple[int, int]:
+        if addr + nbytes > self.hw.sram_bytes:
+            end, size = addr + nbytes, self.hw.sram_bytes
+            raise _Fault(Status.ADDRESS_OUT_OF_RANGE, f"{name} [0x{addr:X}, 0x{end:X}) outside SRAM of 0x{size:X} bytes")
+        return addr, addr + nbytes
+
+    def _tile(self, span: tuple[int, int], shape: tuple[int, ...]) -> np.ndarray:
+        return self.sram[span[0] : span[1]].view(np.int8).reshape(shape)
+
+    @staticmethod
+    def _no_overlap(out: tuple[int, int], inputs: Mapping[str, tuple[int, int]]) -> None:
+        for name, (lo, hi) in inputs.items():
+            _param(out[1] <= lo or hi <= out[0], f"the output tile overlaps the {name}")
+
+    # -----------------------------------------------------------------------------------------
+    # DMA
+
+    def _dma(self, to_sram: bool) -> None:
+        r = self.regs
+        region = r[Reg.DMA_EXT_REGION]
+        buf = self.regions.get(region) if region < MAX_REGIONS else None
+        if buf is None:
+            raise _Fault(Status.INVALID_REGION, f"region {region} is not bound")
+        if not to_sram and region == Region.CONST:
+            raise _Fault(Status.INVALID_REGION, "CONST is read-only")
+        counts = (r[Reg.DMA_N2], r[Reg.DMA_N1], r[Reg.DMA_N0])
+        strides = (r[Reg.DMA_STRIDE2], r[Reg.DMA_STRIDE1], r[Reg.DMA_STRIDE0])
+        _param(min(counts) >= 1, f"DMA counts {counts} must be >= 1")
+        total = counts[0] * counts[1] * counts[2]
+        lo, hi = self._sram("DMA block", r[Reg.DMA_SRAM_ADDR], total)
+        base = r[Reg.DMA_EXT_ADDR]
+        first = base + sum(min(0, (c - 1) * s) for c, s in zip(counts, strides))
+        last = base + sum(max(0, (c - 1) * s) for c, s in zip(counts, strides))
+        if first < 0 or last >= buf.size:
+            raise _Fault(Status.ADDRESS_OUT_OF_RANGE,
+                         f"region {region} bytes [{first}, {last}] outside its {buf.size} bytes")  # fmt: skip
+        i2, i1, i0 = np.ix_(*(np.arange(c, dtype=np.int64) for c in counts))
+        ext = (base + i2 * strides[0] + i1 * strides[1] + i0 * strides[2]).ravel()
+        if to_sram:
+            self.sram[lo:hi] = buf[ext]
+        else:
+            data = self.sram[lo:hi]
+            if np.unique(ext).size != ext.size:  # repeated addresses: the last write wins
+                _, last_idx = np.unique(ext[::-1], return_index=True)
+                keep = ext.size - 1 - last_idx
+                ext, data = ext[keep], data[keep]
+            buf[ext] = data
+
+    def _dma_in(self) -> None:
+        self._dma(True)
+
+    def _dma_out(self) -> None:
+        self._dma(False)
+
+    # -----------------------------------------------------------------------------------------
+    # Shared parameter checks
+
+    def _check_int8(self, *regs: Reg) -> None:
+        for reg in regs:
+            _param(-128 <= self.regs[reg] <= 127, f"{reg.name} = {self.regs[reg]} is not int8")
+
+    def _check_clamp(self) -> tuple[int, int]:
+        lo, hi = self.regs[Reg.ACT_MIN], self.regs[Reg.ACT_MAX]
+        _param(-128 <= lo <= hi <= 127, f"ACT_MIN..ACT_MAX = {lo}..{hi} is not an int8 range")
+        return lo, hi
+
+    def _check_shift(self, reg: Reg) -> int:
+        s = self.regs[reg]
+        _param(-31 <= s <= 30, f"{reg.name} = {s} outside [-31, 30]")
+        return s
+
+    def _shape(self, prefix: str) -> tuple[int, int, int]:
+        shape = tuple(self.regs[Reg[f"{prefix}_{d}"]] for d in "HWC")
+        _param(min(shape) >= 1, f"{prefix} shape {shape} has an empty dimension")
+        return shape
+
+    def _window(self, max_kernel: int, max_stride: int):
+        r = self.regs
+        kernel = (r[Reg.KERNEL_H], r[Reg.KERNEL_W])
+        stride = (r[Reg.STRIDE_H], r[Reg.STRIDE_W])
+        pads = (r[Reg.PAD_TOP], r[Reg.PAD_LEFT], r[Reg.PAD_BOTTOM], r[Reg.PAD_RIGHT])
+        _param(1 <= min(kernel) and max(kernel) <= max_kernel, f"kernel {kernel} outside 1..{max_kernel}")
+        _param(1 <= min(stride) and max(stride) <= max_stride, f"stride {stride} outside 1..{max_stride}")
+        _param(max(pads[0], pads[2]) < kernel[0] and max(pads[1], pads[3]) < kernel[1],
+               f"padding {pads} not smaller than the kernel {kernel}")  # fmt: skip
+        return kernel, stride, pads
+
+    def _check_ofm_size(self, ifm, ofm, kernel, stride, pads) -> None:
+        expect = ((ifm[0] + pads[0] + pads[2] - kernel[0]) // stride[0] + 1,
+                  (ifm[1] + pads[1] + pads[3] - kernel[1]) // stride[1] + 1)  # fmt: skip
+        _param(ofm[:2] == expect, f"OFM {ofm[0]}x{ofm[1]}, the window gives {expect[0]}x{expect[1]}")
+
+    def _requant_table(self, span: tuple[int, int], channels: int) -> np.ndarray:
+        table = np.frombuffer(self.sram[span[0] : span[1]].tobytes(), "<i4").reshape(channels, 3).astype(np.int64)
+        bad = (table[:, 2] < -31) | (table[:, 2] > 30)
+        _param(not bad.any(), f"requantize shift {table[bad, 2][:1]} outside [-31, 30]")
+        return table
+
+    # -----------------------------------------------------------------------------------------
+    # Multiply-accumulate operations: CONV, DWCONV, FC
+
+    def _mac(self, opcode: Opcode) -> None:
+        r, hw = self.regs, self.hw
+        ifm, ofm = self._shape("IFM"), self._shape("OFM")
+        self._check_int8(Reg.IFM_ZERO_POINT, Reg.OFM_ZERO_POINT)
+        act = self._check_clamp()
+        _param(max(ifm[2], ofm[2]) <= hw.max_channels, f"channels above {hw.max_channels}")
+        if opcode == Opcode.FC:
+            kernel, stride, pads = (1, 1), (1, 1), (0, 0, 0, 0)
+            _param(ifm[0] == ofm[0] == 1 and ifm[1] == ofm[1], f"FC IFM {ifm} and OFM {ofm}: need H 1 and equal rows")
+            _param(ifm[2] <= hw.max_fc_features and ofm[2] <= hw.max_fc_features, "FC features above the limit")
+            weights_shape = (ofm[2], ifm[2])
+        else:
+            kernel, stride, pads = self._window(hw.max_kernel, hw.max_stride)
+            self._check_ofm_size(ifm, ofm, kernel, stride, pads)
+            if opcode == Opcode.DWCONV:
+                _param(ifm[2] == ofm[2], f"DWCONV IFM_C {ifm[2]} != OFM_C {ofm[2]}")
+                weights_shape = (ofm[2], *kernel)
+            else:
+                weights_shape = (ofm[2], *kernel, ifm[2])
+        _param(r[Reg.REQUANT_ADDR] % 4 == 0, "REQUANT_ADDR is not 4-byte aligned")
+        spans = {
+            "IFM": self._sram("IFM", r[Reg.IFM_ADDR], int(np.prod(ifm))),
+            "weights": self._sram("weights", r[Reg.WEIGHT_ADDR], int(np.prod(weights_shape))),
+            "requant table": self._sram("requant table", r[Reg.REQUANT_ADDR], ofm[2] * REQUANT_RECORD_BYTES),
+        }
+        out = self._sram("OFM", r[Reg.OFM_ADDR], int(np.prod(ofm)))
+        self._no_overlap(out, spans)
+        table = self._requant_table(spans["requant table"], ofm[2])
+
+        x = self._tile(spans["IFM"], ifm).astype(np.int64) - r[Reg.IFM_ZERO_POINT]
+        w = self._tile(spans["weights"], weights_shape).astype(np.int64)
+        x = np.pad(x, ((pads[0], pads[2]), (pads[1], pads[3]), (0, 0)))  # padding reads zero_point: 0 here
+        oh, ow = ofm[0], ofm[1]
+        acc = np.zeros((oh, ow, ofm[2]), np.int64)
+        for kh in range(kernel[0]):
+            for kw in range(kernel[1]):
+                rows = slice(kh, kh + stride[0] * (oh - 1) + 1, stride[0])
+                cols = slice(kw, kw + stride[1] * (ow - 1) + 1, stride[1])
+                patch = x[rows, cols]
+                if opcode == Opcode.CONV:
+                    acc += patch @ w[:, kh, kw, :].T
+                elif opcode == Opcode.DWCONV:
+                    acc += patch * w[:, kh, kw]
+                else:
+                    acc += patch @ w.T
+        acc = ((acc + 2**31) & WORD_MASK) - 2**31  # the int32 accumulator wraps
+        out_tile = nx.requantize(acc, table[:, 0], table[:, 1], table[:, 2], r[Reg.OFM_ZERO_POINT], *act)
+        self._tile(out, ofm)[...] = out_tile
+
+    def _conv(self) -> None:
+        self._mac(Opcode.CONV)
+
+    def _dwconv(self) -> None:
+        self._mac(Opcode.DWCONV)
+
+    def _fc(self) -> None:
+        self._mac(Opcode.FC)
+
+    # -----------------------------------------------------------------------------------------
+    # Pools and mean
+
+    def _pool(self, kernel_fn) -> None:
+        r, hw = self.regs, self.hw
+        ifm, ofm = self._shape("IFM"), self._shape("OFM")
+        act = self._check_clamp()
+        kernel, stride, pads = self._window(hw.max_pool_window, hw.max_pool_stride)
+        self._check_ofm_size(ifm, ofm, kernel, stride, pads)
+        _param(ifm[2] == ofm[2], f"IFM_C {ifm[2]} != OFM_C {ofm[2]}")
+        span = self._sram("IFM", r[Reg.IFM_ADDR], int(np.prod(ifm)))
+        out = self._sram("OFM", r[Reg.OFM_ADDR], int(np.prod(ofm)))
+        self._no_overlap(out, {"IFM": span})
+        x = self._tile(span, ifm)
+        self._tile(out, ofm)[...] = kernel_fn(x[None], kernel, stride, pads, *act)[0]
+
+    def _avgpool(self) -> None:
+        self._pool(nx.avg_pool2d)
+
+    def _maxpool(self) -> None:
+        self._pool(nx.max_pool2d)
+
+    def _mean(self) -> None:
+        r = self.regs
+        ifm = self._shape("IFM")
+        self._check_int8(Reg.IFM_ZERO_POINT, Reg.OFM_ZERO_POINT)
+        lo, hi = self._check_clamp()
+        shift = self._check_shift(Reg.OFM_SHIFT)
+        _param(ifm[0] * ifm[1] <= self.hw.max_mean_elements, f"mean over {ifm[0] * ifm[1]} elements")
+        span = self._sram("IFM", r[Reg.IFM_ADDR], int(np.prod(ifm)))
+        out = self._sram("OFM", r[Reg.OFM_ADDR], ifm[2])
+        self._no_overlap(out, {"IFM": span})
+        x = self._tile(span, ifm)
+        y = nx.mean(x, (0, 1), False, r[Reg.IFM_ZERO_POINT], r[Reg.OFM_ZERO_POINT], r[Reg.OFM_MULTIPLIER], shift)
+        self._tile(out, (ifm[2],))[...] = np.clip(y, lo, hi)
+
+    # -----------------------------------------------------------------------------------------
+    # Elementwise: ADD, LUT
+
+    def _add(self) -> None:
+        r = self.regs
+        shape = self._shape("OFM")
+        self._check_int8(Reg.IFM_ZERO_POINT, Reg.IFM2_ZERO_POINT, Reg.OFM_ZERO_POINT)
+        act = self._check_clamp()
+        _param(0 <= r[Reg.LEFT_SHIFT] <= 31, f"LEFT_SHIFT {r[Reg.LEFT_SHIFT]} outside [0, 31]")
+        shifts = [self._check_shift(s) for s in (Reg.IFM_SHIFT, Reg.IFM2_SHIFT, Reg.OFM_SHIFT)]
+        nbytes = int(np.prod(shape))
+        spans = {
+            "IFM": self._sram("IFM", r[Reg.IFM_ADDR], nbytes),
+            "IFM2": self._sram("IFM2", r[Reg.IFM2_ADDR], nbytes),
+        }
+        out = self._sram("OFM", r[Reg.OFM_ADDR], nbytes)
+        self._no_overlap(out, spans)
+        params = nx.AddParams(r[Reg.LEFT_SHIFT], r[Reg.IFM_MULTIPLIER], shifts[0], r[Reg.IFM2_MULTIPLIER], shifts[1],
+                              r[Reg.OFM_MULTIPLIER], shifts[2])  # fmt: skip
+        a, b = self._tile(spans["IFM"], shape), self._tile(spans["IFM2"], shape)
+        y = nx.add(a, b, r[Reg.IFM_ZERO_POINT], r[Reg.IFM2_ZERO_POINT], r[Reg.OFM_ZERO_POINT], params, *act)
+        self._tile(out, shape)[...] = y
+
+    def _lut(self) -> None:
+        r = self.regs
+        shape = self._shape("OFM")
+        nbytes = int(np.prod(shape))
+        spans = {
+            "IFM": self._sram("IFM", r[Reg.IFM_ADDR], nbytes),
+            "table": self._sram("table", r[Reg.LUT_ADDR], 256),
+        }
+        out = self._sram("OFM", r[Reg.OFM_ADDR], nbytes)
+        self._no_overlap(out, spans)
+        table = self._tile(spans["table"], (256,))
+        self._tile(out, shape)[...] = nx.lut_lookup(self._tile(spans["IFM"], shape), table)
+
+
+_EXECUTE = {
+    Opcode.DMA_IN: Machine._dma_in,
+    Opcode.DMA_OUT: Machine._dma_out,
+    Opcode.CONV: Machine._conv,
+    Opcode.DWCONV: Machine._dwconv,
+    Opcode.FC: Machine._fc,
+    Opcode.AVGPOOL: Machine._avgpool,
+    Opcode.MAXPOOL: Machine._maxpool,
+    Opcode.MEAN: Machine._mean,
+    Opcode.ADD: Machine._add,
+    Opcode.LUT: Machine._lut,
+}
+
+
+__all__ = ["Machine", "RunStatus"]
