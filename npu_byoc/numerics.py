@@ -265,7 +265,8 @@ def _lut_int8(fn, input_scale, input_zero_point, output_scale, output_zero_point
 def _sigmoid_f32(x: np.ndarray) -> np.ndarray:
     # 1.0f / (1.0f + std::exp(-x)): expf taken as the correctly rounded float32 of exp
     # (glibc's expf is correctly rounded), then float32 add and divide.
-    e = np.exp(-x.astype(np.float64)).astype(np.float32)
+    with np.errstate(over="ignore"):  # exp overflows to inf for large -x: sigmoid -> 0, as in C
+        e = np.exp(-x.astype(np.float64)).astype(np.float32)
     return (np.float32(1.0) / (np.float32(1.0) + e)).astype(np.float32)
 
 

@@ -245,7 +245,8 @@ def _quantize_bound(x: float, out: QTensor) -> int:
 
 
 def _weights(weight_expr, bindings, layout: str, what: str = "weight"):
-    """int8 weights, per-channel scale and zero point, canonicalised to ``layout`` -> O first.
+    """int8 weights, per-channel scale and zero point, canonicalised to ``layout`` -> O first,
+    and whether the model gave a single (per-tensor) scale.
 
     The weight path is dequantize(W, scale, zp, axis) possibly wrapped in reshape /
     permute_dims (TFLite depthwise, fully connected). The scales are broadcast to the
@@ -261,6 +262,7 @@ def _weights(weight_expr, bindings, layout: str, what: str = "weight"):
         raise Reject(f"{what} is not dequantized from integers")
     w = _const(e.args[0], bindings, what)
     scale, zp, axis = _qparams(e, bindings, what)
+    per_tensor = scale.size == 1
     if scale.size > 1:
         shape = [1] * w.ndim
         shape[axis % w.ndim] = scale.size
@@ -278,7 +280,7 @@ def _weights(weight_expr, bindings, layout: str, what: str = "weight"):
     same_s = (flat_s == flat_s[:, :1]) | (np.isnan(flat_s) & np.isnan(flat_s[:, :1]))
     if not np.all(same_s) or np.any(flat_z != flat_z[:, :1]):
         raise Reject(f"{what} is quantized along an axis other than the output channel")
-    return w, flat_s[:, 0].copy(), flat_z[:, 0].copy()
+    return w, flat_s[:, 0].copy(), flat_z[:, 0].copy(), per_tensor
 
 
 def _canonical(layout: str) -> str:
@@ -378,7 +380,7 @@ def _extract_conv2d(root, bindings) -> QConv2D:
         x_deq = resolve(conv.args[0], bindings)
         x = x_deq.args[0]
         inp = _activation(x_deq, bindings, "input", x)
-        w, w_scale, w_zp = _weights(conv.args[1], bindings, kernel_layout)
+        w, w_scale, w_zp, _ = _weights(conv.args[1], bindings, kernel_layout)
         convention = "qdq"
     oc = w.shape[0]
     acc_scale_vec = inp.scale * w_scale
@@ -409,6 +411,7 @@ def _extract_conv2d(root, bindings) -> QConv2D:
 
 
 def _extract_fc(root, bindings) -> QFullyConnected:
+    per_tensor = False
     tail = _Tail(root, bindings)
     body = tail.body
     int32_form = op_name(body) == "relax.dequantize"
@@ -439,7 +442,7 @@ def _extract_fc(root, bindings) -> QFullyConnected:
         inp = _activation(x_deq, bindings, "input", x)
         if len(shape_of(mm.args[1])) != 2:
             raise Reject("matmul of two activations: fully connected needs constant 2-D weights")
-        w, w_scale, w_zp = _weights(mm.args[1], bindings, "IO")
+        w, w_scale, w_zp, per_tensor = _weights(mm.args[1], bindings, "IO")
         convention = "qdq"
     bias = (
         np.zeros(w.shape[0], np.int32)
@@ -458,6 +461,7 @@ def _extract_fc(root, bindings) -> QFullyConnected:
         act_min=act_min,
         act_max=act_max,
         convention=convention,
+        weight_per_tensor=per_tensor,
         operands=(x,),
     )
 
@@ -962,7 +966,7 @@ def _name_partitions(mod: tvm.IRModule) -> tvm.IRModule:
     bb = relax.BlockBuilder(tvm.IRModule(others))
     # add_func gives the new GlobalVars their function type, which calls to them need.
     new_gvs = {
-        old: bb.add_func(_LayerNamer().visit_expr(mod.get_global_var(old) and mod[old]), new)
+        old: bb.add_func(_LayerNamer().visit_expr(mod[old]).with_attr("global_symbol", new), new)
         for old, new in rename.items()
     }
     out = bb.get()

@@ -83,12 +83,15 @@ class QFullyConnected:
     input: QTensor
     output: QTensor
     weight: np.ndarray  # int8 [out, in]
-    weight_scale: np.ndarray
+    weight_scale: np.ndarray  # float64 [out] (a per-tensor scale is broadcast)
     weight_zero_point: np.ndarray
     bias: np.ndarray  # int32 [out]
     act_min: int
     act_max: int
     convention: str = ""
+    # The model gives one weight scale (per-tensor): TFLite then forms s_in * s_w in float32
+    # (GetQuantizedConvolutionMultipler), not in double as for per-channel weights.
+    weight_per_tensor: bool = False
     # The Relax expressions of the quantized inputs, in the order of the record's inputs
     # (lowering maps them to the composite's arguments). Not part of the op's meaning.
     operands: tuple = field(default=(), compare=False, repr=False)

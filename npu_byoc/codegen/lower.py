@@ -123,7 +123,9 @@ def _lower_fc(name: str, op: QFullyConnected, ifms: list[TensorRef], ofm: Tensor
     if op.convention == "int32-accumulate":
         mult, shift = _requant(op.weight_scale, op.output)
     else:
-        mult, shift = nx.fc_requant_params(op.input.scale, op.weight_scale, op.output.scale)
+        # One weight scale in the model: TFLite's per-tensor formula (float32 s_in * s_w).
+        scales = op.weight_scale[:1] if op.weight_per_tensor else op.weight_scale
+        mult, shift = nx.fc_requant_params(op.input.scale, scales, op.output.scale)
         mult = np.broadcast_to(mult, (op.out_features,)).astype(np.int32)
         shift = np.broadcast_to(shift, (op.out_features,)).astype(np.int32)
     rows = ofm.shape[0] * ofm.shape[1] * ofm.shape[2] // op.out_features
