@@ -21,6 +21,8 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+import math
+
 import numpy as np
 
 from .. import numerics as nx
@@ -292,11 +294,11 @@ class Machine:
                 weights_shape = (ofm[2], *kernel, ifm[2])
         _param(r[Reg.REQUANT_ADDR] % 4 == 0, "REQUANT_ADDR is not 4-byte aligned")
         spans = {
-            "IFM": self._sram("IFM", r[Reg.IFM_ADDR], int(np.prod(ifm))),
-            "weights": self._sram("weights", r[Reg.WEIGHT_ADDR], int(np.prod(weights_shape))),
+            "IFM": self._sram("IFM", r[Reg.IFM_ADDR], math.prod(ifm)),
+            "weights": self._sram("weights", r[Reg.WEIGHT_ADDR], math.prod(weights_shape)),
             "requant table": self._sram("requant table", r[Reg.REQUANT_ADDR], ofm[2] * REQUANT_RECORD_BYTES),
         }
-        out = self._sram("OFM", r[Reg.OFM_ADDR], int(np.prod(ofm)))
+        out = self._sram("OFM", r[Reg.OFM_ADDR], math.prod(ofm))
         self._no_overlap(out, spans)
         table = self._requant_table(spans["requant table"], ofm[2])
 
@@ -339,8 +341,8 @@ class Machine:
         kernel, stride, pads = self._window(hw.max_pool_window, hw.max_pool_stride)
         self._check_ofm_size(ifm, ofm, kernel, stride, pads)
         _param(ifm[2] == ofm[2], f"IFM_C {ifm[2]} != OFM_C {ofm[2]}")
-        span = self._sram("IFM", r[Reg.IFM_ADDR], int(np.prod(ifm)))
-        out = self._sram("OFM", r[Reg.OFM_ADDR], int(np.prod(ofm)))
+        span = self._sram("IFM", r[Reg.IFM_ADDR], math.prod(ifm))
+        out = self._sram("OFM", r[Reg.OFM_ADDR], math.prod(ofm))
         self._no_overlap(out, {"IFM": span})
         x = self._tile(span, ifm)
         self._tile(out, ofm)[...] = kernel_fn(x[None], kernel, stride, pads, *act)[0]
@@ -358,7 +360,7 @@ class Machine:
         lo, hi = self._check_clamp()
         shift = self._check_shift(Reg.OFM_SHIFT)
         _param(ifm[0] * ifm[1] <= self.hw.max_mean_elements, f"mean over {ifm[0] * ifm[1]} elements")
-        span = self._sram("IFM", r[Reg.IFM_ADDR], int(np.prod(ifm)))
+        span = self._sram("IFM", r[Reg.IFM_ADDR], math.prod(ifm))
         out = self._sram("OFM", r[Reg.OFM_ADDR], ifm[2])
         self._no_overlap(out, {"IFM": span})
         x = self._tile(span, ifm)
@@ -375,7 +377,7 @@ class Machine:
         act = self._check_clamp()
         _param(0 <= r[Reg.LEFT_SHIFT] <= 31, f"LEFT_SHIFT {r[Reg.LEFT_SHIFT]} outside [0, 31]")
         shifts = [self._check_shift(s) for s in (Reg.IFM_SHIFT, Reg.IFM2_SHIFT, Reg.OFM_SHIFT)]
-        nbytes = int(np.prod(shape))
+        nbytes = math.prod(shape)
         spans = {
             "IFM": self._sram("IFM", r[Reg.IFM_ADDR], nbytes),
             "IFM2": self._sram("IFM2", r[Reg.IFM2_ADDR], nbytes),
@@ -391,7 +393,7 @@ class Machine:
     def _lut(self) -> None:
         r = self.regs
         shape = self._shape("OFM")
-        nbytes = int(np.prod(shape))
+        nbytes = math.prod(shape)
         spans = {
             "IFM": self._sram("IFM", r[Reg.IFM_ADDR], nbytes),
             "table": self._sram("table", r[Reg.LUT_ADDR], 256),

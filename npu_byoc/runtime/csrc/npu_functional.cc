@@ -1,0 +1,859 @@
+// npu_functional.cc -- the C functional model of the NPU behind the driver API (npu_driver.h).
+//
+// Executes a command stream exactly as the golden model of the stream does
+// (npu_byoc/runtime/machine.py, docs/isa.md): the same memory contents, the same status and
+// the same failing word index for every stream, checks made in the same order. The
+// arithmetic is integer-only and bit-exact with npu_byoc/numerics.py (docs/numerics.md).
+//
+// Robustness: every register value is checked before it is used as a size or an address;
+// sizes are multiplied with saturation and addresses compared in 64 (DMA: 128) bits, so no
+// input stream can make it read or write outside the SRAM or a bound region, overflow a
+// signed integer or loop without bound. No exception escapes: the only allocation is the
+// machine state at the start of a call (std::nothrow).
+//
+// Speed: per kick, the input tile is converted once to int16 (x - zero_point, so virtual
+// padding contributes 0 and is simply skipped) and the weights to int16 with the output
+// channel innermost (CONV [KH][KW][IC][OC], DWCONV [KH][KW][C]); then each input value updates
+// a contiguous row of per-channel accumulators, in fixed-width blocks the compiler vectorizes
+// at -O2. Accumulators are uint32: they wrap like the NPU's int32 accumulator, without signed
+// overflow. MobileNetV2-0.35 at 96x96 (10.7 M MACs) runs in about 7 ms on one core.
+//
+// Build standalone: g++ -O2 -shared -fPIC -std=c++17 -I<npu_byoc/codegen/templates>
+// (npu_byoc.runtime.functional does this), or link it into a model library.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <new>
+
+#include "npu_driver.h"
+
+// The hardware configuration npu_submit() runs with; defaults from npu_isa.h (generated from
+// npu_byoc.hwconfig). A model library built for another HwConfig overrides them with -D
+// (npu_byoc.runtime.functional.compile_definitions).
+#ifndef NPU_FUNCTIONAL_SRAM_BYTES
+#define NPU_FUNCTIONAL_SRAM_BYTES NPU_SRAM_BYTES
+#endif
+#ifndef NPU_FUNCTIONAL_ARRAY_ROWS
+#define NPU_FUNCTIONAL_ARRAY_ROWS NPU_ARRAY_ROWS
+#endif
+#ifndef NPU_FUNCTIONAL_ARRAY_COLS
+#define NPU_FUNCTIONAL_ARRAY_COLS NPU_ARRAY_COLS
+#endif
+#ifndef NPU_FUNCTIONAL_MAX_KERNEL
+#define NPU_FUNCTIONAL_MAX_KERNEL NPU_MAX_KERNEL
+#endif
+#ifndef NPU_FUNCTIONAL_MAX_STRIDE
+#define NPU_FUNCTIONAL_MAX_STRIDE NPU_MAX_STRIDE
+#endif
+#ifndef NPU_FUNCTIONAL_MAX_CHANNELS
+#define NPU_FUNCTIONAL_MAX_CHANNELS NPU_MAX_CHANNELS
+#endif
+#ifndef NPU_FUNCTIONAL_MAX_POOL_WINDOW
+#define NPU_FUNCTIONAL_MAX_POOL_WINDOW NPU_MAX_POOL_WINDOW
+#endif
+#ifndef NPU_FUNCTIONAL_MAX_POOL_STRIDE
+#define NPU_FUNCTIONAL_MAX_POOL_STRIDE NPU_MAX_POOL_STRIDE
+#endif
+#ifndef NPU_FUNCTIONAL_MAX_MEAN_ELEMENTS
+#define NPU_FUNCTIONAL_MAX_MEAN_ELEMENTS NPU_MAX_MEAN_ELEMENTS
+#endif
+#ifndef NPU_FUNCTIONAL_MAX_FC_FEATURES
+#define NPU_FUNCTIONAL_MAX_FC_FEATURES NPU_MAX_FC_FEATURES
+#endif
+
+extern "C" {
+
+// The functional model's own entry point, beyond the driver API: any hardware
+// configuration (npu_byoc.hwconfig.HwConfig), the command and cycle budgets, and the number of
+// kicks executed per opcode. npu_byoc.runtime.functional binds it with ctypes; npu_submit()
+// calls it with the configuration of npu_isa.h. Keep in sync with _Config in functional.py.
+typedef struct npu_functional_config {
+    uint64_t sram_bytes;  // 1 .. 2^32
+    uint32_t array_rows;
+    uint32_t array_cols;
+    uint32_t max_kernel;
+    uint32_t max_stride;
+    uint32_t max_channels;
+    uint32_t max_pool_window;
+    uint32_t max_pool_stride;
+    uint32_t max_mean_elements;
+    uint32_t max_fc_features;
+    uint32_t reserved;        // 0
+    uint64_t max_commands;    // CYCLE_LIMIT before the command after this many (golden model: 2^22)
+    uint64_t max_cycles;      // CYCLE_LIMIT before the first command once the cycles exceed this
+} npu_functional_config_t;
+
+// As npu_submit() with configuration *config. kicks, if not NULL, receives 256 counters: the
+// kicks executed per opcode (the golden model's RunStatus.kicks). A configuration the model
+// cannot run (sram_bytes 0 or above 2^32, or no host memory for the SRAM) gives
+// NPU_STATUS_CYCLE_LIMIT at word 0 without executing anything.
+uint32_t npu_functional_submit(const npu_functional_config_t *config, const uint32_t *stream, size_t n_words,
+                               const npu_buffer_t *regions, size_t n_regions, npu_result_t *result,
+                               uint64_t *kicks);
+
+}  // extern "C"
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Cycle model: npu_byoc/runtime/cycles.py states these formulas; tests check both agree.
+
+constexpr uint64_t kDmaSetupCycles = 16;
+constexpr uint64_t kDmaBurstBytes = 16;
+constexpr uint64_t kKickSetupCycles = 8;
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+// ---------------------------------------------------------------------------------------------
+// Integer helpers: exact, no undefined or implementation-defined behaviour.
+
+constexpr int64_t kInt32Min = -2147483647LL - 1;
+constexpr int64_t kInt32Max = 2147483647LL;
+
+// Two's-complement wrap of the low 32 bits to int32 (numerics._wrap_i32).
+inline int32_t wrap_i32(uint64_t bits) {
+    const uint32_t u = static_cast<uint32_t>(bits);
+    return u >= 0x80000000u ? static_cast<int32_t>(static_cast<int64_t>(u) - 0x100000000LL)
+                            : static_cast<int32_t>(u);
+}
+
+inline int32_t wrap_i32_signed(int64_t v) { return wrap_i32(static_cast<uint64_t>(v)); }
+
+// Arithmetic shift right (floor division by 2^e) of a signed value, 0 <= e <= 62.
+inline int64_t asr(int64_t x, int e) { return x >= 0 ? (x >> e) : ~((~x) >> e); }
+
+// gemmlowp SaturatingRoundingDoublingHighMul (numerics.saturating_rounding_doubling_high_mul).
+inline int32_t srdhm(int32_t a, int32_t b) {
+    if (a == kInt32Min && b == kInt32Min) return static_cast<int32_t>(kInt32Max);
+    const int64_t p = static_cast<int64_t>(a) * static_cast<int64_t>(b);
+    const int64_t nudge = p >= 0 ? (int64_t{1} << 30) : (1 - (int64_t{1} << 30));
+    return static_cast<int32_t>((p + nudge) / (int64_t{1} << 31));  // C division: toward zero
+}
+
+// gemmlowp RoundingDivideByPOT, 0 <= e <= 31 (numerics.rounding_divide_by_pot).
+inline int32_t rdbpot(int32_t x, int e) {
+    const int64_t mask = (int64_t{1} << e) - 1;
+    const int64_t remainder = static_cast<int64_t>(static_cast<uint64_t>(static_cast<int64_t>(x)) &
+                                                   static_cast<uint64_t>(mask));
+    const int64_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+    return static_cast<int32_t>(asr(x, e) + (remainder > threshold ? 1 : 0));
+}
+
+// TFLite MultiplyByQuantizedMultiplier, double rounding; shift in [-31, 30], positive = left.
+inline int32_t mbqm(int32_t x, int32_t multiplier, int32_t shift) {
+    const int left = shift > 0 ? shift : 0;
+    const int right = shift > 0 ? 0 : -shift;
+    const int32_t shifted = wrap_i32(static_cast<uint64_t>(static_cast<int64_t>(x)) << left);
+    return rdbpot(srdhm(shifted, multiplier), right);
+}
+
+inline int32_t clamp_i32(int64_t v, int64_t lo, int64_t hi) {
+    return static_cast<int32_t>(v < lo ? lo : (v > hi ? hi : v));
+}
+
+inline uint64_t sat_mul(uint64_t a, uint64_t b) {
+    if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;
+    return a * b;
+}
+
+inline int64_t floor_div(int64_t a, int64_t b) {  // b > 0
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+
+// The multiply-accumulate kernels. Products of int16 operands (x - zero_point in [-255, 255],
+// weights in [-128, 127]) are exact in int32; sums are taken modulo 2^32 in uint32 (the NPU's
+// wrapping int32 accumulator). The fixed-width inner blocks let the compiler use vector
+// instructions at -O2.
+constexpr uint64_t kBlock = 8;
+
+// Σ x[k]·w[k] for k < n, modulo 2^32.
+inline uint32_t dot(const int16_t *x, const int16_t *w, uint64_t n) {
+    uint32_t lanes[kBlock] = {};
+    uint64_t k = 0;
+    for (; k + kBlock <= n; k += kBlock)
+        for (uint64_t j = 0; j < kBlock; ++j) lanes[j] += static_cast<uint32_t>(x[k + j] * w[k + j]);
+    uint32_t sum = 0;
+    for (uint64_t j = 0; j < kBlock; ++j) sum += lanes[j];
+    for (; k < n; ++k) sum += static_cast<uint32_t>(x[k] * w[k]);
+    return sum;
+}
+
+// acc[k] += x·w[k] for k < n, modulo 2^32.
+inline void scale_add(uint32_t *acc, int32_t x, const int16_t *w, uint64_t n) {
+    uint64_t k = 0;
+    for (; k + kBlock <= n; k += kBlock)
+        for (uint64_t j = 0; j < kBlock; ++j) acc[k + j] += static_cast<uint32_t>(x * w[k + j]);
+    for (; k < n; ++k) acc[k] += static_cast<uint32_t>(x * w[k]);
+}
+
+// acc[k] += x[k]·w[k] for k < n, modulo 2^32.
+inline void multiply_add(uint32_t *acc, const int16_t *x, const int16_t *w, uint64_t n) {
+    uint64_t k = 0;
+    for (; k + kBlock <= n; k += kBlock)
+        for (uint64_t j = 0; j < kBlock; ++j) acc[k + j] += static_cast<uint32_t>(x[k + j] * w[k + j]);
+    for (; k < n; ++k) acc[k] += static_cast<uint32_t>(x[k] * w[k]);
+}
+
+inline int32_t read_le_i32(const uint8_t *p) {
+    const uint32_t u = static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+                       (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+    return wrap_i32(u);
+}
+
+inline int8_t as_i8(uint8_t b) { return static_cast<int8_t>(b >= 128 ? static_cast<int>(b) - 256 : b); }
+inline uint8_t as_u8(int32_t v) { return static_cast<uint8_t>(static_cast<uint32_t>(v) & 0xFFu); }
+
+// ---------------------------------------------------------------------------------------------
+// The machine
+
+struct Span {
+    uint64_t lo = 0;
+    uint64_t hi = 0;  // exclusive
+};
+
+struct Shape {
+    uint64_t h = 0, w = 0, c = 0;
+    uint64_t elements() const { return sat_mul(sat_mul(h, w), c); }
+};
+
+struct Window {
+    uint64_t kh = 0, kw = 0, sh = 0, sw = 0, pt = 0, pl = 0, pb = 0, pr = 0;
+};
+
+struct Region {
+    uint8_t *data = nullptr;
+    uint64_t size = 0;
+};
+
+// The memory of one machine: the SRAM and the host-side scratch of the kernels, each sized
+// from sram_bytes (no operand can be larger than the SRAM).
+struct Scratch {
+    uint8_t *sram = nullptr;   // sram_bytes, zero-filled at the start of a stream
+    int16_t *x16 = nullptr;    // sram_bytes: an input tile as int16 (x - zero_point)
+    int16_t *w16 = nullptr;    // sram_bytes: a weight block as int16, output channel innermost
+    int32_t *table = nullptr;  // sram_bytes / 4 + 1: requantize records (bias, multiplier, shift)
+    uint32_t *acc32 = nullptr; // sram_bytes: per-channel accumulators (CONV, DWCONV, FC)
+    int64_t *acc64 = nullptr;  // sram_bytes: per-channel sums (pools, MEAN)
+};
+
+constexpr uint32_t kOk = NPU_STATUS_OK;
+constexpr uint32_t kInvalidParameter = NPU_STATUS_INVALID_PARAMETER;
+
+inline uint32_t param_check(bool ok) { return ok ? kOk : kInvalidParameter; }
+
+class Machine {
+public:
+    Machine(const npu_functional_config_t &cfg, const Scratch &scratch) : cfg_(cfg), m_(scratch) {}
+
+    void bind(const npu_buffer_t *regions, size_t n_regions) {
+        for (size_t r = 0; r < n_regions && r < NPU_MAX_REGIONS; ++r) {
+            regions_[r].data = static_cast<uint8_t *>(regions[r].data);
+            regions_[r].size = regions[r].data != nullptr ? static_cast<uint64_t>(regions[r].size) : 0;
+        }
+    }
+
+    void run(const uint32_t *w, size_t n, npu_result_t *res, uint64_t *kicks);
+
+private:
+    // Register file: 32-bit words, read unsigned or sign-extended.
+    uint64_t u(uint32_t reg) const { return regs_[reg]; }
+    int64_t s(uint32_t reg) const {
+        const uint32_t v = regs_[reg];
+        return v >= 0x80000000u ? static_cast<int64_t>(v) - 0x100000000LL : static_cast<int64_t>(v);
+    }
+
+    uint32_t command(const uint32_t *w, size_t n, size_t i, uint32_t *op_out, size_t *fault_index);
+    uint32_t execute(uint32_t op);
+
+    // Checks (machine.py's helpers, same order)
+    uint32_t sram_span(uint64_t addr, uint64_t nbytes, Span *out) const {
+        const uint64_t size = cfg_.sram_bytes;
+        if (nbytes > size || addr > size - nbytes) return NPU_STATUS_ADDRESS_OUT_OF_RANGE;
+        out->lo = addr;
+        out->hi = addr + nbytes;
+        return kOk;
+    }
+    static bool overlaps(const Span &out, const Span &in) { return !(out.hi <= in.lo || in.hi <= out.lo); }
+    uint32_t check_int8(uint32_t reg) const {
+        return param_check(s(reg) >= -128 && s(reg) <= 127);
+    }
+    uint32_t check_clamp() const {
+        const int64_t lo = s(NPU_REG_ACT_MIN), hi = s(NPU_REG_ACT_MAX);
+        return param_check(-128 <= lo && lo <= hi && hi <= 127);
+    }
+    uint32_t check_shift(uint32_t reg) const {
+        return param_check(s(reg) >= -31 && s(reg) <= 30);
+    }
+    uint32_t shape(uint32_t reg_h, Shape *out) const {
+        out->h = u(reg_h);
+        out->w = u(reg_h + 1);
+        out->c = u(reg_h + 2);
+        return param_check(out->h >= 1 && out->w >= 1 && out->c >= 1);
+    }
+    uint32_t window(uint64_t max_kernel, uint64_t max_stride, Window *win) const;
+    static uint32_t check_ofm_size(const Shape &ifm, const Shape &ofm, const Window &win);
+
+    // Operations
+    uint32_t dma(bool to_sram);
+    uint32_t mac(uint32_t opcode);
+    uint32_t pool(bool average);
+    uint32_t mean();
+    uint32_t add();
+    uint32_t lut();
+
+    uint64_t kick_cycles(uint32_t opcode) const;
+
+    const npu_functional_config_t &cfg_;
+    Scratch m_;
+    uint32_t regs_[256] = {};
+    Region regions_[NPU_MAX_REGIONS];
+};
+
+// ---------------------------------------------------------------------------------------------
+// The command loop (Machine.run / Machine._command)
+
+void Machine::run(const uint32_t *w, size_t n, npu_result_t *res, uint64_t *kicks) {
+    res->status = kOk;
+    res->word_index = 0;
+    res->cycles = 0;
+    res->commands = 0;
+    auto finish = [res](uint32_t status, size_t index) {
+        res->status = status;
+        res->word_index = static_cast<uint32_t>(index);
+    };
+    // Header
+    if (n >= 1 && w[0] != NPU_MAGIC) return finish(NPU_STATUS_BAD_MAGIC, 0);
+    if (n >= 2 && !((w[1] >> 16) == NPU_VERSION_MAJOR && (w[1] & 0xFFFFu) <= NPU_VERSION_MINOR))
+        return finish(NPU_STATUS_BAD_VERSION, 1);
+    if (n < NPU_HEADER_WORDS) return finish(NPU_STATUS_BAD_LENGTH, n);
+    if (static_cast<uint64_t>(w[2]) != static_cast<uint64_t>(n)) return finish(NPU_STATUS_BAD_LENGTH, 2);
+    uint64_t cycles = NPU_HEADER_WORDS;
+    uint64_t commands = 0;
+    size_t i = NPU_HEADER_WORDS;
+    for (;;) {
+        res->cycles = cycles;
+        res->commands = commands;
+        if (i >= n) return finish(NPU_STATUS_MISSING_STOP, n);
+        if (commands >= cfg_.max_commands || cycles > cfg_.max_cycles) return finish(NPU_STATUS_CYCLE_LIMIT, i);
+        uint32_t op = 0;
+        size_t fault_index = i;
+        const uint32_t status = command(w, n, i, &op, &fault_index);
+        if (status != kOk) return finish(status, fault_index);
+        commands += 1;
+        const size_t words = op == NPU_OP_SET_REG ? 2 : 1;
+        cycles += words;
+        if (op == NPU_OP_STOP) {
+            res->cycles = cycles;
+            res->commands = commands;
+            return finish(kOk, i);
+        }
+        if (op != NPU_OP_SET_REG && op != NPU_OP_NOP) {
+            cycles += kick_cycles(op);
+            if (kicks != nullptr) kicks[op] += 1;
+        }
+        i += words;
+    }
+}
+
+uint32_t Machine::command(const uint32_t *w, size_t n, size_t i, uint32_t *op_out, size_t *fault_index) {
+    const uint32_t word = w[i];
+    const uint32_t op = npu_opcode_of(word);
+    const uint32_t reserved = word & (op == NPU_OP_SET_REG ? NPU_SET_REG_RESERVED_MASK : NPU_KICK_RESERVED_MASK);
+    if (!npu_opcode_valid(op) || reserved != 0) return NPU_STATUS_INVALID_OPCODE;
+    *op_out = op;
+    if (op == NPU_OP_SET_REG) {
+        const uint32_t reg = npu_reg_of(word);
+        if (!npu_reg_valid(reg)) return NPU_STATUS_INVALID_REGISTER;
+        if (i + 1 >= n) {
+            *fault_index = n;
+            return NPU_STATUS_MISSING_STOP;
+        }
+        regs_[reg] = w[i + 1];
+        return kOk;
+    }
+    if (op == NPU_OP_NOP || op == NPU_OP_STOP) return kOk;
+    return execute(op);
+}
+
+uint32_t Machine::execute(uint32_t op) {
+    switch (op) {
+    case NPU_OP_DMA_IN: return dma(true);
+    case NPU_OP_DMA_OUT: return dma(false);
+    case NPU_OP_CONV:
+    case NPU_OP_DWCONV:
+    case NPU_OP_FC: return mac(op);
+    case NPU_OP_AVGPOOL: return pool(true);
+    case NPU_OP_MAXPOOL: return pool(false);
+    case NPU_OP_MEAN: return mean();
+    case NPU_OP_ADD: return add();
+    case NPU_OP_LUT: return lut();
+    default: return NPU_STATUS_INVALID_OPCODE;  // not reached: command() checked the opcode
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shared checks
+
+uint32_t Machine::window(uint64_t max_kernel, uint64_t max_stride, Window *win) const {
+    win->kh = u(NPU_REG_KERNEL_H);
+    win->kw = u(NPU_REG_KERNEL_W);
+    win->sh = u(NPU_REG_STRIDE_H);
+    win->sw = u(NPU_REG_STRIDE_W);
+    win->pt = u(NPU_REG_PAD_TOP);
+    win->pl = u(NPU_REG_PAD_LEFT);
+    win->pb = u(NPU_REG_PAD_BOTTOM);
+    win->pr = u(NPU_REG_PAD_RIGHT);
+    if (!(win->kh >= 1 && win->kw >= 1 && win->kh <= max_kernel && win->kw <= max_kernel))
+        return NPU_STATUS_INVALID_PARAMETER;
+    if (!(win->sh >= 1 && win->sw >= 1 && win->sh <= max_stride && win->sw <= max_stride))
+        return NPU_STATUS_INVALID_PARAMETER;
+    if (!(win->pt < win->kh && win->pb < win->kh && win->pl < win->kw && win->pr < win->kw))
+        return NPU_STATUS_INVALID_PARAMETER;
+    return kOk;
+}
+
+uint32_t Machine::check_ofm_size(const Shape &ifm, const Shape &ofm, const Window &win) {
+    // Every term is below 2^33 here (shape registers are 32-bit, pads < kernel <= 2^32).
+    const int64_t span_h = static_cast<int64_t>(ifm.h + win.pt + win.pb) - static_cast<int64_t>(win.kh);
+    const int64_t span_w = static_cast<int64_t>(ifm.w + win.pl + win.pr) - static_cast<int64_t>(win.kw);
+    const int64_t expect_h = floor_div(span_h, static_cast<int64_t>(win.sh)) + 1;
+    const int64_t expect_w = floor_div(span_w, static_cast<int64_t>(win.sw)) + 1;
+    if (static_cast<int64_t>(ofm.h) != expect_h || static_cast<int64_t>(ofm.w) != expect_w)
+        return NPU_STATUS_INVALID_PARAMETER;
+    return kOk;
+}
+
+// ---------------------------------------------------------------------------------------------
+// DMA_IN, DMA_OUT
+
+uint32_t Machine::dma(bool to_sram) {
+    const uint64_t region = u(NPU_REG_DMA_EXT_REGION);
+    if (region >= NPU_MAX_REGIONS || regions_[region].data == nullptr) return NPU_STATUS_INVALID_REGION;
+    if (!to_sram && region == NPU_REGION_CONST) return NPU_STATUS_INVALID_REGION;
+    const uint64_t n2 = u(NPU_REG_DMA_N2), n1 = u(NPU_REG_DMA_N1), n0 = u(NPU_REG_DMA_N0);
+    const int64_t s2 = s(NPU_REG_DMA_STRIDE2), s1 = s(NPU_REG_DMA_STRIDE1), s0 = s(NPU_REG_DMA_STRIDE0);
+    if (n0 == 0 || n1 == 0 || n2 == 0) return NPU_STATUS_INVALID_PARAMETER;
+    Span block;
+    if (sram_span(u(NPU_REG_DMA_SRAM_ADDR), sat_mul(sat_mul(n2, n1), n0), &block) != kOk)
+        return NPU_STATUS_ADDRESS_OUT_OF_RANGE;
+    // Lowest and highest external byte touched, exactly (counts <= 2^32, |strides| <= 2^31).
+    __extension__ typedef __int128 wide;
+    const uint64_t counts[3] = {n2, n1, n0};
+    const int64_t strides[3] = {s2, s1, s0};
+    const int64_t base = static_cast<int64_t>(u(NPU_REG_DMA_EXT_ADDR));
+    wide first = base, last = base;
+    for (int k = 0; k < 3; ++k) {
+        const wide reach = static_cast<wide>(counts[k] - 1) * static_cast<wide>(strides[k]);
+        if (reach < 0) first += reach;
+        else last += reach;
+    }
+    const Region &buf = regions_[region];
+    if (first < 0 || last >= static_cast<wide>(buf.size)) return NPU_STATUS_ADDRESS_OUT_OF_RANGE;
+    // Every partial address lies in [first, last]: plain int64 arithmetic from here on.
+    uint8_t *sram = m_.sram + block.lo;
+    for (uint64_t i2 = 0; i2 < n2; ++i2) {
+        for (uint64_t i1 = 0; i1 < n1; ++i1) {
+            const int64_t row = base + static_cast<int64_t>(i2) * s2 + static_cast<int64_t>(i1) * s1;
+            if (s0 == 1) {
+                uint8_t *ext = buf.data + row;
+                if (to_sram) std::memcpy(sram, ext, n0);
+                else std::memcpy(ext, sram, n0);
+                sram += n0;
+            } else {
+                for (uint64_t i0 = 0; i0 < n0; ++i0) {
+                    uint8_t *ext = buf.data + (row + static_cast<int64_t>(i0) * s0);
+                    if (to_sram) *sram = *ext;
+                    else *ext = *sram;  // repeated addresses: the last write wins
+                    ++sram;
+                }
+            }
+        }
+    }
+    return kOk;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CONV, DWCONV, FC: multiply-accumulate + per-channel requantize
+
+uint32_t Machine::mac(uint32_t opcode) {
+    Shape ifm, ofm;
+    uint32_t st;
+    if ((st = shape(NPU_REG_IFM_H, &ifm)) != kOk) return st;
+    if ((st = shape(NPU_REG_OFM_H, &ofm)) != kOk) return st;
+    if ((st = check_int8(NPU_REG_IFM_ZERO_POINT)) != kOk) return st;
+    if ((st = check_int8(NPU_REG_OFM_ZERO_POINT)) != kOk) return st;
+    if ((st = check_clamp()) != kOk) return st;
+    if (ifm.c > cfg_.max_channels || ofm.c > cfg_.max_channels) return NPU_STATUS_INVALID_PARAMETER;
+    Window win;
+    uint64_t weight_bytes;
+    if (opcode == NPU_OP_FC) {
+        win.kh = win.kw = win.sh = win.sw = 1;
+        if (!(ifm.h == 1 && ofm.h == 1 && ifm.w == ofm.w)) return NPU_STATUS_INVALID_PARAMETER;
+        if (ifm.c > cfg_.max_fc_features || ofm.c > cfg_.max_fc_features) return NPU_STATUS_INVALID_PARAMETER;
+        weight_bytes = sat_mul(ofm.c, ifm.c);
+    } else {
+        if ((st = window(cfg_.max_kernel, cfg_.max_stride, &win)) != kOk) return st;
+        if ((st = check_ofm_size(ifm, ofm, win)) != kOk) return st;
+        if (opcode == NPU_OP_DWCONV) {
+            if (ifm.c != ofm.c) return NPU_STATUS_INVALID_PARAMETER;
+            weight_bytes = sat_mul(sat_mul(ofm.c, win.kh), win.kw);
+        } else {
+            weight_bytes = sat_mul(sat_mul(sat_mul(ofm.c, win.kh), win.kw), ifm.c);
+        }
+    }
+    if (u(NPU_REG_REQUANT_ADDR) % 4 != 0) return NPU_STATUS_INVALID_PARAMETER;
+    Span in_span, w_span, rq_span, out_span;
+    if ((st = sram_span(u(NPU_REG_IFM_ADDR), ifm.elements(), &in_span)) != kOk) return st;
+    if ((st = sram_span(u(NPU_REG_WEIGHT_ADDR), weight_bytes, &w_span)) != kOk) return st;
+    if ((st = sram_span(u(NPU_REG_REQUANT_ADDR), sat_mul(ofm.c, NPU_REQUANT_RECORD_BYTES), &rq_span)) != kOk)
+        return st;
+    if ((st = sram_span(u(NPU_REG_OFM_ADDR), ofm.elements(), &out_span)) != kOk) return st;
+    if (overlaps(out_span, in_span) || overlaps(out_span, w_span) || overlaps(out_span, rq_span))
+        return NPU_STATUS_INVALID_PARAMETER;
+    // The requantize table: (bias, multiplier, shift) per output channel; every shift checked
+    // before anything is written.
+    const uint64_t channels = ofm.c;  // <= sram_bytes / 12: the table fits the SRAM
+    for (uint64_t c = 0; c < channels; ++c) {
+        const uint8_t *rec = m_.sram + rq_span.lo + c * NPU_REQUANT_RECORD_BYTES;
+        m_.table[3 * c + 0] = read_le_i32(rec);
+        m_.table[3 * c + 1] = read_le_i32(rec + 4);
+        m_.table[3 * c + 2] = read_le_i32(rec + 8);
+        if (m_.table[3 * c + 2] < -31 || m_.table[3 * c + 2] > 30) return NPU_STATUS_INVALID_PARAMETER;
+    }
+
+    // Operands as int16: x - zero_point (padding then contributes 0 and is skipped), weights.
+    const int32_t zp_in = static_cast<int32_t>(s(NPU_REG_IFM_ZERO_POINT));
+    const int32_t zp_out = static_cast<int32_t>(s(NPU_REG_OFM_ZERO_POINT));
+    const int64_t act_min = s(NPU_REG_ACT_MIN), act_max = s(NPU_REG_ACT_MAX);
+    const uint8_t *x8 = m_.sram + in_span.lo;
+    for (uint64_t k = 0, n = in_span.hi - in_span.lo; k < n; ++k)
+        m_.x16[k] = static_cast<int16_t>(as_i8(x8[k]) - zp_in);
+    // Weights with the output channel innermost, so that one input value updates a contiguous
+    // run of accumulators: CONV [OC][KH][KW][IC] -> [KH][KW][IC][OC], DWCONV [C][KH][KW] ->
+    // [KH][KW][C]. FC keeps [OC][IC] (long dot products along IC).
+    const uint8_t *w8 = m_.sram + w_span.lo;
+    const uint64_t per_channel = (w_span.hi - w_span.lo) / channels;  // KH·KW·IC, KH·KW or IC
+    if (opcode == NPU_OP_FC) {
+        for (uint64_t k = 0, n = w_span.hi - w_span.lo; k < n; ++k) m_.w16[k] = as_i8(w8[k]);
+    } else {
+        for (uint64_t c = 0; c < channels; ++c)
+            for (uint64_t t = 0; t < per_channel; ++t) m_.w16[t * channels + c] = as_i8(w8[c * per_channel + t]);
+    }
+    // acc + bias, MBQM, + zero point, clamp: one output row of `channels` values.
+    auto requantize = [&](const uint32_t *acc, uint8_t *out) {
+        for (uint64_t c = 0; c < channels; ++c) {
+            const int32_t *rec = m_.table + 3 * c;
+            const int32_t biased = wrap_i32(static_cast<uint64_t>(acc[c]) + static_cast<uint32_t>(rec[0]));
+            const int64_t v = static_cast<int64_t>(mbqm(biased, rec[1], rec[2])) + zp_out;
+            out[c] = as_u8(clamp_i32(v, act_min, act_max));
+        }
+    };
+    uint8_t *out = m_.sram + out_span.lo;
+    const int16_t *x16 = m_.x16;
+    const int16_t *w16 = m_.w16;
+    uint32_t *acc = m_.acc32;  // one accumulator per output channel
+
+    if (opcode == NPU_OP_FC) {
+        const uint64_t rows = ofm.w, depth = ifm.c;
+        for (uint64_t r = 0; r < rows; ++r, out += channels) {
+            for (uint64_t c = 0; c < channels; ++c) acc[c] = dot(x16 + r * depth, w16 + c * depth, depth);
+            requantize(acc, out);
+        }
+        return kOk;
+    }
+
+    // CONV / DWCONV: the valid taps of output (oy, ox) are ky in [ky0, ky1), kx in [kx0, kx1).
+    const int64_t H = static_cast<int64_t>(ifm.h), W = static_cast<int64_t>(ifm.w);
+    const int64_t KW = static_cast<int64_t>(win.kw);
+    const uint64_t C = ifm.c;
+    for (uint64_t oy = 0; oy < ofm.h; ++oy) {
+        const int64_t y0 = static_cast<int64_t>(oy * win.sh) - static_cast<int64_t>(win.pt);
+        const int64_t ky0 = y0 < 0 ? -y0 : 0;
+        const int64_t ky1 = (H - y0 < static_cast<int64_t>(win.kh)) ? H - y0 : static_cast<int64_t>(win.kh);
+        for (uint64_t ox = 0; ox < ofm.w; ++ox, out += channels) {
+            const int64_t x0 = static_cast<int64_t>(ox * win.sw) - static_cast<int64_t>(win.pl);
+            const int64_t kx0 = x0 < 0 ? -x0 : 0, kx1 = (W - x0 < KW) ? W - x0 : KW;
+            for (uint64_t c = 0; c < channels; ++c) acc[c] = 0;
+            for (int64_t ky = ky0; ky < ky1; ++ky) {
+                for (int64_t kx = kx0; kx < kx1; ++kx) {
+                    const int16_t *xr = x16 + static_cast<uint64_t>((y0 + ky) * W + x0 + kx) * C;
+                    const uint64_t tap = static_cast<uint64_t>(ky * KW + kx);
+                    if (opcode == NPU_OP_CONV) {
+                        const int16_t *wr = w16 + tap * C * channels;
+                        for (uint64_t ic = 0; ic < C; ++ic) scale_add(acc, xr[ic], wr + ic * channels, channels);
+                    } else {
+                        multiply_add(acc, xr, w16 + tap * channels, channels);
+                    }
+                }
+            }
+            requantize(acc, out);
+        }
+    }
+    return kOk;
+}
+
+// ---------------------------------------------------------------------------------------------
+// AVGPOOL, MAXPOOL
+
+uint32_t Machine::pool(bool average) {
+    Shape ifm, ofm;
+    Window win;
+    uint32_t st;
+    if ((st = shape(NPU_REG_IFM_H, &ifm)) != kOk) return st;
+    if ((st = shape(NPU_REG_OFM_H, &ofm)) != kOk) return st;
+    if ((st = check_clamp()) != kOk) return st;
+    if ((st = window(cfg_.max_pool_window, cfg_.max_pool_stride, &win)) != kOk) return st;
+    if ((st = check_ofm_size(ifm, ofm, win)) != kOk) return st;
+    if (ifm.c != ofm.c) return NPU_STATUS_INVALID_PARAMETER;
+    Span in_span, out_span;
+    if ((st = sram_span(u(NPU_REG_IFM_ADDR), ifm.elements(), &in_span)) != kOk) return st;
+    if ((st = sram_span(u(NPU_REG_OFM_ADDR), ofm.elements(), &out_span)) != kOk) return st;
+    if (overlaps(out_span, in_span)) return NPU_STATUS_INVALID_PARAMETER;
+
+    const int64_t act_min = s(NPU_REG_ACT_MIN), act_max = s(NPU_REG_ACT_MAX);
+    const int64_t H = static_cast<int64_t>(ifm.h), W = static_cast<int64_t>(ifm.w);
+    const int64_t KH = static_cast<int64_t>(win.kh), KW = static_cast<int64_t>(win.kw);
+    const uint64_t C = ifm.c;
+    const uint8_t *x = m_.sram + in_span.lo;
+    uint8_t *out = m_.sram + out_span.lo;
+    int64_t *acc = m_.acc64;  // one per channel (C <= sram_bytes)
+    for (uint64_t oy = 0; oy < ofm.h; ++oy) {
+        const int64_t y0 = static_cast<int64_t>(oy * win.sh) - static_cast<int64_t>(win.pt);
+        const int64_t ky0 = y0 < 0 ? -y0 : 0, ky1 = (H - y0 < KH) ? H - y0 : KH;
+        for (uint64_t ox = 0; ox < ofm.w; ++ox) {
+            const int64_t x0 = static_cast<int64_t>(ox * win.sw) - static_cast<int64_t>(win.pl);
+            const int64_t kx0 = x0 < 0 ? -x0 : 0, kx1 = (W - x0 < KW) ? W - x0 : KW;
+            // The window is never empty (pads < kernel and the OFM size formula hold); n >= 1
+            // is kept explicit all the same, so that no division by zero can exist.
+            const int64_t n = ky1 > ky0 && kx1 > kx0 ? (ky1 - ky0) * (kx1 - kx0) : 1;
+            for (uint64_t c = 0; c < C; ++c) acc[c] = average ? 0 : -128;
+            for (int64_t ky = ky0; ky < ky1; ++ky) {
+                for (int64_t kx = kx0; kx < kx1; ++kx) {
+                    const uint8_t *xr = x + static_cast<uint64_t>((y0 + ky) * W + x0 + kx) * C;
+                    if (average) {
+                        for (uint64_t c = 0; c < C; ++c) acc[c] += as_i8(xr[c]);  // |sum| <= 128 * 256
+                    } else {
+                        for (uint64_t c = 0; c < C; ++c) {
+                            const int32_t v = as_i8(xr[c]);
+                            acc[c] = v > acc[c] ? v : acc[c];
+                        }
+                    }
+                }
+            }
+            for (uint64_t c = 0; c < C; ++c) {
+                int64_t v = acc[c];
+                if (average) {  // round half away from zero
+                    const int64_t half = n / 2;
+                    v = v > 0 ? (v + half) / n : -((-v + half) / n);  // C division
+                }
+                *out++ = as_u8(clamp_i32(v, act_min, act_max));
+            }
+        }
+    }
+    return kOk;
+}
+
+// ---------------------------------------------------------------------------------------------
+// MEAN
+
+uint32_t Machine::mean() {
+    Shape ifm;
+    uint32_t st;
+    if ((st = shape(NPU_REG_IFM_H, &ifm)) != kOk) return st;
+    if ((st = check_int8(NPU_REG_IFM_ZERO_POINT)) != kOk) return st;
+    if ((st = check_int8(NPU_REG_OFM_ZERO_POINT)) != kOk) return st;
+    if ((st = check_clamp()) != kOk) return st;
+    if ((st = check_shift(NPU_REG_OFM_SHIFT)) != kOk) return st;
+    const uint64_t n = sat_mul(ifm.h, ifm.w);
+    if (n > cfg_.max_mean_elements) return NPU_STATUS_INVALID_PARAMETER;
+    Span in_span, out_span;
+    if ((st = sram_span(u(NPU_REG_IFM_ADDR), ifm.elements(), &in_span)) != kOk) return st;
+    if ((st = sram_span(u(NPU_REG_OFM_ADDR), ifm.c, &out_span)) != kOk) return st;
+    if (overlaps(out_span, in_span)) return NPU_STATUS_INVALID_PARAMETER;
+
+    const int64_t zp_in = s(NPU_REG_IFM_ZERO_POINT), zp_out = s(NPU_REG_OFM_ZERO_POINT);
+    const int32_t multiplier = static_cast<int32_t>(s(NPU_REG_OFM_MULTIPLIER));
+    const int32_t shift = static_cast<int32_t>(s(NPU_REG_OFM_SHIFT));
+    const int64_t act_min = s(NPU_REG_ACT_MIN), act_max = s(NPU_REG_ACT_MAX);
+    const uint64_t C = ifm.c;
+    const uint8_t *x = m_.sram + in_span.lo;
+    int64_t *total = m_.acc64;  // one per channel; n * C <= 2^32 elements: |total| < 2^39
+    for (uint64_t c = 0; c < C; ++c) total[c] = 0;
+    for (uint64_t p = 0; p < n; ++p) {
+        const uint8_t *xr = x + p * C;
+        for (uint64_t c = 0; c < C; ++c) total[c] += as_i8(xr[c]);
+    }
+    uint8_t *out = m_.sram + out_span.lo;
+    for (uint64_t c = 0; c < C; ++c) {
+        const int32_t acc = wrap_i32_signed(static_cast<int64_t>(wrap_i32_signed(total[c])) -
+                                            zp_in * static_cast<int64_t>(n));
+        int64_t v = static_cast<int64_t>(mbqm(acc, multiplier, shift)) + zp_out;
+        v = clamp_i32(v, -128, 127);
+        out[c] = as_u8(clamp_i32(v, act_min, act_max));
+    }
+    return kOk;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ADD
+
+uint32_t Machine::add() {
+    Shape shp;
+    uint32_t st;
+    if ((st = shape(NPU_REG_OFM_H, &shp)) != kOk) return st;
+    if ((st = check_int8(NPU_REG_IFM_ZERO_POINT)) != kOk) return st;
+    if ((st = check_int8(NPU_REG_IFM2_ZERO_POINT)) != kOk) return st;
+    if ((st = check_int8(NPU_REG_OFM_ZERO_POINT)) != kOk) return st;
+    if ((st = check_clamp()) != kOk) return st;
+    const int64_t left_shift = s(NPU_REG_LEFT_SHIFT);
+    if (!(left_shift >= 0 && left_shift <= 31)) return NPU_STATUS_INVALID_PARAMETER;
+    if ((st = check_shift(NPU_REG_IFM_SHIFT)) != kOk) return st;
+    if ((st = check_shift(NPU_REG_IFM2_SHIFT)) != kOk) return st;
+    if ((st = check_shift(NPU_REG_OFM_SHIFT)) != kOk) return st;
+    const uint64_t nbytes = shp.elements();
+    Span a_span, b_span, out_span;
+    if ((st = sram_span(u(NPU_REG_IFM_ADDR), nbytes, &a_span)) != kOk) return st;
+    if ((st = sram_span(u(NPU_REG_IFM2_ADDR), nbytes, &b_span)) != kOk) return st;
+    if ((st = sram_span(u(NPU_REG_OFM_ADDR), nbytes, &out_span)) != kOk) return st;
+    if (overlaps(out_span, a_span) || overlaps(out_span, b_span)) return NPU_STATUS_INVALID_PARAMETER;
+
+    const int64_t zp1 = s(NPU_REG_IFM_ZERO_POINT), zp2 = s(NPU_REG_IFM2_ZERO_POINT);
+    const int64_t zp_out = s(NPU_REG_OFM_ZERO_POINT);
+    const int32_t m1 = static_cast<int32_t>(s(NPU_REG_IFM_MULTIPLIER));
+    const int32_t s1 = static_cast<int32_t>(s(NPU_REG_IFM_SHIFT));
+    const int32_t m2 = static_cast<int32_t>(s(NPU_REG_IFM2_MULTIPLIER));
+    const int32_t s2 = static_cast<int32_t>(s(NPU_REG_IFM2_SHIFT));
+    const int32_t mo = static_cast<int32_t>(s(NPU_REG_OFM_MULTIPLIER));
+    const int32_t so = static_cast<int32_t>(s(NPU_REG_OFM_SHIFT));
+    const int ls = static_cast<int>(left_shift);
+    const int64_t act_min = s(NPU_REG_ACT_MIN), act_max = s(NPU_REG_ACT_MAX);
+    const uint8_t *a = m_.sram + a_span.lo;
+    const uint8_t *b = m_.sram + b_span.lo;
+    uint8_t *out = m_.sram + out_span.lo;
+    for (uint64_t k = 0; k < nbytes; ++k) {
+        const int32_t sa = wrap_i32(static_cast<uint64_t>(as_i8(a[k]) - zp1) << ls);
+        const int32_t sb = wrap_i32(static_cast<uint64_t>(as_i8(b[k]) - zp2) << ls);
+        const int32_t ra = mbqm(sa, m1, s1);
+        const int32_t rb = mbqm(sb, m2, s2);
+        const int32_t raw = wrap_i32_signed(static_cast<int64_t>(ra) + rb);
+        const int64_t v = static_cast<int64_t>(mbqm(raw, mo, so)) + zp_out;
+        out[k] = as_u8(clamp_i32(v, act_min, act_max));
+    }
+    return kOk;
+}
+
+// ---------------------------------------------------------------------------------------------
+// LUT
+
+uint32_t Machine::lut() {
+    Shape shp;
+    uint32_t st;
+    if ((st = shape(NPU_REG_OFM_H, &shp)) != kOk) return st;
+    const uint64_t nbytes = shp.elements();
+    Span in_span, table_span, out_span;
+    if ((st = sram_span(u(NPU_REG_IFM_ADDR), nbytes, &in_span)) != kOk) return st;
+    if ((st = sram_span(u(NPU_REG_LUT_ADDR), 256, &table_span)) != kOk) return st;
+    if ((st = sram_span(u(NPU_REG_OFM_ADDR), nbytes, &out_span)) != kOk) return st;
+    if (overlaps(out_span, in_span) || overlaps(out_span, table_span)) return NPU_STATUS_INVALID_PARAMETER;
+    const uint8_t *x = m_.sram + in_span.lo;
+    const uint8_t *table = m_.sram + table_span.lo;
+    uint8_t *out = m_.sram + out_span.lo;
+    for (uint64_t k = 0; k < nbytes; ++k) out[k] = table[x[k] ^ 0x80u];  // entry x + 128 of int8 x
+    return kOk;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cycle model of an executed kick (npu_byoc/runtime/cycles.py). The registers passed the
+// kick's checks, so every operand is bounded by the SRAM size: with any SRAM up to 2^26 bytes
+// no product comes near 2^64 (beyond, the estimate would wrap; it is never undefined).
+
+uint64_t Machine::kick_cycles(uint32_t opcode) const {
+    const uint64_t rows = cfg_.array_rows ? cfg_.array_rows : 1;
+    const uint64_t cols = cfg_.array_cols ? cfg_.array_cols : 1;
+    const uint64_t lanes = cols;
+    switch (opcode) {
+    case NPU_OP_DMA_IN:
+    case NPU_OP_DMA_OUT: {
+        const uint64_t n0 = u(NPU_REG_DMA_N0);
+        const uint64_t beats = s(NPU_REG_DMA_STRIDE0) == 1 ? ceil_div(n0, kDmaBurstBytes) : n0;
+        return kDmaSetupCycles + u(NPU_REG_DMA_N2) * u(NPU_REG_DMA_N1) * beats;
+    }
+    case NPU_OP_CONV:
+    case NPU_OP_DWCONV:
+    case NPU_OP_FC: {
+        const uint64_t pixels = opcode == NPU_OP_FC ? u(NPU_REG_OFM_W) : u(NPU_REG_OFM_H) * u(NPU_REG_OFM_W);
+        const uint64_t blocks = ceil_div(u(NPU_REG_OFM_C), rows) * ceil_div(pixels, cols);
+        uint64_t depth = u(NPU_REG_IFM_C);
+        if (opcode == NPU_OP_CONV) depth = u(NPU_REG_KERNEL_H) * u(NPU_REG_KERNEL_W) * u(NPU_REG_IFM_C);
+        if (opcode == NPU_OP_DWCONV) depth = u(NPU_REG_KERNEL_H) * u(NPU_REG_KERNEL_W);
+        return kKickSetupCycles + blocks * (depth + cols);
+    }
+    case NPU_OP_AVGPOOL:
+    case NPU_OP_MAXPOOL:
+        return kKickSetupCycles + u(NPU_REG_OFM_H) * u(NPU_REG_OFM_W) * ceil_div(u(NPU_REG_OFM_C), lanes) *
+                                      u(NPU_REG_KERNEL_H) * u(NPU_REG_KERNEL_W);
+    case NPU_OP_MEAN:
+        return kKickSetupCycles + ceil_div(u(NPU_REG_IFM_C), lanes) * (u(NPU_REG_IFM_H) * u(NPU_REG_IFM_W) + 1);
+    case NPU_OP_ADD:
+    case NPU_OP_LUT:
+        return kKickSetupCycles + ceil_div(u(NPU_REG_OFM_H) * u(NPU_REG_OFM_W) * u(NPU_REG_OFM_C), lanes);
+    default: return 0;
+    }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Entry points
+
+extern "C" uint32_t npu_functional_submit(const npu_functional_config_t *config, const uint32_t *stream,
+                                          size_t n_words, const npu_buffer_t *regions, size_t n_regions,
+                                          npu_result_t *result, uint64_t *kicks) {
+    npu_result_t local;
+    npu_result_t *res = result != nullptr ? result : &local;
+    res->status = NPU_STATUS_CYCLE_LIMIT;
+    res->word_index = 0;
+    res->cycles = 0;
+    res->commands = 0;
+    if (config == nullptr || config->sram_bytes == 0 || config->sram_bytes > (uint64_t{1} << 32))
+        return res->status;
+    if (stream == nullptr) n_words = 0;
+    if (regions == nullptr) n_regions = 0;
+    // The machine state of this call (so concurrent calls share nothing): the SRAM, zero-filled
+    // like the golden model's, and the kernels' scratch (touched only as far as used).
+    const size_t n = static_cast<size_t>(config->sram_bytes);
+    std::unique_ptr<uint8_t[]> sram(new (std::nothrow) uint8_t[n]());
+    std::unique_ptr<int16_t[]> x16(new (std::nothrow) int16_t[n]);
+    std::unique_ptr<int16_t[]> w16(new (std::nothrow) int16_t[n]);
+    std::unique_ptr<int32_t[]> table(new (std::nothrow) int32_t[n / 4 + 1]);
+    std::unique_ptr<uint32_t[]> acc32(new (std::nothrow) uint32_t[n]);
+    std::unique_ptr<int64_t[]> acc64(new (std::nothrow) int64_t[n]);
+    if (!sram || !x16 || !w16 || !table || !acc32 || !acc64) return res->status;
+    const Scratch scratch{sram.get(), x16.get(), w16.get(), table.get(), acc32.get(), acc64.get()};
+    Machine machine(*config, scratch);
+    machine.bind(regions, n_regions);
+    machine.run(stream, n_words, res, kicks);
+    return res->status;
+}
+
+extern "C" uint32_t npu_submit(const uint32_t *stream, size_t n_words, const npu_buffer_t *regions, size_t n_regions,
+                               npu_result_t *result) {
+    static const npu_functional_config_t config = {
+        NPU_FUNCTIONAL_SRAM_BYTES,
+        NPU_FUNCTIONAL_ARRAY_ROWS,
+        NPU_FUNCTIONAL_ARRAY_COLS,
+        NPU_FUNCTIONAL_MAX_KERNEL,
+        NPU_FUNCTIONAL_MAX_STRIDE,
+        NPU_FUNCTIONAL_MAX_CHANNELS,
+        NPU_FUNCTIONAL_MAX_POOL_WINDOW,
+        NPU_FUNCTIONAL_MAX_POOL_STRIDE,
+        NPU_FUNCTIONAL_MAX_MEAN_ELEMENTS,
+        NPU_FUNCTIONAL_MAX_FC_FEATURES,
+        0,
+        uint64_t{1} << 22,  // the golden model's command budget
+        UINT64_MAX,
+    };
+    return npu_functional_submit(&config, stream, n_words, regions, n_regions, result, nullptr);
+}

@@ -1,0 +1,258 @@
+"""The C functional model of the NPU, from Python.
+
+``csrc/npu_functional.cc`` implements the driver API (``npu_submit`` in npu_driver.h) by
+executing the command stream bit-exactly like the golden model of the stream
+(npu_byoc.runtime.machine). This module builds it standalone as a shared library with g++
+(cached in ``npu_byoc.cache.cache_dir()``, keyed by a hash of the sources, headers and flags),
+loads it with ctypes, and runs streams on it::
+
+    result = FunctionalNpu(hw).run(words, regions)   # same arguments as Machine(hw).run
+    result.status, result.word_index, result.commands, result.kicks, result.cycles
+
+The model library build (npu_byoc.runtime.build) compiles ``functional_sources()`` into the
+library with ``-I include_dir()`` and ``compile_definitions(hw)``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..cache import atomic_output, cache_dir, content_key
+from ..errors import NpuByocError
+from ..hwconfig import DEFAULT_CONFIG, HwConfig
+from ..isa import MAX_REGIONS, Opcode, Region, Status
+from .machine import RunStatus
+
+CSRC = Path(__file__).parent / "csrc"
+TEMPLATES = Path(__file__).parents[1] / "codegen" / "templates"
+CXXFLAGS = ["-O2", "-shared", "-fPIC", "-std=c++17"]
+DEFAULT_MAX_COMMANDS = 1 << 22  # the golden model's budget (Machine.run)
+_UINT64_MAX = (1 << 64) - 1
+
+# HwConfig field -> the macro of npu_functional.cc that overrides it in npu_submit().
+_CONFIG_MACROS = {
+    "sram_bytes": "NPU_FUNCTIONAL_SRAM_BYTES",
+    "array_rows": "NPU_FUNCTIONAL_ARRAY_ROWS",
+    "array_cols": "NPU_FUNCTIONAL_ARRAY_COLS",
+    "max_kernel": "NPU_FUNCTIONAL_MAX_KERNEL",
+    "max_stride": "NPU_FUNCTIONAL_MAX_STRIDE",
+    "max_channels": "NPU_FUNCTIONAL_MAX_CHANNELS",
+    "max_pool_window": "NPU_FUNCTIONAL_MAX_POOL_WINDOW",
+    "max_pool_stride": "NPU_FUNCTIONAL_MAX_POOL_STRIDE",
+    "max_mean_elements": "NPU_FUNCTIONAL_MAX_MEAN_ELEMENTS",
+    "max_fc_features": "NPU_FUNCTIONAL_MAX_FC_FEATURES",
+}
+
+
+class FunctionalBuildError(NpuByocError):
+    """The C functional model could not be compiled (no C++ compiler, or a compile error)."""
+
+
+def include_dir() -> Path:
+    """Where npu_driver.h and npu_isa.h live (``-I`` when compiling the functional model)."""
+    return TEMPLATES
+
+
+def functional_sources() -> list[Path]:
+    """The C++ sources of the functional model backend (they define ``npu_submit``)."""
+    return [CSRC / "npu_functional.cc"]
+
+
+def headers() -> list[Path]:
+    return [TEMPLATES / "npu_driver.h", TEMPLATES / "npu_isa.h"]
+
+
+def compile_definitions(hw: HwConfig = DEFAULT_CONFIG) -> list[str]:
+    """``-D`` flags that make ``npu_submit()`` run with ``hw`` where it differs from the
+    configuration npu_isa.h was generated from (empty for the default configuration)."""
+    return [
+        f"-D{macro}={int(getattr(hw, name))}"
+        for name, macro in _CONFIG_MACROS.items()
+        if getattr(hw, name) != getattr(DEFAULT_CONFIG, name)
+    ]
+
+
+def _compiler() -> str:
+    cxx = os.environ.get("CXX", "g++")
+    if shutil.which(cxx) is None:
+        raise FunctionalBuildError(f"the C functional model needs a C++17 compiler: '{cxx}' not found (set CXX)")
+    return cxx
+
+
+def build_library(extra_flags: Sequence[str] = ()) -> Path:
+    """Compile the functional model as a shared library (or reuse the cached one); its path."""
+    cxx = _compiler()
+    flags = [*CXXFLAGS, *extra_flags, f"-I{include_dir()}"]
+    key = content_key([*functional_sources(), *headers(), cxx, " ".join(CXXFLAGS), " ".join(extra_flags)])
+    lib = cache_dir() / f"npu_functional-{key}.so"
+    if lib.exists():
+        return lib
+    with atomic_output(lib) as tmp:
+        cmd = [cxx, *flags, *map(str, functional_sources()), "-o", str(tmp)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise FunctionalBuildError(f"compiling the C functional model failed:\n$ {' '.join(cmd)}\n{proc.stderr}")
+    return lib
+
+
+class _Buffer(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t)]
+
+
+class _Result(ctypes.Structure):
+    _fields_ = [
+        ("status", ctypes.c_uint32),
+        ("word_index", ctypes.c_uint32),
+        ("cycles", ctypes.c_uint64),
+        ("commands", ctypes.c_uint64),
+    ]
+
+
+class _Config(ctypes.Structure):
+    """npu_functional_config_t (npu_functional.cc)."""
+
+    _fields_ = [
+        ("sram_bytes", ctypes.c_uint64),
+        *[(name, ctypes.c_uint32) for name in list(_CONFIG_MACROS)[1:]],
+        ("reserved", ctypes.c_uint32),
+        ("max_commands", ctypes.c_uint64),
+        ("max_cycles", ctypes.c_uint64),
+    ]
+
+
+@functools.lru_cache(maxsize=None)
+def _library() -> ctypes.CDLL:
+    lib = ctypes.CDLL(str(build_library()))
+    lib.npu_functional_submit.argtypes = [
+        ctypes.POINTER(_Config),
+        ctypes.POINTER(ctypes.c_uint32),
+        ctypes.c_size_t,
+        ctypes.POINTER(_Buffer),
+        ctypes.c_size_t,
+        ctypes.POINTER(_Result),
+        ctypes.POINTER(ctypes.c_uint64),
+    ]
+    lib.npu_functional_submit.restype = ctypes.c_uint32
+    lib.npu_submit.argtypes = [
+        ctypes.POINTER(ctypes.c_uint32),
+        ctypes.c_size_t,
+        ctypes.POINTER(_Buffer),
+        ctypes.c_size_t,
+        ctypes.POINTER(_Result),
+    ]
+    lib.npu_submit.restype = ctypes.c_uint32
+    return lib
+
+
+def library() -> ctypes.CDLL:
+    """The loaded functional model (built on first use)."""
+    return _library()
+
+
+@dataclass
+class FunctionalRunStatus(RunStatus):
+    """The golden model's RunStatus plus the analytic cycle estimate (npu_byoc.runtime.cycles)."""
+
+    cycles: int = 0
+
+
+_EMPTY = np.zeros(1, np.uint8)  # a valid pointer for bound regions of 0 bytes
+
+
+class FunctionalNpu:
+    """One NPU executed by the C functional model, with the hardware configuration ``hw``."""
+
+    def __init__(self, hw: HwConfig = DEFAULT_CONFIG) -> None:
+        if not 1 <= hw.sram_bytes <= 1 << 32:
+            raise ValueError(f"FunctionalNpu: sram_bytes {hw.sram_bytes} outside [1, 2^32]")
+        self.hw = hw
+        self._lib = _library()
+
+    def _config(self, max_commands: int, max_cycles: int | None) -> _Config:
+        cfg = _Config(sram_bytes=self.hw.sram_bytes, reserved=0)
+        for name in list(_CONFIG_MACROS)[1:]:
+            setattr(cfg, name, min(int(getattr(self.hw, name)), 0xFFFFFFFF))
+        cfg.max_commands = min(max(int(max_commands), 0), _UINT64_MAX)
+        cfg.max_cycles = _UINT64_MAX if max_cycles is None else min(max(int(max_cycles), 0), _UINT64_MAX)
+        return cfg
+
+    def run(self, words: Sequence[int] | np.ndarray, regions: Mapping[int, np.ndarray],
+            max_commands: int = DEFAULT_MAX_COMMANDS, max_cycles: int | None = None) -> FunctionalRunStatus:  # fmt: skip
+        """Execute ``words`` (uint32) with ``regions`` (region number -> uint8 buffer, written in
+        place by DMA_OUT), like ``Machine(hw).run``. ``max_cycles``: stop with CYCLE_LIMIT at
+        the first command after the estimated cycles exceed it."""
+        stream = np.ascontiguousarray(np.asarray(words, dtype=np.uint64).ravel() & 0xFFFFFFFF, dtype=np.uint32)
+        buffers = (_Buffer * MAX_REGIONS)()
+        keep, copies = [], []  # arrays that must outlive the call; (original, contiguous copy)
+        for r, arr in regions.items():
+            if not 0 <= int(r) < MAX_REGIONS or arr is None:
+                continue
+            arr = np.asarray(arr)
+            if arr.dtype != np.uint8:
+                raise TypeError(f"region {r}: expected a uint8 buffer, got {arr.dtype}")
+            if int(r) != Region.CONST and not arr.flags.writeable:
+                raise ValueError(f"region {r} is read-only; only CONST (region 0) may be")
+            buf = arr
+            if not arr.flags.c_contiguous:
+                buf = np.ascontiguousarray(arr)
+                copies.append((arr, buf))
+            keep.append(buf)
+            data = buf if buf.size else _EMPTY
+            buffers[int(r)] = _Buffer(data.ctypes.data, buf.size)
+        result = _Result()
+        kicks = (ctypes.c_uint64 * 256)()
+        self._lib.npu_functional_submit(
+            ctypes.byref(self._config(max_commands, max_cycles)),
+            stream.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32)),
+            stream.size,
+            buffers,
+            MAX_REGIONS,
+            ctypes.byref(result),
+            kicks,
+        )
+        for original, copy in copies:
+            original[...] = copy.reshape(original.shape)
+        del keep
+        counted = Counter({Opcode(op): int(n) for op, n in enumerate(kicks) if n})
+        return FunctionalRunStatus(Status(result.status), int(result.word_index), counted, int(result.commands),
+                                   cycles=int(result.cycles))  # fmt: skip
+
+
+def submit(words: Sequence[int] | np.ndarray, buffers: Sequence[np.ndarray | None]) -> tuple[Status, int, int, int]:
+    """Call the driver API ``npu_submit`` itself (default configuration): buffers[r] is region r
+    (None: unbound). Returns (status, word_index, cycles, commands)."""
+    lib = _library()
+    stream = np.ascontiguousarray(words, dtype=np.uint32)
+    table = (_Buffer * max(len(buffers), 1))()
+    for r, arr in enumerate(buffers):
+        if arr is not None:
+            if arr.dtype != np.uint8 or not arr.flags.c_contiguous:
+                raise TypeError(f"region {r}: expected a contiguous uint8 buffer")
+            table[r] = _Buffer((arr if arr.size else _EMPTY).ctypes.data, arr.size)
+    result = _Result()
+    lib.npu_submit(stream.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32)), stream.size, table, len(buffers),
+                   ctypes.byref(result))  # fmt: skip
+    return Status(result.status), int(result.word_index), int(result.cycles), int(result.commands)
+
+
+__all__ = [
+    "FunctionalNpu",
+    "FunctionalRunStatus",
+    "FunctionalBuildError",
+    "functional_sources",
+    "include_dir",
+    "compile_definitions",
+    "build_library",
+    "library",
+    "submit",
+]
