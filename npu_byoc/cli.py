@@ -2,7 +2,8 @@
 
     npu-byoc demo                                   the main job on a bundled model
     npu-byoc coverage MODEL [--format text|json|md|html] [-o FILE]
-    npu-byoc run MODEL --input x.npy [--input ...] [--backend golden|cpu] [--output out.npy]
+    npu-byoc compile MODEL -o model.so [--backend functional]
+    npu-byoc run MODEL --input x.npy [--input ...] [--backend functional|verilator|golden|cpu] [--output out.npy]
     npu-byoc compare MODEL --input x.npy [--reference ref.npy] [--format text|json]
     npu-byoc partition MODEL [-o FILE]              the partitioned Relax module (TVMScript)
     npu-byoc patterns [--format text|md]            the NPU pattern table
@@ -97,6 +98,15 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_compile(args) -> int:
+    from . import load_model
+    from .runtime.build import build
+
+    model = build(load_model(args.model), args.backend, output=args.output)
+    print(f"wrote {model.extra['library']} ({len(model.plans)} NPU partition(s), backend {args.backend})")
+    return 0
+
+
 def cmd_partition(args) -> int:
     from . import load_model, partition_for_npu
 
@@ -151,10 +161,16 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("-o", "--output", help="write to this file instead of stdout")
     c.set_defaults(func=cmd_coverage)
 
+    k = sub.add_parser("compile", help="compile a model into a library (NPU partitions as generated C)")
+    k.add_argument("model")
+    k.add_argument("-o", "--output", required=True, help="the model library (.so)")
+    k.add_argument("--backend", default="functional", choices=["functional", "verilator"])
+    k.set_defaults(func=cmd_compile)
+
     r = sub.add_parser("run", help="run a model with its NPU partitions on a backend")
     r.add_argument("model")
     r.add_argument("--input", action="append", required=True, help=".npy, one per model input, in order")
-    r.add_argument("--backend", default="golden", choices=["golden", "cpu"])
+    r.add_argument("--backend", default="functional", choices=["functional", "verilator", "golden", "cpu"])
     r.add_argument("--output", help=".npy (one output) or .npz; default: print")
     r.set_defaults(func=cmd_run)
 

@@ -55,3 +55,17 @@ def partitioned(imported):
         return _partitioned[name]
 
     return get
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        default=False,
+        help="rewrite the golden-text files (generated C) instead of comparing with them",
+    )
+
+
+@pytest.fixture
+def update_golden(request) -> bool:
+    return bool(request.config.getoption("--update-golden"))

@@ -5,12 +5,19 @@ Backends (a registry; later milestones add the C functional model and the RTL):
 - ``cpu``: TVM's CPU build of the unpartitioned model (the reference TVM itself gives);
 - ``golden``: NPU partitions executed by the golden model (npu_byoc.runtime.golden), the
   rest by TVM's CPU build. The partitions are called from TVM's VM as packed functions.
+- ``functional``: RunCodegen turns every partition into generated C++ (command stream,
+  constants, entry function) linked into the model library with the C functional model of
+  the NPU behind the driver API (npu_driver.h).
+- ``verilator``: the same generated C++ linked with the Verilator co-simulation of the RTL
+  (hw/rtl) behind the same driver API.
 """
 
 from __future__ import annotations
 
 import itertools
+import tempfile
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -131,22 +138,91 @@ def _golden_entry(model: CompiledModel, plan: PartitionPlan):
     return entry
 
 
-BACKENDS: dict[str, Callable[[tvm.IRModule, HwConfig, str], CompiledModel]] = {
+def export_model_library(mod: tvm.IRModule, path: str, hw: HwConfig, target: str, driver_sources: list[str]) -> str:
+    """RunCodegen + tvm.compile + export_library: the model library with the NPU partitions as
+    generated C++ linked against an NPU driver (``driver_sources``: the backend)."""
+    import tvm_ffi
+
+    from ..codegen import c_codegen
+
+    info = model_info(mod)
+    c_codegen.CURRENT.update(hw=hw, model=Path(info.path).name if info else None, error=None)
+    try:
+        lowered = relax.transform.RunCodegen()(mod)
+    except Exception:
+        if c_codegen.CURRENT["error"] is not None:
+            raise c_codegen.CURRENT["error"] from None
+        raise
+    finally:
+        c_codegen.CURRENT.update(hw=DEFAULT_CONFIG, model=None)
+    ex = tvm.compile(lowered, target=target)
+    options = [
+        f"-I{c_codegen.include_dir()}",
+        f"-isystem{tvm_ffi.libinfo.find_include_path()}",  # third-party: its warnings are not ours
+        "-std=c++17",
+        "-O2",
+        *driver_sources,
+    ]
+    ex.export_library(path, options=options)
+    return path
+
+
+def _build_library(backend: str, driver_sources: Callable[[HwConfig], list[str]]):
+    def builder(mod: tvm.IRModule, hw: HwConfig, target: str, output: str | None = None) -> CompiledModel:
+        if output is None:
+            output = str(Path(tempfile.mkdtemp(prefix="npu_byoc_")) / "model.so")
+        export_model_library(mod, output, hw, target, driver_sources(hw))
+        lib = tvm.runtime.load_module(output)
+        plans = {name: lower_partition(name, f, hw) for name, f in npu_functions(mod).items()}
+        model = CompiledModel(backend, relax.VirtualMachine(lib, tvm.cpu()), model_info(mod), plans)
+        model.extra["library"] = output
+        return model
+
+    return builder
+
+
+def _functional_sources(hw: HwConfig) -> list[str]:
+    from .functional import compile_definitions, functional_sources
+
+    return [*compile_definitions(hw), *(str(p) for p in functional_sources())]
+
+
+def _verilator_sources(hw: HwConfig) -> list[str]:
+    from . import verilator
+
+    return verilator.driver_sources(hw)
+
+
+BACKENDS: dict[str, Callable[..., CompiledModel]] = {
     "cpu": _build_cpu,
     "golden": _build_golden,
+    "functional": _build_library("functional", _functional_sources),
+    "verilator": _build_library("verilator", _verilator_sources),
 }
 
 
-def build(mod: tvm.IRModule, backend: str = "golden", *, hw: HwConfig = DEFAULT_CONFIG, target: str = "llvm") -> CompiledModel:
-    """Compile ``mod`` (imported or partitioned) for ``backend``; see :data:`BACKENDS`."""
+def build(
+    mod: tvm.IRModule,
+    backend: str = "functional",
+    *,
+    hw: HwConfig = DEFAULT_CONFIG,
+    target: str = "llvm",
+    output: str | None = None,
+) -> CompiledModel:
+    """Compile ``mod`` (imported or partitioned) for ``backend``; see :data:`BACKENDS`.
+
+    ``functional`` (and ``verilator``) produce a model library (``output``, default a
+    temporary file) whose NPU partitions are generated C++ calling the NPU driver."""
     if backend not in BACKENDS:
         raise NpuByocError(f"unknown backend '{backend}' (available: {', '.join(BACKENDS)})")
     if backend != "cpu" and partition_log(mod) is None and not npu_functions(mod):
         mod = partition_for_npu(mod, hw=hw)
+    if output is not None:
+        return BACKENDS[backend](mod, hw, target, output)
     return BACKENDS[backend](mod, hw, target)
 
 
-def run(model, inputs: Sequence[np.ndarray], backend: str = "golden") -> list[np.ndarray]:
+def run(model, inputs: Sequence[np.ndarray], backend: str = "functional") -> list[np.ndarray]:
     """Run a CompiledModel, or build ``model`` (an IRModule) for ``backend`` and run it."""
     if not isinstance(model, CompiledModel):
         model = build(model, backend)

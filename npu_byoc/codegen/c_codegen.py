@@ -1,0 +1,134 @@
+"""C++ source for NPU partitions, rendered from Jinja templates (templates/partition.cc.j2).
+
+Per partition: the command stream as a ``const uint32_t`` array with the disassembly as
+comments, the constant region as one string literal (cheap to compile, unlike an array
+initializer), and an entry function that checks its tensors and submits the stream through
+the driver API (npu_driver.h). Registered as ``relax.ext.npu`` for TVM's RunCodegen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import tvm
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from ..errors import LoweringError
+from ..hwconfig import DEFAULT_CONFIG, HwConfig
+from ..isa import Opcode, opcode_of
+from .encoder import encode_with_starts
+from .lower import PartitionPlan, lower_partition
+from .schedule import Schedule, schedule_partition
+
+TEMPLATES = Path(__file__).parent / "templates"
+CONST_BYTES_PER_LINE = 32
+
+
+def include_dir() -> Path:
+    """Where npu_driver.h and npu_isa.h live (pass it with -I when compiling generated code)."""
+    return TEMPLATES
+
+
+_env = Environment(
+    loader=FileSystemLoader(str(TEMPLATES)),
+    undefined=StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+    keep_trailing_newline=True,
+)
+
+
+@dataclass
+class _Row:
+    words: str
+    text: str
+    note: str | None
+
+
+def _stream_rows(schedule: Schedule) -> tuple[list[_Row], int]:
+    """One row per command: its words in hex and its disassembly, layer notes before."""
+    words, starts = encode_with_starts(schedule.steps)
+    notes, last = {}, None
+    for start, k in zip(starts, schedule.step_op):
+        if k != last:
+            t = schedule.tilings[k]
+            notes[start] = f"layer {k}: {schedule.layers[k]} ({t.rows} rows x {t.channels} channels per tile)"
+            last = k
+    from .encoder import disassemble
+
+    rows = []
+    for line in disassemble(words).splitlines():
+        index, _, text = line.partition("  ")
+        i = int(index)
+        n = 2 if i >= 3 and opcode_of(int(words[i])) == Opcode.SET_REG else 1
+        hexes = ", ".join(f"0x{int(w):08X}u" for w in words[i : i + n]) + ","
+        rows.append(_Row(f"{hexes:<26}", f"{i:04d} {text.strip()}", notes.get(i)))
+    return rows, len(words)
+
+
+def _const_lines(data: bytes) -> list[str]:
+    out = []
+    for k in range(0, len(data), CONST_BYTES_PER_LINE):
+        out.append("".join(f"\\x{b:02x}" for b in data[k : k + CONST_BYTES_PER_LINE]))
+    return out or [""]
+
+
+def generate_source(plan: PartitionPlan, schedule: Schedule, model: str | None = None) -> str:
+    rows, n_words = _stream_rows(schedule)
+    tensors = []
+    for role, ios in (("input", plan.inputs), ("output", plan.outputs)):
+        for io in ios:
+            tensors.append(
+                dict(
+                    arg=f"{role}{len([t for t in tensors if t['role'] == role])}",
+                    role=role,
+                    name=io.name,
+                    shape=[int(d) for d in io.shape],
+                    nbytes=io.ref.nbytes,
+                    layout=io.ref.layout,
+                )
+            )
+    layers = [
+        dict(kind=op.kind, name=op.name, ifm="x".join(map(str, op.ifm.shape)), ofm="x".join(map(str, op.ofm.shape)))
+        for op in plan.ops
+    ]
+    return _env.get_template("partition.cc.j2").render(
+        name=plan.name,
+        model=model,
+        layers=layers,
+        stream=rows,
+        n_words=n_words,
+        constants=_const_lines(schedule.constants),
+        n_const=len(schedule.constants),
+        scratch_bytes=max(plan.scratch_bytes, 1),
+        tensors=tensors,
+        n_regions=2 + len(tensors),
+    )
+
+
+def generate_partition(name: str, func, hw: HwConfig = DEFAULT_CONFIG, model: str | None = None) -> str:
+    """Lower, schedule and render one Codegen="npu" function."""
+    plan = lower_partition(name, func, hw)
+    return generate_source(plan, schedule_partition(plan, hw), model)
+
+
+# The hardware configuration RunCodegen lowers for (set by npu_byoc.build for its duration).
+CURRENT = {"hw": DEFAULT_CONFIG, "model": None, "sources": {}, "error": None}
+
+
+@tvm.register_global_func("relax.ext.npu", override=True)
+def _relax_ext_npu(functions, options, constant_names):
+    """TVM's BYOC hook: one C++ source module per Codegen="npu" function."""
+    create = tvm.get_global_func("runtime.CSourceModuleCreate")
+    modules = []
+    for func in functions:
+        name = str(func.attrs["global_symbol"])
+        try:
+            src = generate_partition(name, func, CURRENT["hw"], CURRENT["model"])
+        except LoweringError as err:
+            CURRENT["error"] = err  # TVM's FFI turns it into a RuntimeError: keep the original
+            raise
+        CURRENT["sources"][name] = src
+        modules.append(create(src, "cc", [name], []))
+    return modules
