@@ -13,8 +13,8 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class HwConfig:
     # Compute array: rows x cols int8 MACs with int32 accumulators.
-    array_rows: int = 16
-    array_cols: int = 16
+    array_rows: int = 8
+    array_cols: int = 32
     # On-chip SRAM; layers that do not fit are tiled by the compiler.
     sram_bytes: int = 256 * 1024
 

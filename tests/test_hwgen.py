@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from npu_byoc import hwgen, isa
+from npu_byoc.hwconfig import DEFAULT_CONFIG
 from npu_byoc.hwconfig import DEFAULT_CONFIG, HwConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,7 +92,10 @@ def test_cli_check_lists_stale_files_and_regenerates(tmp_path):
     assert _cli("--check", "--root", str(tmp_path)).returncode == 0
 
     vh = tmp_path / hwgen.VERILOG_HEADER_PATH
-    vh.write_text(vh.read_text().replace("`define NPU_ARRAY_ROWS 16", "`define NPU_ARRAY_ROWS 32"))
+    rows = DEFAULT_CONFIG.array_rows
+    stale = vh.read_text().replace(f"`define NPU_ARRAY_ROWS {rows} ", f"`define NPU_ARRAY_ROWS {rows * 2} ")
+    assert stale != vh.read_text()
+    vh.write_text(stale)
     result = _cli("--check", "--root", str(tmp_path))
     assert result.returncode == 1
     assert str(hwgen.VERILOG_HEADER_PATH) in result.stderr and str(hwgen.C_HEADER_PATH) not in result.stderr

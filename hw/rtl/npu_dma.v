@@ -1,0 +1,254 @@
+// npu_dma.v -- the DMA unit: the region table, the DMA checks, and the 3-D strided copy between
+// SRAM (dense) and an external region (docs/isa.md §1 and §3 DMA_IN / DMA_OUT).
+//
+// Region table: the driver binds each region before the run (region_we: bound flag and size in
+// bytes). The external memory port names a region and a byte offset inside it; the driver
+// maps that to its buffer. The port moves up to DMA_BYTES contiguous bytes per request; a read
+// returns its data on the next clock edge (mem_rdata), a write carries its data with it
+// (mem_wdata). One request per cycle.
+//
+// Checks (two cycles, nothing moves before they pass), in the ISA's order:
+//   region bound, and not CONST for DMA_OUT          -> INVALID_REGION
+//   N0, N1, N2 >= 1                                  -> INVALID_PARAMETER
+//   DMA_SRAM_ADDR + N2*N1*N0 <= SRAM_BYTES            -> ADDRESS_OUT_OF_RANGE
+//   lowest and highest external byte in [0, size)    -> ADDRESS_OUT_OF_RANGE
+// then the copy in (i2, i1, i0) order. When DMA_STRIDE0 == 1 a row of N0 bytes is contiguous
+// on both sides and moves DMA_BYTES per cycle; otherwise one byte per cycle.
+`default_nettype none
+`include "npu_config.vh"
+
+module npu_dma #(
+    parameter longint SRAM_BYTES = `NPU_SRAM_BYTES,
+    parameter int AW = 19,         // SRAM address bits (npu_sram)
+    parameter int DMA_BYTES = 16   // bytes per external memory request
+) (
+    input  wire        clk,
+    input  wire        rst_n,
+    // region table
+    input  wire        region_we,
+    input  wire [`NPU_REGION_BITS-1:0] region_idx,
+    input  wire        region_bound,
+    input  wire [63:0] region_size,
+    // control
+    input  wire        start,
+    input  wire        to_sram,   // 1: DMA_IN (region -> SRAM), 0: DMA_OUT
+    output reg         done,      // pulse, with status
+    output reg  [`NPU_STATUS_BITS-1:0] status,
+    // registers
+    input  wire [31:0] dma_ext_region,
+    input  wire [31:0] dma_ext_addr,
+    input  wire [31:0] dma_sram_addr,
+    input  wire [31:0] dma_n0,
+    input  wire [31:0] dma_n1,
+    input  wire [31:0] dma_n2,
+    input  wire [31:0] dma_stride0,
+    input  wire [31:0] dma_stride1,
+    input  wire [31:0] dma_stride2,
+    // external memory port
+    output reg         mem_valid,
+    output reg         mem_write,
+    output reg  [`NPU_REGION_BITS-1:0] mem_region,
+    output reg  [63:0] mem_addr,
+    output reg  [4:0]  mem_len,
+    output wire [8*DMA_BYTES-1:0] mem_wdata,
+    input  wire [8*DMA_BYTES-1:0] mem_rdata,
+    // SRAM ports
+    output reg           sram_rd_en,
+    output reg  [AW-1:0] sram_rd_addr,
+    input  wire [8*DMA_BYTES-1:0] sram_rd_data,
+    output wire          sram_wr_en,
+    output wire [AW-1:0] sram_wr_addr,
+    output wire [4:0]    sram_wr_len,
+    output wire [8*DMA_BYTES-1:0] sram_wr_data
+);
+  localparam longint SAT = 2 * SRAM_BYTES;
+  localparam [1:0] D_IDLE = 2'd0, D_CHECK = 2'd1, D_MOVE = 2'd2, D_DRAIN = 2'd3;
+
+  reg        bound [0:`NPU_MAX_REGIONS-1];
+  reg [63:0] size  [0:`NPU_MAX_REGIONS-1];
+
+  reg [1:0]  state;
+  reg        dir_in;
+  // check stage
+  reg        c_region_ok;
+  reg        c_counts_ok;
+  reg        c_sram_ok;
+  reg signed [71:0] c_first;
+  reg signed [71:0] c_last;
+  reg [63:0] c_size;
+  // address generator
+  reg [31:0] i0, i1, i2;
+  reg signed [63:0] ext_cur, row_base, plane_base;
+  reg [AW-1:0] sram_cur;
+  // pipeline: DMA_IN read in flight (its SRAM destination), DMA_OUT SRAM read in flight
+  reg          in_valid;
+  reg [AW-1:0] in_sram_addr;
+  reg [4:0]    in_len;
+  reg          out_valid;
+  reg [63:0]   out_addr;
+  reg [4:0]    out_len;
+  reg [1:0]    tail;  // cycles left after the last request
+
+  wire signed [63:0] s0 = 64'($signed(dma_stride0));
+  wire signed [63:0] s1 = 64'($signed(dma_stride1));
+  wire signed [63:0] s2 = 64'($signed(dma_stride2));
+  wire contiguous = dma_stride0 == 32'd1;
+  wire [31:0] row_left = dma_n0 - i0;
+  wire [4:0]  chunk = !contiguous ? 5'd1 : (row_left >= 32'(DMA_BYTES)) ? 5'(DMA_BYTES) : 5'(row_left);
+
+  assign sram_wr_en = in_valid;
+  assign sram_wr_addr = in_sram_addr;
+  assign sram_wr_len = in_len;
+  assign sram_wr_data = mem_rdata;
+  assign mem_wdata = sram_rd_data;
+
+  // min(a * b, SAT)
+  function automatic logic [63:0] smul(input logic [63:0] fn_a, input logic [63:0] fn_b);
+    logic [71:0] p;
+    begin
+      p = 72'(fn_a) * 72'(fn_b);
+      smul = (p > 72'(SAT)) ? 64'(SAT) : 64'(p);
+    end
+  endfunction
+
+  // (count - 1) * stride, exact
+  function automatic logic signed [71:0] span(input logic [31:0] fn_count, input logic signed [63:0] fn_stride);
+    begin
+      span = (72'(fn_count) - 72'sd1) * 72'(fn_stride);
+    end
+  endfunction
+
+  always_ff @(posedge clk) begin
+    if (!rst_n) begin
+      for (int k = 0; k < `NPU_MAX_REGIONS; k++) begin
+        bound[k] <= 1'b0;
+        size[k] <= 64'd0;
+      end
+    end else if (region_we) begin
+      bound[region_idx] <= region_bound;
+      size[region_idx] <= region_size;
+    end
+  end
+
+  always_ff @(posedge clk) begin
+    if (!rst_n) begin
+      state <= D_IDLE;
+      done <= 1'b0;
+      status <= `NPU_STATUS_OK;
+      mem_valid <= 1'b0;
+      mem_write <= 1'b0;
+      sram_rd_en <= 1'b0;
+      in_valid <= 1'b0;
+      out_valid <= 1'b0;
+    end else begin
+      done <= 1'b0;
+      mem_valid <= 1'b0;
+      sram_rd_en <= 1'b0;
+      in_valid <= 1'b0;
+      out_valid <= 1'b0;
+      case (state)
+        D_IDLE: begin
+          if (start) begin : check1
+            logic [3:0] r;
+            logic signed [71:0] a0, a1, a2;
+            r = dma_ext_region[3:0];
+            dir_in <= to_sram;
+            c_region_ok <= dma_ext_region < 32'(`NPU_MAX_REGIONS) && bound[r] && (to_sram || r != `NPU_REGION_CONST);
+            c_counts_ok <= dma_n0 != 32'd0 && dma_n1 != 32'd0 && dma_n2 != 32'd0;
+            c_sram_ok <= 64'(dma_sram_addr) + smul(smul(64'(dma_n0), 64'(dma_n1)), 64'(dma_n2))
+                         <= 64'(SRAM_BYTES);
+            a0 = span(dma_n0, s0);
+            a1 = span(dma_n1, s1);
+            a2 = span(dma_n2, s2);
+            c_first <= 72'(dma_ext_addr) + (a0 < 0 ? a0 : 72'sd0) + (a1 < 0 ? a1 : 72'sd0) + (a2 < 0 ? a2 : 72'sd0);
+            c_last <= 72'(dma_ext_addr) + (a0 > 0 ? a0 : 72'sd0) + (a1 > 0 ? a1 : 72'sd0) + (a2 > 0 ? a2 : 72'sd0);
+            c_size <= size[r];
+            state <= D_CHECK;
+          end
+        end
+        D_CHECK: begin
+          if (!c_region_ok) status <= `NPU_STATUS_INVALID_REGION;
+          else if (!c_counts_ok) status <= `NPU_STATUS_INVALID_PARAMETER;
+          else if (!c_sram_ok || c_first < 0 || c_last >= $signed({8'd0, c_size}))
+            status <= `NPU_STATUS_ADDRESS_OUT_OF_RANGE;
+          else status <= `NPU_STATUS_OK;
+          if (!c_region_ok || !c_counts_ok || !c_sram_ok || c_first < 0 || c_last >= $signed({8'd0, c_size})) begin
+            done <= 1'b1;
+            state <= D_IDLE;
+          end else begin
+            i0 <= 32'd0;
+            i1 <= 32'd0;
+            i2 <= 32'd0;
+            ext_cur <= 64'(dma_ext_addr);
+            row_base <= 64'(dma_ext_addr);
+            plane_base <= 64'(dma_ext_addr);
+            sram_cur <= AW'(dma_sram_addr);
+            state <= D_MOVE;
+          end
+        end
+        D_MOVE: begin
+          // one request: `chunk` bytes of row (i2, i1) from i0
+          if (dir_in) begin
+            mem_valid <= 1'b1;
+            mem_write <= 1'b0;
+            mem_region <= dma_ext_region[3:0];
+            mem_addr <= ext_cur;
+            mem_len <= chunk;
+            in_valid <= 1'b1;
+            in_sram_addr <= sram_cur;
+            in_len <= chunk;
+          end else begin
+            sram_rd_en <= 1'b1;
+            sram_rd_addr <= sram_cur;
+            out_valid <= 1'b1;
+            out_addr <= ext_cur;
+            out_len <= chunk;
+          end
+          sram_cur <= sram_cur + AW'(chunk);
+          if (32'(chunk) == row_left) begin  // end of row
+            i0 <= 32'd0;
+            if (i1 + 32'd1 != dma_n1) begin
+              i1 <= i1 + 32'd1;
+              row_base <= row_base + s1;
+              ext_cur <= row_base + s1;
+            end else begin
+              i1 <= 32'd0;
+              plane_base <= plane_base + s2;
+              row_base <= plane_base + s2;
+              ext_cur <= plane_base + s2;
+              if (i2 + 32'd1 != dma_n2) i2 <= i2 + 32'd1;
+              else begin
+                state <= D_DRAIN;
+                tail <= 2'd2;
+              end
+            end
+          end else begin
+            i0 <= i0 + 32'(chunk);
+            ext_cur <= ext_cur + (contiguous ? 64'(chunk) : s0);
+          end
+        end
+        D_DRAIN: begin
+          // DMA_IN: the last read's data is written this edge; DMA_OUT: the last write request
+          // is presented the cycle after its SRAM read.
+          tail <= tail - 2'd1;
+          if (tail == 2'd1) begin
+            status <= `NPU_STATUS_OK;
+            done <= 1'b1;
+            state <= D_IDLE;
+          end
+        end
+        default: state <= D_IDLE;
+      endcase
+      // DMA_OUT: the SRAM read of the previous cycle becomes a write request
+      if (out_valid) begin
+        mem_valid <= 1'b1;
+        mem_write <= 1'b1;
+        mem_region <= dma_ext_region[3:0];
+        mem_addr <= out_addr;
+        mem_len <= out_len;
+      end
+    end
+  end
+endmodule
+
+`default_nettype wire

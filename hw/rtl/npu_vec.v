@@ -1,0 +1,320 @@
+// npu_vec.v -- the vector unit: AVGPOOL, MAXPOOL, MEAN, ADD and LUT on VEC_BYTES lanes
+// (docs/isa.md §3, docs/numerics.md §4-8).
+//
+// A three-stage pipeline: the issue stage walks the operation's loops and reads VEC_BYTES
+// consecutive bytes of SRAM per cycle (ADD: two operands), the SRAM registers the data, and
+// the consume stage computes every lane and writes up to VEC_BYTES output bytes.
+//
+//   ADD, LUT   the tiles are dense and of one shape: 32 bytes per cycle, flat
+//              (LUT first loads its 256-entry table into registers: 8 cycles)
+//   MEAN       per group of 32 channels, one pixel per cycle; the last pixel's cycle
+//              requantizes the lanes (MBQM) and writes the group
+//   AVGPOOL,   per output pixel and group of 32 channels, one window tap per cycle (taps in the
+//   MAXPOOL    padding are skipped: no read, not counted); the last tap divides (round half
+//              away from zero) or takes the max, clamps and writes the group
+//
+// The registers were checked by npu_kick_check before `start`.
+`default_nettype none
+`include "npu_config.vh"
+
+module npu_vec #(
+    parameter int AW = 19,
+    parameter int V = 32,  // lanes (bytes per cycle)
+    parameter int LW = $clog2(V + 1)
+) (
+    input  wire        clk,
+    input  wire        rst_n,
+    input  wire        start,
+    input  wire [7:0]  opcode,
+    output reg         done,
+    // registers
+    input  wire [31:0] ifm_addr,
+    input  wire [31:0] ifm_h,
+    input  wire [31:0] ifm_w,
+    input  wire [31:0] ifm_c,
+    input  wire [31:0] ifm_zero_point,
+    input  wire [31:0] ifm2_addr,
+    input  wire [31:0] ifm2_zero_point,
+    input  wire [31:0] ofm_addr,
+    input  wire [31:0] ofm_h,
+    input  wire [31:0] ofm_w,
+    input  wire [31:0] ofm_c,
+    input  wire [31:0] ofm_zero_point,
+    input  wire [31:0] act_min,
+    input  wire [31:0] act_max,
+    input  wire [31:0] kernel_h,
+    input  wire [31:0] kernel_w,
+    input  wire [31:0] stride_h,
+    input  wire [31:0] stride_w,
+    input  wire [31:0] pad_top,
+    input  wire [31:0] pad_left,
+    input  wire [31:0] ifm_multiplier,
+    input  wire [31:0] ifm_shift,
+    input  wire [31:0] ifm2_multiplier,
+    input  wire [31:0] ifm2_shift,
+    input  wire [31:0] ofm_multiplier,
+    input  wire [31:0] ofm_shift,
+    input  wire [4:0]  left_shift,   // LEFT_SHIFT[4:0] (checked to be 0..31)
+    input  wire [31:0] lut_addr,
+    // SRAM
+    output reg           rd_a_en,
+    output reg  [AW-1:0] rd_a_addr,
+    input  wire [7:0]    rd_a_data [0:V-1],
+    output reg           rd_b_en,
+    output reg  [AW-1:0] rd_b_addr,
+    input  wire [7:0]    rd_b_data [0:V-1],
+    output reg           wr_en,
+    output reg  [AW-1:0] wr_addr,
+    output reg  [LW-1:0] wr_len,
+    output reg  [7:0]    wr_data [0:V-1]
+);
+`include "npu_numerics.vh"
+
+  localparam [1:0] V_IDLE = 2'd0, V_TABLE = 2'd1, V_RUN = 2'd2, V_FLUSH = 2'd3;
+  localparam int LUT_CHUNKS = (256 + V - 1) / V;
+
+  reg [1:0]  state;
+  reg [7:0]  op;
+  reg [1:0]  tail;
+  // loop counters
+  reg [31:0] j;              // ADD/LUT: chunk; LUT table: chunk
+  reg [31:0] n_chunks;       // ADD/LUT
+  reg [31:0] n_bytes;        // ADD/LUT: OFM_H * OFM_W * OFM_C
+  reg [31:0] g, n_groups;    // MEAN/POOL: channel group
+  reg [31:0] q, n_pixels;    // MEAN: pixel of the group
+  reg [31:0] oy, ox, ky, kx; // POOL
+  reg [31:0] n_window;       // MEAN: IFM_H * IFM_W (elements per output)
+  // pipeline tokens: t1 = SRAM stage, t2 = consume stage
+  reg          t1_valid, t2_valid;
+  reg          t1_table, t2_table;   // LUT table load
+  reg          t1_first, t2_first;   // first tap / pixel of an output group
+  reg          t1_last,  t2_last;    // last tap / pixel: write
+  reg          t1_tap,   t2_tap;     // the tap is in_ifm the input (pools)
+  reg [AW-1:0] t1_waddr, t2_waddr;
+  reg [LW-1:0] t1_wlen,  t2_wlen;
+  reg [7:0]    t1_chunk, t2_chunk;   // LUT table chunk
+  // lanes
+  reg [7:0]         table_q [0:255];
+  reg signed [31:0] sum  [0:V-1];
+  reg signed [7:0]  vmax [0:V-1];
+  reg [8:0]         taps;           // valid taps of the window so far
+
+  wire is_pool = op == `NPU_OP_AVGPOOL || op == `NPU_OP_MAXPOOL;
+
+  function automatic logic [LW-1:0] lanes_left(input logic [31:0] fn_total, input logic [31:0] fn_done);
+    begin
+      lanes_left = (fn_total - fn_done >= 32'(V)) ? LW'(V) : LW'(fn_total - fn_done);
+    end
+  endfunction
+
+  // AVGPOOL: sum / n rounded half away from zero (C: (sum +- n/2) / n)
+  function automatic logic signed [31:0] avg_round(input logic signed [31:0] fn_sum, input logic [8:0] fn_n);
+    logic [31:0] mag;
+    begin
+      mag = (fn_sum < 0) ? 32'(-fn_sum) : 32'(fn_sum);
+      mag = (mag + 32'(fn_n >> 1)) / 32'(fn_n);
+      avg_round = (fn_sum < 0) ? -$signed(mag) : $signed(mag);
+    end
+  endfunction
+
+  always_ff @(posedge clk) begin
+    if (!rst_n) begin
+      state <= V_IDLE;
+      done <= 1'b0;
+      rd_a_en <= 1'b0;
+      rd_b_en <= 1'b0;
+      wr_en <= 1'b0;
+      t1_valid <= 1'b0;
+      t2_valid <= 1'b0;
+    end else begin
+      done <= 1'b0;
+      rd_a_en <= 1'b0;
+      rd_b_en <= 1'b0;
+      wr_en <= 1'b0;
+      t1_valid <= 1'b0;
+
+      // ---- issue stage
+      case (state)
+        V_IDLE: begin
+          if (start) begin
+            op <= opcode;
+            j <= 32'd0;
+            g <= 32'd0;
+            q <= 32'd0;
+            oy <= 32'd0;
+            ox <= 32'd0;
+            ky <= 32'd0;
+            kx <= 32'd0;
+            n_bytes <= ofm_h * ofm_w * ofm_c;
+            n_chunks <= (ofm_h * ofm_w * ofm_c + 32'(V - 1)) / 32'(V);
+            n_groups <= (ifm_c + 32'(V - 1)) / 32'(V);
+            n_pixels <= ifm_h * ifm_w;
+            n_window <= ifm_h * ifm_w;
+            state <= (opcode == `NPU_OP_LUT) ? V_TABLE : V_RUN;
+          end
+        end
+        V_TABLE: begin  // LUT: the table, V bytes per cycle
+          rd_a_en <= 1'b1;
+          rd_a_addr <= AW'(lut_addr + j * 32'(V));
+          t1_valid <= 1'b1;
+          t1_table <= 1'b1;
+          t1_chunk <= 8'(j);
+          t1_last <= 1'b0;
+          if (j == 32'(LUT_CHUNKS - 1)) begin
+            j <= 32'd0;
+            state <= V_RUN;
+          end else j <= j + 32'd1;
+        end
+        V_RUN: begin
+          t1_valid <= 1'b1;
+          t1_table <= 1'b0;
+          if (op == `NPU_OP_ADD || op == `NPU_OP_LUT) begin
+            rd_a_en <= 1'b1;
+            rd_a_addr <= AW'(ifm_addr + j * 32'(V));
+            rd_b_en <= op == `NPU_OP_ADD;
+            rd_b_addr <= AW'(ifm2_addr + j * 32'(V));
+            t1_first <= 1'b1;
+            t1_last <= 1'b1;
+            t1_tap <= 1'b1;
+            t1_waddr <= AW'(ofm_addr + j * 32'(V));
+            t1_wlen <= lanes_left(n_bytes, j * 32'(V));
+            if (j + 32'd1 == n_chunks) begin
+              state <= V_FLUSH;
+              tail <= 2'd3;
+            end else j <= j + 32'd1;
+          end else if (op == `NPU_OP_MEAN) begin
+            rd_a_en <= 1'b1;
+            rd_a_addr <= AW'(ifm_addr + q * ifm_c + g * 32'(V));
+            t1_first <= q == 32'd0;
+            t1_last <= q + 32'd1 == n_pixels;
+            t1_tap <= 1'b1;
+            t1_waddr <= AW'(ofm_addr + g * 32'(V));
+            t1_wlen <= lanes_left(ifm_c, g * 32'(V));
+            if (q + 32'd1 != n_pixels) q <= q + 32'd1;
+            else begin
+              q <= 32'd0;
+              if (g + 32'd1 != n_groups) g <= g + 32'd1;
+              else begin
+                state <= V_FLUSH;
+                tail <= 2'd3;
+              end
+            end
+          end else begin : pool_issue  // AVGPOOL, MAXPOOL
+            logic signed [33:0] iy;
+            logic signed [33:0] ix;
+            logic in_ifm;
+            iy = 34'(oy * stride_h) + 34'(ky) - 34'(pad_top);
+            ix = 34'(ox * stride_w) + 34'(kx) - 34'(pad_left);
+            in_ifm = iy >= 0 && iy < 34'(ifm_h) && ix >= 0 && ix < 34'(ifm_w);
+            rd_a_en <= in_ifm;
+            rd_a_addr <= AW'((32'(iy) * ifm_w + 32'(ix)) * ifm_c + g * 32'(V) + ifm_addr);
+            t1_first <= ky == 32'd0 && kx == 32'd0;
+            t1_last <= ky + 32'd1 == kernel_h && kx + 32'd1 == kernel_w;
+            t1_tap <= in_ifm;
+            t1_waddr <= AW'(ofm_addr + (oy * ofm_w + ox) * ofm_c + g * 32'(V));
+            t1_wlen <= lanes_left(ofm_c, g * 32'(V));
+            // loops: oy, ox, g, ky, kx (kx innermost)
+            if (kx + 32'd1 != kernel_w) kx <= kx + 32'd1;
+            else begin
+              kx <= 32'd0;
+              if (ky + 32'd1 != kernel_h) ky <= ky + 32'd1;
+              else begin
+                ky <= 32'd0;
+                if (g + 32'd1 != n_groups) g <= g + 32'd1;
+                else begin
+                  g <= 32'd0;
+                  if (ox + 32'd1 != ofm_w) ox <= ox + 32'd1;
+                  else begin
+                    ox <= 32'd0;
+                    if (oy + 32'd1 != ofm_h) oy <= oy + 32'd1;
+                    else begin
+                      state <= V_FLUSH;
+                      tail <= 2'd3;
+                    end
+                  end
+                end
+              end
+            end
+          end
+        end
+        V_FLUSH: begin
+          t1_valid <= 1'b0;
+          tail <= tail - 2'd1;
+          if (tail == 2'd1) begin
+            done <= 1'b1;
+            state <= V_IDLE;
+          end
+        end
+        default: state <= V_IDLE;
+      endcase
+
+      // ---- SRAM stage
+      t2_valid <= t1_valid;
+      t2_table <= t1_table;
+      t2_first <= t1_first;
+      t2_last <= t1_last;
+      t2_tap <= t1_tap;
+      t2_waddr <= t1_waddr;
+      t2_wlen <= t1_wlen;
+      t2_chunk <= t1_chunk;
+
+      // ---- consume stage (lanes computed in local arrays, assigned as whole arrays)
+      if (t2_valid) begin : consume
+        logic [7:0]        l_out  [0:V-1];
+        logic signed [31:0] l_sum [0:V-1];
+        logic signed [7:0]  l_max [0:V-1];
+        for (int i = 0; i < V; i++) l_out[i] = 8'd0;
+        if (t2_table) begin : table_load
+          logic [7:0] l_table [0:255];
+          l_table = table_q;
+          for (int i = 0; i < V; i++) if (32'(t2_chunk) * 32'(V) + 32'(i) < 32'd256) l_table[8'(32'(t2_chunk) * 32'(V) + 32'(i))] = rd_a_data[i];
+          table_q <= l_table;
+        end else if (op == `NPU_OP_LUT) begin
+          for (int i = 0; i < V; i++) l_out[i] = table_q[rd_a_data[i] ^ 8'h80];  // index x + 128
+        end else if (op == `NPU_OP_ADD) begin
+          for (int i = 0; i < V; i++) begin : add_lane
+            logic signed [31:0] a;
+            logic signed [31:0] b;
+            a = mbqm((32'($signed(rd_a_data[i])) - $signed(ifm_zero_point)) << left_shift, ifm_multiplier, ifm_shift);
+            b = mbqm((32'($signed(rd_b_data[i])) - $signed(ifm2_zero_point)) << left_shift, ifm2_multiplier, ifm2_shift);
+            l_out[i] = add_zero_point_clamp(mbqm(a + b, ofm_multiplier, ofm_shift), ofm_zero_point, act_min, act_max);
+          end
+        end else if (op == `NPU_OP_MEAN) begin
+          for (int i = 0; i < V; i++) begin
+            l_sum[i] = (t2_first ? 32'sd0 : sum[i]) + 32'($signed(rd_a_data[i]));
+            if (t2_last)
+              l_out[i] = add_zero_point_clamp(mbqm(l_sum[i] - $signed(ifm_zero_point) * $signed(n_window),
+                                                   ofm_multiplier, ofm_shift), ofm_zero_point, act_min, act_max);
+          end
+          sum <= l_sum;
+        end else if (is_pool) begin
+          logic [8:0] n;
+          n = (t2_first ? 9'd0 : taps) + {8'd0, t2_tap};
+          taps <= n;
+          for (int i = 0; i < V; i++) begin
+            l_sum[i] = t2_first ? 32'sd0 : sum[i];
+            l_max[i] = t2_first ? -8'sd128 : vmax[i];
+            if (t2_tap) begin
+              l_sum[i] = l_sum[i] + 32'($signed(rd_a_data[i]));
+              if ($signed(rd_a_data[i]) > l_max[i]) l_max[i] = $signed(rd_a_data[i]);
+            end
+            if (t2_last) begin
+              if (op == `NPU_OP_AVGPOOL) l_out[i] = add_zero_point_clamp(avg_round(l_sum[i], n), 32'sd0, act_min, act_max);
+              else l_out[i] = add_zero_point_clamp(32'(l_max[i]), 32'sd0, act_min, act_max);
+            end
+          end
+          sum <= l_sum;
+          vmax <= l_max;
+        end
+        if (!t2_table && t2_last) begin
+          wr_en <= 1'b1;
+          wr_addr <= t2_waddr;
+          wr_len <= t2_wlen;
+          wr_data <= l_out;
+        end
+      end
+    end
+  end
+endmodule
+
+`default_nettype wire

