@@ -119,9 +119,10 @@ CURRENT = {"hw": DEFAULT_CONFIG, "model": None, "sources": {}, "error": None}
 
 @tvm.register_global_func("relax.ext.npu", override=True)
 def _relax_ext_npu(functions, options, constant_names):
-    """TVM's BYOC hook: one C++ source module per Codegen="npu" function."""
+    """TVM's BYOC hook: the generated C++ of every Codegen="npu" function, in one source module
+    (compiling TVM's FFI headers once instead of once per partition)."""
     create = tvm.get_global_func("runtime.CSourceModuleCreate")
-    modules = []
+    names, sources = [], []
     for func in functions:
         name = str(func.attrs["global_symbol"])
         try:
@@ -130,5 +131,8 @@ def _relax_ext_npu(functions, options, constant_names):
             CURRENT["error"] = err  # TVM's FFI turns it into a RuntimeError: keep the original
             raise
         CURRENT["sources"][name] = src
-        modules.append(create(src, "cc", [name], []))
-    return modules
+        names.append(name)
+        sources.append(src)
+    if not names:
+        return []
+    return [create("\n".join(sources), "cc", names, [])]

@@ -103,15 +103,24 @@ class _CallPacked(PyExprMutator):
         return call
 
 
-def _build_golden(mod: tvm.IRModule, hw: HwConfig, target: str) -> CompiledModel:
+PartitionRunner = Callable[[PartitionPlan, list[np.ndarray], Callable[[object, np.ndarray], None]], list[np.ndarray]]
+"""Executes one partition from Python: ``runner(plan, inputs, on_op)`` returns the outputs in
+their model shapes and calls ``on_op(op, output)`` after each op (``golden.run_plan``)."""
+
+
+def build_with_runner(mod: tvm.IRModule, runner: PartitionRunner, *, backend: str, hw: HwConfig = DEFAULT_CONFIG,
+                      target: str = "llvm") -> CompiledModel:  # fmt: skip
+    """``mod`` (partitioned) with TVM's CPU build for the host graph and every NPU partition
+    executed by ``runner``, called from TVM's VM as a packed function: the golden backend,
+    and the co-simulation (npu_byoc.runtime.cosim), which runs each layer on the RTL."""
     funcs = npu_functions(mod)
     plans = {name: lower_partition(name, f, hw) for name, f in funcs.items()}
-    model = CompiledModel("golden", None, model_info(mod), plans)
+    model = CompiledModel(backend, None, model_info(mod), plans)
     tag = next(_instance)
     symbols = {}
     for name, plan in plans.items():
-        symbol = f"npu_byoc.golden.{tag}.{name}"
-        tvm.register_global_func(symbol, _golden_entry(model, plan), override=True)
+        symbol = f"npu_byoc.{backend}.{tag}.{name}"
+        tvm.register_global_func(symbol, _runner_entry(model, plan, runner), override=True)
         ret = funcs[name].ret_ty
         out_ty = list(ret.fields) if isinstance(ret, relax.TupleType) else ret
         symbols[name] = (symbol, out_ty)
@@ -121,7 +130,11 @@ def _build_golden(mod: tvm.IRModule, hw: HwConfig, target: str) -> CompiledModel
     return model
 
 
-def _golden_entry(model: CompiledModel, plan: PartitionPlan):
+def _build_golden(mod: tvm.IRModule, hw: HwConfig, target: str) -> CompiledModel:
+    return build_with_runner(mod, golden.run_plan, backend="golden", hw=hw, target=target)
+
+
+def _runner_entry(model: CompiledModel, plan: PartitionPlan, runner: PartitionRunner):
     n_in = len(plan.inputs)
 
     def entry(*args):
@@ -131,7 +144,7 @@ def _golden_entry(model: CompiledModel, plan: PartitionPlan):
             for hook in model.layer_hooks:
                 hook(plan.name, op, out)
 
-        outputs = golden.run_plan(plan, inputs, on_op)
+        outputs = runner(plan, inputs, on_op)
         for dst, value in zip(args[n_in:], outputs):
             dst.copyfrom(value)
 
@@ -182,9 +195,9 @@ def _build_library(backend: str, driver_sources: Callable[[HwConfig], list[str]]
 
 
 def _functional_sources(hw: HwConfig) -> list[str]:
-    from .functional import compile_definitions, functional_sources
+    from .functional import build_object
 
-    return [*compile_definitions(hw), *(str(p) for p in functional_sources())]
+    return [str(build_object(hw))]  # compiled once per configuration, cached
 
 
 def _verilator_sources(hw: HwConfig) -> list[str]:

@@ -105,6 +105,23 @@ def build_library(extra_flags: Sequence[str] = ()) -> Path:
     return lib
 
 
+def build_object(hw: HwConfig = DEFAULT_CONFIG) -> Path:
+    """The functional model compiled once to a position-independent object for ``hw`` (cached):
+    model libraries link it instead of recompiling the source every build."""
+    cxx = _compiler()
+    flags = ["-O2", "-fPIC", "-std=c++17", "-c", *compile_definitions(hw), f"-I{include_dir()}"]
+    key = content_key([*functional_sources(), *headers(), cxx, " ".join(flags)])
+    obj = cache_dir() / f"npu_functional-{key}.o"
+    if obj.exists():
+        return obj
+    with atomic_output(obj) as tmp:
+        cmd = [cxx, *flags, *map(str, functional_sources()), "-o", str(tmp)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise FunctionalBuildError(f"compiling the C functional model failed:\n$ {' '.join(cmd)}\n{proc.stderr}")
+    return obj
+
+
 class _Buffer(ctypes.Structure):
     _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t)]
 

@@ -16,7 +16,9 @@
 
 #include "npu_driver.h"
 
-namespace {
+// Everything of this partition but its entry point lives in its own namespace, so that the
+// partitions of a model can share one translation unit (TVM's headers are parsed once).
+namespace npu_subgraph_0_data {
 
 // Command stream: 79 words.
 alignas(4) const uint32_t k_stream[79] = {
@@ -91,10 +93,11 @@ void check_tensor(const tvm::ffi::TensorView& t, const char* what, const int64_t
 
 void* data_of(const tvm::ffi::TensorView& t) { return static_cast<char*>(t.data_ptr()) + t.byte_offset(); }
 
-}  // namespace
+}  // namespace npu_subgraph_0_data
 
 // Entry point called by TVM's VM (destination-passing style: inputs, then outputs).
 void npu_subgraph_0(tvm::ffi::TensorView input0, tvm::ffi::TensorView output0) {
+  using namespace npu_subgraph_0_data;
   static const int64_t input0_shape[4] = {1, 4, 4, 2};
   check_tensor(input0, "input 'x'", input0_shape, 4);
   static const int64_t output0_shape[4] = {1, 4, 4, 4};
