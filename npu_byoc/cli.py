@@ -5,6 +5,7 @@
     npu-byoc compile MODEL -o model.so [--backend functional]
     npu-byoc run MODEL --input x.npy [--input ...] [--backend functional|verilator|golden|cpu] [--output out.npy]
     npu-byoc compare MODEL --input x.npy [--reference ref.npy] [--format text|json]
+    npu-byoc cosim MODEL --input x.npy [--reference ref.npy] [--report r.json] [--csv l.csv] [--plot u.png]
     npu-byoc partition MODEL [-o FILE]              the partitioned Relax module (TVMScript)
     npu-byoc patterns [--format text|md]            the NPU pattern table
 """
@@ -98,6 +99,29 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def cmd_cosim(args) -> int:
+    from . import load_model
+    from .runtime.cosim import CosimMismatch, cosim
+
+    inputs = _load_inputs(args.input)
+    reference = _load_inputs(args.reference) if args.reference else None
+    failure = None
+    try:
+        report = cosim(load_model(args.model), inputs, reference, progress=not args.no_progress)
+    except CosimMismatch as err:  # the report is complete: show and write it, then fail
+        report, failure = err.report, str(err)
+    sys.stdout.write(report.to_text(layers=not args.summary_only))
+    sys.stdout.flush()
+    for path, write in ((args.report, report.write_json), (args.csv, report.write_csv), (args.plot, report.plot)):
+        if path:
+            write(path)
+            print(f"wrote {path}", file=sys.stderr)
+    if failure:
+        print(f"npu-byoc: error: {failure}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def cmd_compile(args) -> int:
     from . import load_model
     from .runtime.build import build
@@ -144,6 +168,19 @@ def cmd_demo(args) -> int:
     print("4. run with the NPU partitions on the golden model, compared layer by layer with TVM's")
     print("   CPU build and with the outputs of TFLite's reference kernels (LiteRT):\n")
     print(compare(mod, [x], [ref]).to_text())
+
+    print("5. co-simulation: every NPU layer on the Verilog RTL under Verilator, fed the NPU path's")
+    print("   tensors; cycles, MAC-array utilization, LSB differences vs the golden model and vs TVM's")
+    print("   CPU result of the same layer on the same inputs (`npu-byoc cosim` gives the per-layer table):\n")
+    from .runtime.cosim import cosim
+    from .runtime.verilator import VerilatorBuildError
+
+    try:
+        report = cosim(mod, [x], [ref], progress=True)
+    except VerilatorBuildError as err:
+        print(f"   skipped: {err}")
+        return 0
+    print(report.to_text(layers=False))
     return 0
 
 
@@ -151,7 +188,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="npu-byoc", description="Run quantized int8 models on an int8 NPU through TVM BYOC.")
     sub = p.add_subparsers(dest="command", required=True)
 
-    d = sub.add_parser("demo", help="import, partition and report on a bundled model")
+    d = sub.add_parser("demo", help="import, partition, compare and co-simulate a bundled model")
     d.add_argument("--model", default="tiny_cnn", choices=sorted(BUNDLED), help="bundled model (default tiny_cnn)")
     d.set_defaults(func=cmd_demo)
 
@@ -181,6 +218,17 @@ def build_parser() -> argparse.ArgumentParser:
     cp.add_argument("--format", default="text", choices=["text", "json"])
     cp.add_argument("-o", "--output")
     cp.set_defaults(func=cmd_compare)
+
+    cs = sub.add_parser("cosim", help="run every NPU layer on the RTL (Verilator): cycles, utilization, LSB differences")
+    cs.add_argument("model")
+    cs.add_argument("--input", action="append", required=True, help=".npy, one per model input, in order")
+    cs.add_argument("--reference", action="append", help="reference outputs (.npy), one per model output")
+    cs.add_argument("--report", help="write the JSON report here")
+    cs.add_argument("--csv", help="write the per-layer table as CSV here")
+    cs.add_argument("--plot", help="write a PNG of the per-layer MAC utilization here")
+    cs.add_argument("--summary-only", action="store_true", help="print the summary, not the per-layer table")
+    cs.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    cs.set_defaults(func=cmd_cosim)
 
     pt = sub.add_parser("partition", help="print the partitioned Relax module")
     pt.add_argument("model")

@@ -697,22 +697,29 @@ def test_fuzz_under_sanitizers(tmp_path, tiny_fuzz):
 
 
 def test_cycle_formulas_by_hand():
+    """The RTL's cycles (docs/cosim.md §5) worked by hand, without the fetch of the kick word."""
     hw = HwConfig(array_rows=16, array_cols=16)
     conv = {Reg.OFM_H: 8, Reg.OFM_W: 8, Reg.OFM_C: 32, Reg.IFM_C: 16, Reg.KERNEL_H: 3, Reg.KERNEL_W: 3}
-    # 2 channel blocks x 4 pixel blocks, each 3*3*16 = 144 MAC cycles + 16 drain cycles, + 8 setup
-    assert cycles.kick_cycles(Opcode.CONV, conv, hw) == 8 + 2 * 4 * (144 + 16)
-    assert cycles.kick_cycles(Opcode.DWCONV, conv | {Reg.OFM_C: 17}, hw) == 8 + 2 * 4 * (9 + 16)
+    # 2 channel blocks x 64 pixels = 128 items, 16 columns: 8 blocks of K = 3*3*16 = 144 taps;
+    # 14 fixed + table scan ceil(32/16) + last drain 16 + 7 blocks of max(144, 16) + the last 144
+    assert cycles.kick_cycles(Opcode.CONV, conv, hw) == 14 + 2 + 16 + 7 * 144 + 144
+    # K = 9 < R = 16: a block lasts its drain, 16 cycles
+    assert cycles.kick_cycles(Opcode.DWCONV, conv | {Reg.OFM_C: 17}, hw) == 14 + 2 + 16 + 7 * 16 + 9
     fc = {Reg.OFM_W: 1, Reg.OFM_C: 10, Reg.IFM_C: 100}
-    assert cycles.kick_cycles(Opcode.FC, fc, hw) == 8 + 1 * 1 * (100 + 16)
+    assert cycles.kick_cycles(Opcode.FC, fc, hw) == 14 + 1 + 16 + 0 + 100
     pool = {Reg.OFM_H: 4, Reg.OFM_W: 5, Reg.OFM_C: 33, Reg.KERNEL_H: 2, Reg.KERNEL_W: 3}
     assert cycles.kick_cycles(Opcode.AVGPOOL, pool, hw) == 8 + 20 * 3 * 6
-    assert cycles.kick_cycles(Opcode.MEAN, {Reg.IFM_H: 7, Reg.IFM_W: 7, Reg.IFM_C: 20}, hw) == 8 + 2 * 50
-    assert cycles.kick_cycles(Opcode.ADD, {Reg.OFM_H: 3, Reg.OFM_W: 3, Reg.OFM_C: 3}, hw) == 8 + 2
-    assert cycles.kick_cycles(Opcode.LUT, {Reg.OFM_H: 1, Reg.OFM_W: 1, Reg.OFM_C: 16}, hw) == 8 + 1
-    assert cycles.dma_cycles(100) == 16 + 7  # contiguous: 16-byte bursts
-    assert cycles.dma_cycles(5, 3, 2, stride0=7) == 16 + 30  # strided: one byte per beat
+    assert cycles.kick_cycles(Opcode.MEAN, {Reg.IFM_H: 7, Reg.IFM_W: 7, Reg.IFM_C: 20}, hw) == 8 + 49 * 2
+    assert cycles.kick_cycles(Opcode.ADD, {Reg.OFM_H: 3, Reg.OFM_W: 3, Reg.OFM_C: 3}, hw) == 8 + 2  # 27 bytes, 16 lanes
+    assert cycles.kick_cycles(Opcode.LUT, {Reg.OFM_H: 1, Reg.OFM_W: 1, Reg.OFM_C: 16}, hw) == 8 + 256 // 16 + 1
+    assert cycles.dma_cycles(100) == 5 + 7  # contiguous: 16-byte beats
+    assert cycles.dma_cycles(5, 3, 2, stride0=7) == 5 + 30  # strided: one byte per beat
     wide = HwConfig(array_rows=32, array_cols=8)
-    assert cycles.kick_cycles(Opcode.CONV, conv, wide) == 8 + 1 * 8 * (144 + 8)
+    assert cycles.kick_cycles(Opcode.CONV, conv, wide) == 14 + 4 + 32 + 7 * 144 + 144
+    # column folding: 6 pixels x 5 channel blocks fill 24 columns with 4 weight lanes, then 6
+    assert cycles.mac_blocks(6, 5, 32) == 2
+    # 36 pixels x 2 channel blocks on 32 columns: 32 | 4 + 28 | 8
+    assert cycles.mac_blocks(36, 2, 32) == 3
 
 
 def test_cycles_count_fetch_and_kicks():
@@ -725,7 +732,7 @@ def test_cycles_count_fetch_and_kicks():
     words = encode([dma])  # SET_REG of DMA_N0, DMA_N1, DMA_N2, DMA_STRIDE0; DMA_IN; STOP
     assert len(words) == 3 + 4 * 2 + 1 + 1
     result = FunctionalNpu().run(words, {0: np.zeros(100, np.uint8)})
-    assert result.cycles == 3 + 4 * 2 + 1 + 1 + (16 + 7) == cycles.stream_cycles([dma])
+    assert result.cycles == 3 + 4 * 2 + 1 + 1 + (5 + 7) == cycles.stream_cycles([dma])
     result = FunctionalNpu().run(words, {})  # the DMA fails: INVALID_REGION
     assert (result.status, result.cycles, result.commands) == (Status.INVALID_REGION, 3 + 4 * 2, 4)
 

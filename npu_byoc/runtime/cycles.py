@@ -1,35 +1,39 @@
-"""The analytic cycle model of the NPU: an estimate, per command, of the cycles it takes.
+"""The analytic cycle model of the NPU: the clock cycles the RTL (hw/rtl) takes per command.
 
-The C functional model (npu_byoc/runtime/csrc/npu_functional.cc) reports the same numbers in
-``npu_result_t.cycles`` — the formulas below are written there a second time and
-tests/test_functional.py checks the two agree. It is a first-order model for reports and for
-comparing schedules, not a promise: the RTL co-simulation reports the cycles the hardware
-really takes (a later issue compares the two).
+FINN's habit: the model predicts what the hardware does, and the tests check it against the
+RTL simulation — exactly, per command, on every fixture schedule (tests/test_cycles.py,
+tests/test_rtl_stream.py; docs/cosim.md §5 states the same formulas). The C functional model
+(npu_byoc/runtime/csrc/npu_functional.cc) reports the same numbers in
+``npu_result_t.cycles``; tests/test_functional.py checks the two agree.
 
-With R = ``hw.array_rows`` (output channels in parallel), C = ``hw.array_cols`` (output pixels,
-or FC rows, in parallel) and L = C (the vector unit of pools, MEAN, ADD and LUT has one lane
-per array column):
+A run's cycles are the fetch of every word it executes plus each command's own cycles. With
+R = ``hw.array_rows`` (output channels), C = ``hw.array_cols`` (columns of the MAC array, and
+lanes of the vector unit):
 
 =========  ==================================================================================
-fetch      1 cycle per stream word fetched: the header's 3 words, SET_REG 2, every other
-           command 1 (the failing command and the words after STOP cost nothing)
-DMA        ``DMA_SETUP_CYCLES + N2·N1·ceil(N0 / DMA_BURST_BYTES)`` when the region side is
-           contiguous along i0 (``DMA_STRIDE0 == 1``), else ``DMA_SETUP_CYCLES + N2·N1·N0``
-           (one byte per beat)
-CONV       ``KICK_SETUP_CYCLES + ceil(OFM_C/R)·ceil(OFM_H·OFM_W/C)·(KERNEL_H·KERNEL_W·IFM_C + C)``:
-           per R×C block of outputs, one MAC per cycle per cell over the accumulation depth,
-           then C cycles to drain the block's columns through the requantize stage
-DWCONV     ``KICK_SETUP_CYCLES + ceil(OFM_C/R)·ceil(OFM_H·OFM_W/C)·(KERNEL_H·KERNEL_W + C)``
-FC         ``KICK_SETUP_CYCLES + ceil(OFM_C/R)·ceil(OFM_W/C)·(IFM_C + C)`` (rows = OFM_W)
-AVGPOOL,   ``KICK_SETUP_CYCLES + OFM_H·OFM_W·ceil(OFM_C/L)·KERNEL_H·KERNEL_W``
+fetch      1 cycle per stream word: the header's 3 words, SET_REG 2, every other command 1
+           (a kick's fetch is the first cycle of the RTL trace entry of that kick)
+DMA        ``DMA_SETUP_CYCLES + N2·N1·ceil(N0 / DMA_BURST_BYTES)`` when ``DMA_STRIDE0 == 1``
+           (a row is contiguous on both sides), else ``DMA_SETUP_CYCLES + N2·N1·N0`` (one byte
+           per cycle); setup = the two check cycles, start, the first request and done
+CONV,      ``MAC_SETUP_CYCLES + ceil(OFM_C/C) + R + (B − 1)·max(K, R) + K`` with K the taps of
+DWCONV,    the reduction (CONV ``KH·KW·IFM_C``, DWCONV ``KH·KW``, FC ``IFM_C``) and B the
+FC         blocks of the kick (``mac_blocks``): the ``P·ceil(OFM_C/R)`` items (P output pixels,
+           FC: rows; pixel-major) taken C at a time, a block ending early when a fifth channel
+           block would need a weight lane (``MAC_WEIGHT_LANES``). ceil(OFM_C/C): the
+           requantize-table scan (C records per cycle); R: the last block's drain; a block
+           takes max(K, R) cycles because its drain (R cycles) overlaps the next reduction
+AVGPOOL,   ``VECTOR_SETUP_CYCLES + OFM_H·OFM_W·ceil(OFM_C/C)·KERNEL_H·KERNEL_W``
 MAXPOOL
-MEAN       ``KICK_SETUP_CYCLES + ceil(IFM_C/L)·(IFM_H·IFM_W + 1)`` (+1: requantize the lanes)
-ADD, LUT   ``KICK_SETUP_CYCLES + ceil(OFM_H·OFM_W·OFM_C / L)``
+MEAN       ``VECTOR_SETUP_CYCLES + IFM_H·IFM_W·ceil(IFM_C/C)``
+ADD        ``VECTOR_SETUP_CYCLES + ceil(OFM_H·OFM_W·OFM_C / C)``
+LUT        ``VECTOR_SETUP_CYCLES + ceil(256/C) + ceil(OFM_H·OFM_W·OFM_C / C)`` (the table is
+           loaded into registers first)
 NOP, STOP  fetch only
 =========  ==================================================================================
 
-A run's cycles are the sum over the commands it executed; for a stream that reaches its STOP
-as its last word, ``stream_cycles(steps, hw)``.
+For a stream that reaches its STOP as its last word, ``stream_cycles(steps, hw)`` is the RTL's
+``cycles`` (start pulse to done). DMA and compute never overlap (the ISA is sequential).
 """
 
 from __future__ import annotations
@@ -39,9 +43,13 @@ from collections.abc import Iterable, Mapping
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import Opcode, Reg
 
-DMA_SETUP_CYCLES = 16  # descriptor setup and first-beat latency of the external memory
-DMA_BURST_BYTES = 16  # bytes per cycle of a contiguous transfer
-KICK_SETUP_CYCLES = 8  # register latch and pipeline fill of a compute kick
+DMA_SETUP_CYCLES = 5  # fixed cycles of a DMA: its checks (2), start, the first request's latency, done
+DMA_BURST_BYTES = 16  # bytes per cycle of a contiguous row (npu_top's DMA_BYTES)
+MAC_SETUP_CYCLES = 14  # checks 3, start 1, table-scan pipeline 3, first block 1, array pipeline 2,
+#                       last drain's tail 3, done 1 (docs/cosim.md §5)
+MAC_WEIGHT_LANES = 4  # channel blocks one MAC block may span (npu_top's LANES)
+VECTOR_SETUP_CYCLES = 8  # fixed cycles of a vector kick: checks, start, the three-stage pipeline, done
+LUT_BYTES = 256
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -49,39 +57,64 @@ def _ceil_div(a: int, b: int) -> int:
 
 
 def dma_cycles(n0: int, n1: int = 1, n2: int = 1, stride0: int = 1) -> int:
-    """Cycles of a DMA of n2 × n1 × n0 bytes whose region-side innermost stride is ``stride0``."""
+    """Cycles of a DMA of n2 × n1 × n0 bytes whose region-side innermost stride is ``stride0``
+    (not counting the fetch of its word)."""
     beats = _ceil_div(n0, DMA_BURST_BYTES) if stride0 == 1 else n0
     return DMA_SETUP_CYCLES + n2 * n1 * beats
 
 
+def mac_blocks(pixels: int, channel_blocks: int, cols: int, lanes: int = MAC_WEIGHT_LANES) -> int:
+    """Blocks of a MAC kick: ``cols`` columns of (pixel, channel block) items, pixel-major, at
+    most ``lanes`` channel blocks per block (hw/rtl/npu_mac.v's walker)."""
+    if pixels <= 0 or channel_blocks <= 0:
+        return 0
+    blocks = p = cb = 0
+    while cb < channel_blocks:
+        n = used = 0
+        while n < cols and cb < channel_blocks and used < lanes:
+            used += 1  # a new channel block: one more weight lane
+            take = min(cols - n, pixels - p)
+            n, p = n + take, p + take
+            if p == pixels:
+                p, cb = 0, cb + 1
+        blocks += 1
+    return blocks
+
+
+def mac_reduction(opcode: Opcode, regs: Mapping[Reg, int]) -> int:
+    """K, the taps of a MAC kick's reduction (one per cycle per block)."""
+    if opcode == Opcode.FC:
+        return regs[Reg.IFM_C]
+    window = regs[Reg.KERNEL_H] * regs[Reg.KERNEL_W]
+    return window * regs[Reg.IFM_C] if opcode == Opcode.CONV else window
+
+
 def kick_cycles(opcode: Opcode, regs: Mapping[Reg, int], hw: HwConfig = DEFAULT_CONFIG) -> int:
-    """Cycles of one kick (not counting the fetch of its word) from the registers it reads
+    """Cycles of one command, not counting the fetch of its word, from the registers it reads
     (``Kick.regs`` / ``Dma.registers()`` values, signed registers as signed ints)."""
     opcode = Opcode(opcode)
     r = {Reg(k): int(v) for k, v in dict(regs).items()}
     rows, cols = max(hw.array_rows, 1), max(hw.array_cols, 1)
-    lanes = cols
+    lanes = cols  # the vector unit has one lane per array column
     if opcode in (Opcode.DMA_IN, Opcode.DMA_OUT):
         return dma_cycles(r[Reg.DMA_N0], r[Reg.DMA_N1], r[Reg.DMA_N2], r[Reg.DMA_STRIDE0])
     if opcode in (Opcode.NOP, Opcode.STOP, Opcode.SET_REG):
         return 0
     if opcode in (Opcode.CONV, Opcode.DWCONV, Opcode.FC):
         pixels = r[Reg.OFM_W] if opcode == Opcode.FC else r[Reg.OFM_H] * r[Reg.OFM_W]
-        blocks = _ceil_div(r[Reg.OFM_C], rows) * _ceil_div(pixels, cols)
-        if opcode == Opcode.CONV:
-            depth = r[Reg.KERNEL_H] * r[Reg.KERNEL_W] * r[Reg.IFM_C]
-        elif opcode == Opcode.DWCONV:
-            depth = r[Reg.KERNEL_H] * r[Reg.KERNEL_W]
-        else:
-            depth = r[Reg.IFM_C]
-        return KICK_SETUP_CYCLES + blocks * (depth + cols)
+        k = mac_reduction(opcode, r)
+        blocks = mac_blocks(pixels, _ceil_div(r[Reg.OFM_C], rows), cols)
+        return MAC_SETUP_CYCLES + _ceil_div(r[Reg.OFM_C], cols) + rows + (blocks - 1) * max(k, rows) + k
     if opcode in (Opcode.AVGPOOL, Opcode.MAXPOOL):
         window = r[Reg.KERNEL_H] * r[Reg.KERNEL_W]
-        return KICK_SETUP_CYCLES + r[Reg.OFM_H] * r[Reg.OFM_W] * _ceil_div(r[Reg.OFM_C], lanes) * window
+        return VECTOR_SETUP_CYCLES + r[Reg.OFM_H] * r[Reg.OFM_W] * _ceil_div(r[Reg.OFM_C], lanes) * window
     if opcode == Opcode.MEAN:
-        return KICK_SETUP_CYCLES + _ceil_div(r[Reg.IFM_C], lanes) * (r[Reg.IFM_H] * r[Reg.IFM_W] + 1)
-    if opcode in (Opcode.ADD, Opcode.LUT):
-        return KICK_SETUP_CYCLES + _ceil_div(r[Reg.OFM_H] * r[Reg.OFM_W] * r[Reg.OFM_C], lanes)
+        return VECTOR_SETUP_CYCLES + r[Reg.IFM_H] * r[Reg.IFM_W] * _ceil_div(r[Reg.IFM_C], lanes)
+    if opcode == Opcode.ADD:
+        return VECTOR_SETUP_CYCLES + _ceil_div(r[Reg.OFM_H] * r[Reg.OFM_W] * r[Reg.OFM_C], lanes)
+    if opcode == Opcode.LUT:
+        n = r[Reg.OFM_H] * r[Reg.OFM_W] * r[Reg.OFM_C]
+        return VECTOR_SETUP_CYCLES + _ceil_div(LUT_BYTES, lanes) + _ceil_div(n, lanes)
     raise ValueError(f"kick_cycles: no cycle model for {opcode!r}")
 
 
@@ -90,9 +123,15 @@ def step_cycles(step, hw: HwConfig = DEFAULT_CONFIG) -> int:
     return kick_cycles(step.opcode, dict(step.registers()), hw)
 
 
+def command_cycles(step, hw: HwConfig = DEFAULT_CONFIG) -> int:
+    """Cycles of a step's command with the fetch of its command word (the RTL trace entry of
+    the command, less the SET_REGs before it)."""
+    return 1 + step_cycles(step, hw)
+
+
 def stream_cycles(steps: Iterable, hw: HwConfig = DEFAULT_CONFIG) -> int:
     """Cycles of the stream ``encode(steps)`` run to its STOP: every word fetched plus every
-    step's kick (what the functional model reports for that stream)."""
+    step's own cycles (the RTL's and the functional model's count for that stream)."""
     from ..codegen.encoder import encode  # the encoder imports isa only; no cycle at import
 
     steps = list(steps)
@@ -102,9 +141,14 @@ def stream_cycles(steps: Iterable, hw: HwConfig = DEFAULT_CONFIG) -> int:
 __all__ = [
     "DMA_SETUP_CYCLES",
     "DMA_BURST_BYTES",
-    "KICK_SETUP_CYCLES",
+    "MAC_SETUP_CYCLES",
+    "MAC_WEIGHT_LANES",
+    "VECTOR_SETUP_CYCLES",
     "dma_cycles",
+    "mac_blocks",
+    "mac_reduction",
     "kick_cycles",
     "step_cycles",
+    "command_cycles",
     "stream_cycles",
 ]

@@ -21,6 +21,7 @@
 // Build standalone: g++ -O2 -shared -fPIC -std=c++17 -I<npu_byoc/codegen/templates>
 // (npu_byoc.runtime.functional does this), or link it into a model library.
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -100,11 +101,38 @@ namespace {
 // ---------------------------------------------------------------------------------------------
 // Cycle model: npu_byoc/runtime/cycles.py states these formulas; tests check both agree.
 
-constexpr uint64_t kDmaSetupCycles = 16;
+// They are the RTL's cycles (hw/rtl, docs/cosim.md §5), exact.
+
+constexpr uint64_t kDmaSetupCycles = 5;
 constexpr uint64_t kDmaBurstBytes = 16;
-constexpr uint64_t kKickSetupCycles = 8;
+constexpr uint64_t kMacSetupCycles = 14;
+constexpr uint64_t kMacWeightLanes = 4;
+constexpr uint64_t kVectorSetupCycles = 8;
+constexpr uint64_t kLutBytes = 256;
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+// Blocks of a MAC kick: `cols` columns of (pixel, channel block) items, pixel-major, at most
+// kMacWeightLanes channel blocks per block (cycles.mac_blocks).
+uint64_t mac_blocks(uint64_t pixels, uint64_t channel_blocks, uint64_t cols) {
+    if (pixels == 0 || channel_blocks == 0) return 0;
+    uint64_t blocks = 0, p = 0, cb = 0;
+    while (cb < channel_blocks) {
+        uint64_t n = 0, used = 0;
+        while (n < cols && cb < channel_blocks && used < kMacWeightLanes) {
+            used += 1;
+            const uint64_t take = std::min(cols - n, pixels - p);
+            n += take;
+            p += take;
+            if (p == pixels) {
+                p = 0;
+                cb += 1;
+            }
+        }
+        blocks += 1;
+    }
+    return blocks;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Integer helpers: exact, no undefined or implementation-defined behaviour.
@@ -765,9 +793,10 @@ uint32_t Machine::lut() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Cycle model of an executed kick (npu_byoc/runtime/cycles.py). The registers passed the
-// kick's checks, so every operand is bounded by the SRAM size: with any SRAM up to 2^26 bytes
-// no product comes near 2^64 (beyond, the estimate would wrap; it is never undefined).
+// Cycle model of an executed kick (npu_byoc/runtime/cycles.py): the RTL's cycles, not counting
+// the fetch of the kick word. The registers passed the kick's checks, so every operand is
+// bounded by the SRAM size: with any SRAM up to 2^26 bytes no product comes near 2^64 (beyond,
+// the estimate would wrap; it is never undefined).
 
 uint64_t Machine::kick_cycles(uint32_t opcode) const {
     const uint64_t rows = cfg_.array_rows ? cfg_.array_rows : 1;
@@ -784,21 +813,23 @@ uint64_t Machine::kick_cycles(uint32_t opcode) const {
     case NPU_OP_DWCONV:
     case NPU_OP_FC: {
         const uint64_t pixels = opcode == NPU_OP_FC ? u(NPU_REG_OFM_W) : u(NPU_REG_OFM_H) * u(NPU_REG_OFM_W);
-        const uint64_t blocks = ceil_div(u(NPU_REG_OFM_C), rows) * ceil_div(pixels, cols);
-        uint64_t depth = u(NPU_REG_IFM_C);
-        if (opcode == NPU_OP_CONV) depth = u(NPU_REG_KERNEL_H) * u(NPU_REG_KERNEL_W) * u(NPU_REG_IFM_C);
-        if (opcode == NPU_OP_DWCONV) depth = u(NPU_REG_KERNEL_H) * u(NPU_REG_KERNEL_W);
-        return kKickSetupCycles + blocks * (depth + cols);
+        const uint64_t blocks = mac_blocks(pixels, ceil_div(u(NPU_REG_OFM_C), rows), cols);
+        uint64_t k = u(NPU_REG_IFM_C);  // the reduction's taps
+        if (opcode == NPU_OP_CONV) k = u(NPU_REG_KERNEL_H) * u(NPU_REG_KERNEL_W) * u(NPU_REG_IFM_C);
+        if (opcode == NPU_OP_DWCONV) k = u(NPU_REG_KERNEL_H) * u(NPU_REG_KERNEL_W);
+        return kMacSetupCycles + ceil_div(u(NPU_REG_OFM_C), cols) + rows + (blocks - 1) * std::max(k, rows) + k;
     }
     case NPU_OP_AVGPOOL:
     case NPU_OP_MAXPOOL:
-        return kKickSetupCycles + u(NPU_REG_OFM_H) * u(NPU_REG_OFM_W) * ceil_div(u(NPU_REG_OFM_C), lanes) *
-                                      u(NPU_REG_KERNEL_H) * u(NPU_REG_KERNEL_W);
+        return kVectorSetupCycles + u(NPU_REG_OFM_H) * u(NPU_REG_OFM_W) * ceil_div(u(NPU_REG_OFM_C), lanes) *
+                                        u(NPU_REG_KERNEL_H) * u(NPU_REG_KERNEL_W);
     case NPU_OP_MEAN:
-        return kKickSetupCycles + ceil_div(u(NPU_REG_IFM_C), lanes) * (u(NPU_REG_IFM_H) * u(NPU_REG_IFM_W) + 1);
+        return kVectorSetupCycles + u(NPU_REG_IFM_H) * u(NPU_REG_IFM_W) * ceil_div(u(NPU_REG_IFM_C), lanes);
     case NPU_OP_ADD:
+        return kVectorSetupCycles + ceil_div(u(NPU_REG_OFM_H) * u(NPU_REG_OFM_W) * u(NPU_REG_OFM_C), lanes);
     case NPU_OP_LUT:
-        return kKickSetupCycles + ceil_div(u(NPU_REG_OFM_H) * u(NPU_REG_OFM_W) * u(NPU_REG_OFM_C), lanes);
+        return kVectorSetupCycles + ceil_div(kLutBytes, lanes) +
+               ceil_div(u(NPU_REG_OFM_H) * u(NPU_REG_OFM_W) * u(NPU_REG_OFM_C), lanes);
     default: return 0;
     }
 }

@@ -1,0 +1,116 @@
+"""Benchmark: whole-model co-simulation on the RTL (npu_byoc.runtime.cosim) of every fixture.
+
+    .venv/bin/python bench/cosim.py                       # the three fixture models (~25 s warm)
+    .venv/bin/python bench/cosim.py --models mobilenet_v2_int8.tflite
+
+For each model, with the first input of its recorded reference (tests/fixtures/models/*.npz):
+``cosim(model, inputs, reference)`` — every NPU layer on the Verilog RTL under Verilator, fed the
+NPU path's tensors, checked against the golden model (must be 0 LSB) and against TVM's CPU
+result of the same layer on the same inputs. The Verilator library is built (or loaded from the
+cache) before the first model, so "wall" is a warm-cache figure: loading the model, partitioning,
+compiling the host graph and TVM's per-layer reference (most of it), the co-simulation, the
+comparisons.
+
+Columns:
+  cycles          RTL clock cycles of all NPU layers (each layer its own stream: DMA included)
+  util            MACs / (R·C · cycles): the array's utilization overall, DMA included
+  util@compute    MACs / (R·C · cycles of the MAC kicks): while the array computes
+  conv, pw, dw, fc  util@compute of standard convolutions, pointwise (1x1) convolutions,
+                  depthwise convolutions and fully connected layers
+  sim c/s         simulated cycles per second of wall time in the RTL (Verilator) runs
+  wall            the whole co-simulation, seconds (warm build cache); compile: TVM's part of it
+
+Issue 5's targets: >= 90% on standard and pointwise convolutions, >= 50% on depthwise (while
+computing), >= 0.5 M simulated cycles/s, a MobileNetV2-class model in <= 30 s wall. This script
+prints figures and a verdict per target; it asserts nothing (tests/test_cosim.py does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+
+from npu_byoc.hwconfig import DEFAULT_CONFIG  # noqa: E402
+from npu_byoc.runtime.cosim import CLASS_NAMES, cosim  # noqa: E402
+from npu_byoc.runtime.verilator import VerilatorNpu  # noqa: E402
+
+FIXTURES = REPO / "tests" / "fixtures" / "models"
+MODELS = ["tiny_cnn_int8.tflite", "tiny_cnn_qdq.onnx", "mobilenet_v2_int8.tflite"]
+MAC_CLASSES = ["conv", "pointwise", "depthwise", "fc"]
+
+
+def sample(model: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    data = np.load(FIXTURES / (Path(model).stem + ".npz"))
+    ins = sorted(k for k in data.files if k.startswith("input_"))
+    outs = sorted(k for k in data.files if k.startswith("output_"))
+    return [data[k][0:1] for k in ins], [data[k][0:1] for k in outs]
+
+
+def pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="*", default=MODELS)
+    args = parser.parse_args(argv)
+
+    t0 = time.perf_counter()
+    npu = VerilatorNpu(DEFAULT_CONFIG)
+    print(f"RTL library: {time.perf_counter() - t0:.1f} s (build or cache); array {DEFAULT_CONFIG.array_rows} x "
+          f"{DEFAULT_CONFIG.array_cols}, {DEFAULT_CONFIG.sram_bytes // 1024} KiB SRAM\n")  # fmt: skip
+    reports = []
+    for model in args.models:
+        inputs, reference = sample(model)
+        report = cosim(FIXTURES / model, inputs, reference, npu=npu)
+        reports.append((model, report))
+        print(f"{model}: {len(report.layers)} layers, {report.summary['wall_seconds']:.1f} s", file=sys.stderr)
+
+    print("| model | layers | MACs | cycles | util | util@compute | conv | pw | dw | fc | sim c/s | wall (s) | "
+          "compile (s) | max LSB golden / TVM |")  # fmt: skip
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for model, r in reports:
+        s = r.summary
+        per = s["per_class"]
+        cls = " | ".join(pct(per[c]["utilization"]) if c in per else "-" for c in MAC_CLASSES)
+        print(f"| {model} | {s['layers']} | {s['macs']} | {s['cycles']} | {pct(s['utilization_overall'])} | "
+              f"{pct(s['utilization'])} | {cls} | {s['simulated_cycles_per_second'] / 1e6:.2f} M | "
+              f"{s['wall_seconds']:.1f} | {s['seconds']['compile']:.1f} | {s['max_diff_golden']} / "
+              f"{s['max_diff_tvm']} |")  # fmt: skip
+
+    print("\nPer MAC class (util@compute: while the array computes; util: DMA included):\n")
+    print("| model | class | layers | MACs | cycles | compute cycles | util@compute | util |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for model, r in reports:
+        for c in MAC_CLASSES:
+            if c in r.summary["per_class"]:
+                p = r.summary["per_class"][c]
+                print(f"| {model} | {CLASS_NAMES[c]} | {p['layers']} | {p['macs']} | {p['cycles']} | "
+                      f"{p['compute_cycles']} | {pct(p['utilization'])} | {pct(p['utilization_overall'])} |")  # fmt: skip
+
+    print("\nTargets (issue 5):")
+    for model, r in reports:
+        s, per = r.summary, r.summary["per_class"]
+        checks = [
+            ("standard conv >= 90%", per.get("conv", {}).get("utilization"), 0.9),
+            ("pointwise >= 90%", per.get("pointwise", {}).get("utilization"), 0.9),
+            ("depthwise >= 50%", per.get("depthwise", {}).get("utilization"), 0.5),
+        ]
+        parts = [f"{name}: {pct(v)} {'met' if v is not None and v >= lim else 'NOT met'}" for name, v, lim in checks]
+        speed = s["simulated_cycles_per_second"]
+        parts.append(f">= 0.5 M cycles/s: {speed / 1e6:.2f} M {'met' if speed >= 0.5e6 else 'NOT met'}")
+        if "mobilenet" in model:
+            parts.append(f"<= 30 s wall: {s['wall_seconds']:.1f} s {'met' if s['wall_seconds'] <= 30 else 'NOT met'}")
+        print(f"  {model}: " + "; ".join(parts))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,611 @@
+"""Co-simulation of a whole model on the RTL, layer by layer: cycles, utilization, mismatches.
+
+    report = cosim(mod, [x], reference=[y])   # mod: from npu_byoc.load_model (or partitioned)
+    print(report.to_text())
+    report.write_json("report.json"); report.write_csv("layers.csv"); report.plot("util.png")
+
+The model runs as on the golden backend — TVM's CPU build for the host graph, the NPU
+partitions called from TVM's VM in the order the model calls them — but every NPU layer runs
+on the RTL under Verilator (npu_byoc.runtime.verilator), by itself: the layer is scheduled
+alone (a one-op plan through ``schedule_partition``: its tiles, DMA transfers and kicks) into a
+stream of its own that reads its inputs from, and writes its output to, the partition's
+regions. Each layer is therefore fed what the RTL computed for the layers before it (the NPU
+path), and for each layer the report gives:
+
+=================  ==========================================================================
+cycles             the RTL's clock cycles of the layer's stream: header, SET_REGs, DMA, kicks,
+                   STOP (start pulse to done)
+compute_cycles     the cycles of its compute kicks alone (CONV, DWCONV, FC, pools, MEAN, ADD,
+                   LUT; each with the fetch of its word, without the SET_REGs before it)
+ideal_cycles       MACs / (R·C): what a fully busy R × C array would need
+utilization        ideal / compute cycles: how busy the array is while it computes
+utilization_overall  ideal / cycles: DMA and register writes included
+predicted_cycles   the analytic model (npu_byoc.runtime.cycles) of the same stream: equal
+max_diff_golden    max |RTL − golden model| in LSB for the same inputs: must be 0, else the
+                   run ends with :class:`CosimMismatch` (after the report is complete)
+max_diff_tvm       max |RTL − TVM's CPU result| in LSB, TVM's CPU build of the layer's
+                   composite function (the QDQ graph the frontend made of the operator,
+                   computed in float) fed the *same* inputs as the RTL: the float-vs-integer
+                   difference of that layer alone, not the error compounded along the model
+=================  ==========================================================================
+
+TVM's per-layer results come from one Relax module that calls every layer's composite function
+(compiled once per model, run once after the co-simulation with the inputs each layer saw).
+A layer's stream starts from a reset register file, so its cycles include the SET_REGs a
+whole-partition stream would share with the previous layer, and the 4 cycles of header and STOP.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+import tvm
+from tvm import relax
+
+from ..codegen.encoder import encode
+from ..codegen.lower import PartitionPlan
+from ..codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, NpuOp, Pool
+from ..codegen.schedule import schedule_partition
+from ..errors import NpuByocError
+from ..hwconfig import DEFAULT_CONFIG, HwConfig
+from ..isa import Opcode, Region
+from ..patterns import LAYER_ATTR, npu_functions, partition_for_npu, partition_log
+from ..relax_utils import dtype_of, shape_of
+from . import cycles as cycle_model
+from . import golden
+
+OP_CLASSES = ("conv", "pointwise", "depthwise", "fc", "pool", "mean", "add", "lut")
+MAC_CLASSES = ("conv", "pointwise", "depthwise", "fc")
+CLASS_NAMES = {
+    "conv": "standard conv",
+    "pointwise": "pointwise conv (1x1)",
+    "depthwise": "depthwise conv",
+    "fc": "fully connected",
+    "pool": "pool",
+    "mean": "mean",
+    "add": "add",
+    "lut": "lut",
+}
+_CLASS_OF_TYPE = {DepthwiseConv2D: "depthwise", FullyConnected: "fc", Pool: "pool", Mean: "mean", Add: "add",
+                  Lut: "lut"}  # fmt: skip
+_NOT_COMPUTE = {Opcode.NOP, Opcode.SET_REG, Opcode.STOP, Opcode.DMA_IN, Opcode.DMA_OUT}
+_DMA = {Opcode.DMA_IN, Opcode.DMA_OUT}
+
+
+def op_class(op: NpuOp) -> str:
+    """The report's class of an NPU op: conv (standard), pointwise (1x1 conv), depthwise, fc,
+    pool, mean, add, lut."""
+    if isinstance(op, Conv2D):
+        return "pointwise" if tuple(op.kernel) == (1, 1) else "conv"
+    return _CLASS_OF_TYPE[type(op)]
+
+
+class CosimMismatch(NpuByocError):
+    """The RTL's output of a layer differs from the golden model's for the same inputs."""
+
+    def __init__(self, message: str, report: "CosimReport"):
+        super().__init__(message)
+        self.report = report
+
+
+@dataclass
+class LayerResult:
+    """One NPU layer co-simulated on the RTL (see the module docstring for every field)."""
+
+    index: int  # in execution order, over the whole model
+    partition: str
+    name: str
+    op: str  # op_class
+    shape: str  # "HxWxC -> HxWxC"
+    macs: int
+    cycles: int
+    compute_cycles: int
+    dma_cycles: int
+    control_cycles: int  # header, SET_REGs, STOP
+    predicted_cycles: int
+    ideal_cycles: float
+    utilization: float | None  # ideal / compute cycles (MAC layers)
+    utilization_overall: float | None  # ideal / cycles (MAC layers)
+    max_diff_golden: int
+    max_diff_tvm: int | None
+    kicks: int
+    rtl_seconds: float
+
+
+@dataclass
+class CosimReport:
+    model: str
+    hw: dict
+    layers: list[LayerResult] = field(default_factory=list)
+    summary: dict = field(default_factory=dict)
+
+    @property
+    def mismatches(self) -> list[LayerResult]:
+        """Layers whose RTL output differs from the golden model's (must be none)."""
+        return [r for r in self.layers if r.max_diff_golden != 0]
+
+    def to_dict(self) -> dict:
+        return {"model": self.model, "hw": self.hw, "layers": [asdict(r) for r in self.layers],
+                "summary": self.summary}  # fmt: skip
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def write_json(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_json() + "\n")
+
+    def to_csv(self) -> str:
+        out = io.StringIO()
+        names = [f.name for f in fields(LayerResult)]
+        writer = csv.DictWriter(out, names, lineterminator="\n")
+        writer.writeheader()
+        for r in self.layers:
+            writer.writerow({k: ("" if v is None else v) for k, v in asdict(r).items()})
+        return out.getvalue()
+
+    def write_csv(self, path: str | Path) -> None:
+        Path(path).write_text(self.to_csv())
+
+    def plot(self, path: str | Path) -> None:
+        """A PNG of the MAC layers' utilization, one bar per layer coloured by op class."""
+        plot_utilization(self, path)
+
+    # -- text ----------------------------------------------------------------------------------
+
+    def to_text(self, layers: bool = True) -> str:
+        """The per-layer table (``layers=False``: the summary only) and the summary."""
+        hw, s = self.hw, self.summary
+        lines = [f"Co-simulation of {self.model} on the RTL ({hw['array_rows']} x {hw['array_cols']} MAC array, "
+                 f"{hw['sram_bytes'] // 1024} KiB SRAM): every NPU layer on Verilator, fed the NPU path's tensors"]  # fmt: skip
+        if layers:
+            w = min(max([len(r.name) for r in self.layers] + [5]), 44)
+            lines.append("")
+            lines.append(f"  {'#':>3} {'layer':<{w}} {'op':<9} {'MACs':>9} {'cycles':>8} {'compute':>8} {'ideal':>7} "
+                         f"{'util':>6} {'overall':>7} {'golden':>6} {'tvm':>4}")  # fmt: skip
+            for r in self.layers:
+                name = r.name if len(r.name) <= w else "…" + r.name[-(w - 1):]
+                lines.append(f"  {r.index:>3} {name:<{w}} {r.op:<9} {r.macs:>9} {r.cycles:>8} {r.compute_cycles:>8} "
+                             f"{r.ideal_cycles:>7.0f} {_pct(r.utilization):>6} {_pct(r.utilization_overall):>7} "
+                             f"{r.max_diff_golden:>6} {_num(r.max_diff_tvm):>4}")  # fmt: skip
+        lines.append("")
+        lines.append(f"  {'op class':<21} {'layers':>6} {'MACs':>10} {'cycles':>9} {'compute':>9} {'util':>6} "
+                     f"{'overall':>7}")  # fmt: skip
+        for cls, c in s["per_class"].items():
+            lines.append(f"  {CLASS_NAMES[cls]:<21} {c['layers']:>6} {c['macs']:>10} {c['cycles']:>9} "
+                         f"{c['compute_cycles']:>9} {_pct(c['utilization']):>6} {_pct(c['utilization_overall']):>7}")  # fmt: skip
+        lines.append(f"  {'total':<21} {s['layers']:>6} {s['macs']:>10} {s['cycles']:>9} {s['compute_cycles']:>9} "
+                     f"{_pct(s['utilization']):>6} {_pct(s['utilization_overall']):>7}")  # fmt: skip
+        lines.append("")
+        lines.append(f"  cycles: {s['cycles']} (compute {s['compute_cycles']}, DMA {s['dma_cycles']}, header/SET_REG/STOP "
+                     f"{s['control_cycles']}); analytic model {s['predicted_cycles']} "
+                     f"({'exact' if s['cycle_model_exact'] else 'DIFFERS'})")  # fmt: skip
+        lines.append(f"  max LSB difference: vs golden model {s['max_diff_golden']} "
+                     f"({'every layer bit-exact' if s['max_diff_golden'] == 0 else 'MISMATCH'}); vs TVM CPU "
+                     f"(same inputs) {_num(s['max_diff_tvm'])}")  # fmt: skip
+        for o in s.get("outputs", []):
+            unit = " LSB" if o["integer"] else f" ({o['dtype']} output)"
+            lines.append(f"  model output {o['output']} vs reference: max |difference| {o['max_diff']:g}{unit}, "
+                         f"{100 * o['fraction']:.1f}% of elements differ")  # fmt: skip
+        lines.append(f"  simulated {s['simulated_cycles_per_second'] / 1e6:.2f} M cycles/s; wall {s['wall_seconds']:.1f} s "
+                     f"(RTL {s['seconds']['rtl']:.2f} s, golden {s['seconds']['golden']:.2f} s, TVM compile "
+                     f"{s['seconds']['compile']:.1f} s)")  # fmt: skip
+        return "\n".join(lines) + "\n"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def _num(x) -> str:
+    return "-" if x is None else f"{x:g}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress bar (stderr, no dependency)
+
+
+class Progress:
+    """``[#####.....]  12/64 layers  1.3 s  name``, redrawn in place on a terminal; elsewhere a
+    line every 10%."""
+
+    def __init__(self, total: int, stream=None, enabled: bool = True, width: int = 28):
+        self.total, self.width, self.enabled = max(total, 1), width, enabled
+        self.stream = stream if stream is not None else sys.stderr
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.t0 = time.perf_counter()
+        self.last_decile = -1
+        self.drawn = False
+
+    def note(self, text: str) -> None:
+        if self.enabled:
+            self._clear()
+            print(text, file=self.stream, flush=True)
+
+    def update(self, done: int, label: str = "") -> None:
+        if not self.enabled:
+            return
+        decile = 10 * done // self.total
+        if not self.tty and decile == self.last_decile and done != self.total:
+            return
+        self.last_decile = decile
+        fill = self.width * done // self.total
+        bar = "#" * fill + "." * (self.width - fill)
+        label = label if len(label) <= 40 else "…" + label[-39:]
+        text = f"cosim [{bar}] {done:>4}/{self.total} layers {time.perf_counter() - self.t0:6.1f} s  {label}"
+        if self.tty:
+            self.stream.write("\r" + text.ljust(110)[:110])
+            self.stream.flush()
+            self.drawn = True
+        else:
+            print(text, file=self.stream, flush=True)
+
+    def _clear(self) -> None:
+        if self.drawn:
+            self.stream.write("\r" + " " * 110 + "\r")
+            self.drawn = False
+
+    def close(self) -> None:
+        if self.enabled and self.drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+            self.drawn = False
+
+
+# ---------------------------------------------------------------------------------------------
+# The structure of a partition: which tensors feed each layer (for TVM's per-layer results)
+
+
+@dataclass
+class _LayerCall:
+    name: str
+    composite: relax.Function
+    sources: list[tuple[str, int]]  # per composite argument: ("input", i) or ("layer", k)
+    shape: tuple[int, ...]  # the layer output's shape in the model (Relax)
+    dtype: str
+
+
+def _layer_calls(func: relax.Function) -> list[_LayerCall]:
+    """The composite calls of a Codegen="npu" function in order (= the plan's ops, as
+    lower_partition walks them) and where each call's arguments come from."""
+    params = list(func.params)
+    bindings = [b for block in func.body.blocks for b in block.bindings]
+    local_funcs = {b.var: b.value for b in bindings if isinstance(b.value, relax.Function)}
+    aliases = {b.var: b.value for b in bindings if isinstance(b.value, relax.Var)}
+    calls = [b for b in bindings if isinstance(b.value, relax.Call) and b.value.op in local_funcs]
+    index = {b.var: k for k, b in enumerate(calls)}
+    out = []
+    for b in calls:
+        composite = local_funcs[b.value.op]
+        sources = []
+        for a in b.value.args:
+            while a in aliases:
+                a = aliases[a]
+            if a in params:
+                sources.append(("input", params.index(a)))
+            elif a in index:
+                sources.append(("layer", index[a]))
+            else:
+                raise NpuByocError(f"cosim: an argument of layer '{b.var.name}' is neither a partition input "
+                                   "nor an NPU layer's output")  # fmt: skip
+        name = str(composite.attrs[LAYER_ATTR]) if LAYER_ATTR in composite.attrs else str(b.var.name)
+        out.append(_LayerCall(name, composite, sources, shape_of(b.var), dtype_of(b.var)))
+    return out
+
+
+def _to_model_shape(hwc: np.ndarray, shape: tuple[int, ...], nchw: bool) -> np.ndarray:
+    """An H x W x C feature map (the NPU's view) in the layout and shape of the model tensor."""
+    if len(shape) == 4:
+        h, w, c = hwc.shape
+        if tuple(shape) == (1, c, h, w) and (nchw or tuple(shape) != (1, h, w, c)):
+            return np.ascontiguousarray(hwc.transpose(2, 0, 1))[None]
+    return hwc.reshape(shape)
+
+
+class _LayerReference:
+    """TVM's CPU build of every layer's composite function, in one module: ``main`` takes every
+    layer's inputs and returns every layer's output (compiled once, run once)."""
+
+    def __init__(self, calls: dict[str, list[_LayerCall]], target: str = "llvm"):
+        self.keys: list[tuple[str, int]] = []
+        self.params: list[list[tuple[tuple[int, ...], str]]] = []  # per layer: (shape, dtype) of its inputs
+        bb = relax.BlockBuilder()
+        params: list[relax.Var] = []
+        invocations = []
+        for partition, layer_calls in calls.items():
+            for k, call in enumerate(layer_calls):
+                func = call.composite.without_attr("Composite")
+                gv = bb.add_func(func, f"layer_{len(self.keys)}")
+                args = [relax.Var(f"l{len(self.keys)}_{i}", p.ty) for i, p in enumerate(func.params)]
+                params += args
+                invocations.append((gv, args))
+                self.keys.append((partition, k))
+                self.params.append([(shape_of(a), dtype_of(a)) for a in args])
+        with bb.function("main", params):
+            with bb.dataflow():
+                outs = [bb.emit(relax.Call(gv, args)) for gv, args in invocations]
+                result = bb.emit_output(relax.Tuple(outs))
+            bb.emit_func_output(result)
+        self.vm = relax.VirtualMachine(tvm.compile(bb.get(), target=target), tvm.cpu())
+
+    def run(self, inputs: dict[tuple[str, int], list[np.ndarray]]) -> dict[tuple[str, int], np.ndarray]:
+        """Every layer's output for the given per-layer inputs (a layer not given is fed zeros
+        and left out of the result)."""
+        args = []
+        for key, params in zip(self.keys, self.params):
+            given = inputs.get(key)
+            for i, (shape, dtype) in enumerate(params):
+                value = given[i] if given is not None else np.zeros(shape, dtype)
+                args.append(tvm.runtime.tensor(np.ascontiguousarray(value, dtype=dtype).reshape(shape)))
+        out = self.vm["main"](*args)
+        return {key: out[k].numpy() for k, key in enumerate(self.keys) if key in inputs}
+
+
+# ---------------------------------------------------------------------------------------------
+# The co-simulation
+
+
+class _Cosim:
+    """The partition runner of the co-simulation (npu_byoc.runtime.build.build_with_runner)."""
+
+    def __init__(self, npu, hw: HwConfig, calls: dict[str, list[_LayerCall]], progress: Progress):
+        self.npu, self.hw, self.calls, self.progress = npu, hw, calls, progress
+        self.layers: list[LayerResult] = []
+        self.keys: list[tuple[str, int]] = []  # per entry of layers: (partition, op index)
+        self.layer_inputs: dict[tuple[str, int], list[np.ndarray]] = {}
+        self.layer_outputs: dict[tuple[str, int], np.ndarray] = {}
+        self.seconds = {"rtl": 0.0, "golden": 0.0}
+        self.error: BaseException | None = None
+
+    def __call__(self, plan: PartitionPlan, inputs: list[np.ndarray], on_op) -> list[np.ndarray]:
+        try:
+            return self._run(plan, inputs, on_op)
+        except BaseException as err:  # kept: TVM's VM re-raises it as its own error type
+            self.error = err
+            raise
+
+    def _run(self, plan: PartitionPlan, inputs: list[np.ndarray], on_op) -> list[np.ndarray]:
+        calls = self.calls[plan.name]
+        if len(calls) != len(plan.ops):
+            raise NpuByocError(f"cosim: {plan.name} has {len(plan.ops)} NPU ops but {len(calls)} composite calls")
+        nchw = any(io.ref.layout == "NCHW" for io in [*plan.inputs, *plan.outputs])
+        regions = golden.allocate_regions(plan, inputs)
+        model_values: list[np.ndarray] = []
+        for k, (op, call) in enumerate(zip(plan.ops, calls)):
+            # the layer's inputs as the model has them (TVM's per-layer reference is fed these)
+            self.layer_inputs[(plan.name, k)] = [
+                np.asarray(inputs[i]) if kind == "input" else model_values[i] for kind, i in call.sources
+            ]
+            t0 = time.perf_counter()
+            expected = golden.KERNELS[type(op)](op, *(golden.read_tensor(regions, r) for r in op.inputs))
+            self.seconds["golden"] += time.perf_counter() - t0
+            got, result = self._run_layer(plan, k, op, regions)
+            diff = int(np.max(np.abs(got.astype(np.int64) - np.asarray(expected).reshape(got.shape)), initial=0))
+            result.max_diff_golden = diff
+            self.layers.append(result)
+            self.keys.append((plan.name, k))
+            model_values.append(_to_model_shape(got, call.shape, nchw))
+            self.layer_outputs[(plan.name, k)] = model_values[-1]
+            on_op(op, got)
+            self.progress.update(len(self.layers), op.name)
+        return [regions[io.ref.region].view(np.int8).reshape(io.shape).copy() for io in plan.outputs]
+
+    def _run_layer(self, plan: PartitionPlan, k: int, op: NpuOp, regions) -> tuple[np.ndarray, LayerResult]:
+        one = PartitionPlan(f"{plan.name}.{k}", [], [], [op], plan.scratch_bytes, [op.name])
+        schedule = schedule_partition(one, self.hw)
+        words = encode(schedule.steps)
+        regions[int(Region.CONST)] = np.frombuffer(schedule.constants, np.uint8)
+        t0 = time.perf_counter()
+        status = self.npu.run(words, regions, trace=True)
+        self.seconds["rtl"] += time.perf_counter() - t0
+        if not status.ok:
+            raise NpuByocError(f"cosim: layer '{op.name}' ({plan.name}): the RTL stopped with "
+                               f"{status.status.name} at word {status.word_index}")  # fmt: skip
+        compute = dma = kicks = 0
+        for entry in status.trace:  # a command's own cycles, the fetch of its word included
+            if entry.opcode in _DMA:
+                dma += entry.cycles
+            elif entry.opcode not in _NOT_COMPUTE:
+                compute += entry.cycles
+                kicks += 1
+        peak = self.hw.array_rows * self.hw.array_cols
+        ideal = op.macs / peak
+        cls = op_class(op)
+        mac = cls in MAC_CLASSES
+        result = LayerResult(
+            index=len(self.layers), partition=plan.name, name=op.name, op=cls,
+            shape=f"{'x'.join(map(str, op.inputs[0].shape))} -> {'x'.join(map(str, op.ofm.shape))}",
+            macs=int(op.macs), cycles=status.cycles, compute_cycles=compute, dma_cycles=dma,
+            control_cycles=status.cycles - compute - dma,
+            predicted_cycles=cycle_model.stream_cycles(schedule.steps, self.hw),
+            ideal_cycles=ideal, utilization=ideal / compute if mac and compute else None,
+            utilization_overall=ideal / status.cycles if mac and status.cycles else None,
+            max_diff_golden=0, max_diff_tvm=None, kicks=kicks, rtl_seconds=status.wall_seconds,
+        )  # fmt: skip
+        return golden.read_tensor(regions, op.ofm).copy(), result
+
+
+def cosim(
+    mod: tvm.IRModule | str | Path,
+    inputs: Sequence[np.ndarray],
+    reference: Sequence[np.ndarray] | None = None,
+    *,
+    hw: HwConfig = DEFAULT_CONFIG,
+    npu=None,
+    progress: bool | Progress = False,
+    strict: bool = True,
+    target: str = "llvm",
+) -> CosimReport:
+    """Run ``mod`` with every NPU layer on the RTL; see the module docstring.
+
+    ``mod``: a model path or an IRModule from :func:`npu_byoc.load_model` (partitioned here if
+    it is not yet). ``npu``: a :class:`~npu_byoc.runtime.verilator.VerilatorNpu` to reuse.
+    ``progress``: draw a progress bar on stderr. ``strict``: raise :class:`CosimMismatch`
+    (with the complete report as ``.report``) when a layer differs from the golden model."""
+    from ..frontend import load_model, model_info
+    from .build import build_with_runner
+    from .compare import Diff
+    from .verilator import VerilatorNpu
+
+    t_start = time.perf_counter()
+    if not isinstance(mod, tvm.IRModule):
+        mod = load_model(mod)
+    info = model_info(mod)
+    part = mod if partition_log(mod) is not None or npu_functions(mod) else partition_for_npu(mod, hw=hw)
+    funcs = npu_functions(part)
+    calls = {name: _layer_calls(f) for name, f in funcs.items()}
+    total = sum(len(c) for c in calls.values())
+    bar = progress if isinstance(progress, Progress) else Progress(total, enabled=bool(progress))
+    bar.total = max(total, 1)
+
+    t0 = time.perf_counter()
+    if npu is None:
+        bar.note("cosim: loading the RTL model (Verilator: built on first use, then cached) ...")
+        npu = VerilatorNpu(hw)
+    t_build = time.perf_counter() - t0
+    bar.note(f"cosim: compiling the host graph and TVM's per-layer reference ({total} NPU layers) ...")
+    t0 = time.perf_counter()
+    runner = _Cosim(npu, hw, calls, bar)
+    model = build_with_runner(part, runner, backend="cosim", hw=hw, target=target)
+    reference_layers = _LayerReference(calls, target) if total else None
+    t_compile = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    bar.update(0)
+    try:
+        outputs = model.run(inputs)
+    except Exception as err:
+        if runner.error is not None and runner.error is not err:
+            raise runner.error from None
+        raise
+    finally:
+        bar.close()
+    t_run = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    cpu = reference_layers.run(runner.layer_inputs) if reference_layers is not None else {}
+    for result, key in zip(runner.layers, runner.keys):
+        if key in cpu:
+            a, b = runner.layer_outputs[key], cpu[key].reshape(runner.layer_outputs[key].shape)
+            result.max_diff_tvm = int(np.max(np.abs(a.astype(np.int64) - b.astype(np.int64)), initial=0))
+    t_tvm = time.perf_counter() - t0
+
+    report = CosimReport(
+        model=Path(info.path).name if info else "<module>",
+        hw={"array_rows": hw.array_rows, "array_cols": hw.array_cols, "sram_bytes": hw.sram_bytes},
+        layers=runner.layers,
+    )
+    out_rows = []
+    if reference is not None:
+        for k, y in enumerate(outputs):
+            r = np.asarray(reference[k]).reshape(y.shape)
+            d = Diff.of(y, r)
+            out_rows.append({"output": k, "dtype": str(y.dtype), "integer": y.dtype.kind in "iu" and r.dtype.kind in "iu",
+                             "max_diff": d.max_lsb, "mean_diff": d.mean_lsb, "fraction": d.fraction})  # fmt: skip
+    seconds = {"build_rtl": t_build, "compile": t_compile, "run": t_run, "rtl": runner.seconds["rtl"],
+               "golden": runner.seconds["golden"], "tvm_layers": t_tvm}  # fmt: skip
+    report.summary = summarize(report.layers, hw, wall=time.perf_counter() - t_start, seconds=seconds)
+    report.summary["outputs"] = out_rows
+    report.summary["model_outputs"] = [list(y.shape) for y in outputs]
+    if strict and report.mismatches:
+        bad = ", ".join(f"'{r.name}' ({r.max_diff_golden} LSB)" for r in report.mismatches[:5])
+        raise CosimMismatch(f"the RTL differs from the golden model on {len(report.mismatches)} layer(s): {bad}",
+                            report)  # fmt: skip
+    return report
+
+
+def summarize(layers: Sequence[LayerResult], hw: HwConfig, wall: float = 0.0, seconds: dict | None = None) -> dict:
+    """Totals, utilization overall and per op class, speed."""
+    peak = hw.array_rows * hw.array_cols
+
+    def totals(rows: Sequence[LayerResult]) -> dict:
+        macs = sum(r.macs for r in rows)
+        cyc = sum(r.cycles for r in rows)
+        mac_rows = [r for r in rows if r.op in MAC_CLASSES]
+        compute_mac = sum(r.compute_cycles for r in mac_rows)
+        ideal = macs / peak
+        return {
+            "layers": len(rows), "macs": macs, "cycles": cyc,
+            "compute_cycles": sum(r.compute_cycles for r in rows),
+            "dma_cycles": sum(r.dma_cycles for r in rows),
+            "ideal_cycles": ideal,
+            "utilization": ideal / compute_mac if macs and compute_mac else None,
+            "utilization_overall": ideal / cyc if macs and cyc else None,
+        }  # fmt: skip
+
+    summary = totals(layers)
+    summary["control_cycles"] = sum(r.control_cycles for r in layers)
+    summary["mac_compute_cycles"] = sum(r.compute_cycles for r in layers if r.op in MAC_CLASSES)
+    summary["predicted_cycles"] = sum(r.predicted_cycles for r in layers)
+    summary["cycle_model_exact"] = all(r.predicted_cycles == r.cycles for r in layers)
+    summary["per_class"] = {c: totals([r for r in layers if r.op == c]) for c in OP_CLASSES
+                            if any(r.op == c for r in layers)}  # fmt: skip
+    summary["max_diff_golden"] = max((r.max_diff_golden for r in layers), default=0)
+    tvm_diffs = [r.max_diff_tvm for r in layers if r.max_diff_tvm is not None]
+    summary["max_diff_tvm"] = max(tvm_diffs) if tvm_diffs else None
+    summary["layers_over_1_lsb_vs_tvm"] = [r.name for r in layers if (r.max_diff_tvm or 0) > 1]
+    rtl = sum(r.rtl_seconds for r in layers)
+    summary["rtl_seconds"] = rtl
+    summary["simulated_cycles_per_second"] = summary["cycles"] / rtl if rtl > 0 else 0.0
+    summary["wall_seconds"] = wall
+    summary["seconds"] = dict(seconds or {"rtl": rtl, "golden": 0.0, "compile": 0.0})
+    return summary
+
+
+# ---------------------------------------------------------------------------------------------
+# The plot
+
+CLASS_COLOURS = {"conv": "#1f77b4", "pointwise": "#2ca02c", "depthwise": "#ff7f0e", "fc": "#9467bd"}
+
+
+def plot_utilization(report: CosimReport, path: str | Path) -> None:
+    """Bars: each MAC layer's utilization while it computes, coloured by class (standard,
+    pointwise, depthwise, fully connected); dots: its utilization overall (DMA included)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg  # lazy: only the plot needs it
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    rows = [r for r in report.layers if r.op in MAC_CLASSES]
+    fig = Figure(figsize=(max(6.0, 0.16 * len(rows) + 2.5), 4.0), dpi=110)
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    x = np.arange(len(rows))
+    ax.bar(x, [100 * (r.utilization or 0) for r in rows], color=[CLASS_COLOURS[r.op] for r in rows], width=0.8)
+    ax.plot(x, [100 * (r.utilization_overall or 0) for r in rows], "k.", markersize=4)
+    ax.axhline(90, color="grey", lw=0.7, ls="--")
+    ax.axhline(50, color="grey", lw=0.7, ls=":")
+    ax.set_ylim(0, 119)
+    ax.set_yticks(range(0, 101, 20))
+    ax.set_xlim(-0.6, max(len(rows), 1) - 0.4)
+    ax.set_xlabel("MAC layer (execution order)")
+    ax.set_ylabel("MAC array utilization (%)")
+    s = report.summary
+    ax.set_title(f"{report.model}: {report.hw['array_rows']}x{report.hw['array_cols']} array, "
+                 f"{s.get('cycles', 0)} cycles, {100 * (s.get('utilization') or 0):.1f}% while computing", fontsize=9)  # fmt: skip
+    present = [c for c in MAC_CLASSES if any(r.op == c for r in rows)]
+    handles = [Patch(color=CLASS_COLOURS[c], label=CLASS_NAMES[c]) for c in present]
+    handles.append(ax.plot([], [], "k.", label="overall (DMA included)")[0])
+    ax.legend(handles=handles, fontsize=7, loc="upper center", ncol=len(handles), framealpha=0.9)
+    fig.tight_layout()
+    fig.savefig(str(path), format="png")
+
+
+__all__ = [
+    "cosim",
+    "CosimReport",
+    "CosimMismatch",
+    "LayerResult",
+    "Progress",
+    "op_class",
+    "summarize",
+    "plot_utilization",
+    "OP_CLASSES",
+    "MAC_CLASSES",
+]
