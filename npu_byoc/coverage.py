@@ -147,7 +147,8 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
             for v in d.vars:
                 rejected.setdefault(v, []).append(f"{d.pattern}: {d.reason}")
 
-    original_calls = _original_calls(info, mod)
+    bindings = _bindings_by_name(mod)
+    macs_of_binding = {name: macs_of(value) for name, value in bindings.items()}
     qdq = {o.index for o in info.ops if o.qdq}
     ops: list[OpCoverage] = []
     for op in info.ops:
@@ -158,7 +159,7 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
             ops.append(OpCoverage(op.index, op.name, op.op, False, None, "constant: computed by TVM's importer, no run-time work", 0, producers))
             continue
         decision = next((accepted[v] for v in op.vars if v in accepted), None)
-        macs = sum(original_calls.get(v, 0) for v in op.vars)
+        macs = sum(macs_of_binding.get(v, 0) for v in op.vars)
         if decision is not None:
             ops.append(OpCoverage(op.index, op.name, op.op, True, decision.pattern, None, macs, producers))
             continue
@@ -167,7 +168,7 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
             for r in rejected.get(v, []):
                 if r not in reasons:
                     reasons.append(r)
-        reason = "; ".join(reasons) if reasons else _no_pattern_reason(op, mod)
+        reason = "; ".join(reasons) if reasons else _no_pattern_reason(op, bindings)
         ops.append(OpCoverage(op.index, op.name, op.op, False, None, reason, macs, producers))
 
     funcs = npu_functions(mod)
@@ -202,68 +203,40 @@ def _skip_qdq(producers, info: ModelInfo, qdq: set[int]) -> list[int]:
 _ANCHORS = {a: p.name for p in PATTERN_TABLE for a in p.anchor_ops}
 
 
-def _no_pattern_reason(op, mod) -> str:
-    calls = _calls_by_var(mod)
+def _no_pattern_reason(op, bindings: dict) -> str:
     for v in op.vars:
-        call = calls.get(v)
+        call = bindings.get(v)
         name = op_name(call) if call is not None else None
         if name in _ANCHORS:
-            if dtype_of(call) == "float32" and not _has_quantized_input(call, calls):
+            if dtype_of(call) == "float32" and not _has_quantized_input(call, bindings):
                 return f"{op.op} on float tensors: the NPU runs quantized int8 operators only"
             return f"{op.op} does not match any convention of {_ANCHORS[name]}"
     return f"no NPU pattern for {op.op}"
 
 
-def _has_quantized_input(call, calls) -> bool:
+def _has_quantized_input(call, bindings: dict) -> bool:
     for a in call.args:
-        if isinstance(a, relax.Var) and op_name(calls.get(a.name)) == "relax.dequantize":
+        if isinstance(a, relax.Var) and op_name(bindings.get(a.name)) == "relax.dequantize":
             return True
     return False
 
 
-_CALLS_CACHE: dict = {}
-
-
-def _calls_by_var(mod) -> dict:
-    """Binding name -> value, over main and every function (after partitioning the bindings
-    of CPU ops are still in main under their provenance names)."""
-    key = id(mod)
-    if key in _CALLS_CACHE and _CALLS_CACHE[key][0] is mod:
-        return _CALLS_CACHE[key][1]
+def _bindings_by_name(mod) -> dict:
+    """Binding name -> bound value over every function, composites included: bindings keep
+    their provenance names wherever partitioning moved them."""
     out = {}
-    for _, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            for block in func.body.blocks:
-                for b in block.bindings:
-                    out.setdefault(b.var.name, b.value)
-    _CALLS_CACHE.clear()
-    _CALLS_CACHE[key] = (mod, out)
-    return out
 
-
-def _original_calls(info: ModelInfo, mod) -> dict[str, int]:
-    """MACs per binding name, from the conv2d / matmul calls wherever they ended up."""
-    out = {}
-    calls = {}
-    for _, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            _collect_bindings(func, calls)
-    for name, call in calls.items():
-        m = macs_of(call)
-        if m:
-            out[name] = m
-    return out
-
-
-def _collect_bindings(func, out: dict) -> None:
     def visit(e):
         if isinstance(e, relax.Function):
             for block in e.body.blocks:
                 for b in block.bindings:
                     out.setdefault(b.var.name, b.value)
 
-    visit(func)
-    relax.analysis.post_order_visit(func.body, visit)
+    for _, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            visit(func)
+            relax.analysis.post_order_visit(func.body, visit)
+    return out
 
 
 def macs_of(call) -> int:

@@ -15,7 +15,6 @@ import re
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-import numpy as np
 import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
@@ -349,6 +348,7 @@ def _assign_bindings(bindings, records, params_of=()) -> list[SourceOp]:
         var_of_value.setdefault(b.value, b.var)
     binding_of_var = {b.var: b for b in bindings}
     owner: dict = {}
+    order = {b.var: k for k, b in enumerate(bindings)}
     ops: list[SourceOp] = []
     for index, (name, kind, ret) in enumerate(records):
         anchors = _anchor_vars(ret, var_of_value, binding_of_var)
@@ -362,7 +362,6 @@ def _assign_bindings(bindings, records, params_of=()) -> list[SourceOp]:
             owned.append(v)
             stack.extend(relax.analysis.free_vars(binding_of_var[v].value))
         # Output binding first, the rest in program order.
-        order = {b.var: k for k, b in enumerate(bindings)}
         rest = sorted((v for v in owned if v not in anchors), key=lambda v: order[v])
         owned = [v for v in anchors if v in owned] + rest
         if kind is None:  # hand-written Relax: name by the first non-glue call

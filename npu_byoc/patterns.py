@@ -324,13 +324,21 @@ def _bias(bias_expr, bindings, out_channels: int, acc_scale: np.ndarray | None) 
     return b.astype(np.int32)
 
 
-def _requant_axis_is(scale: np.ndarray, axis: int, channel_axis: int, rank: int) -> None:
-    """A per-channel requantize (int32-accumulate form) must scale the output-channel axis."""
+def _int32_requant(requant, bindings, x, out_channels: int, channel_axis: int, rank: int):
+    """The int32-accumulate form's requantize ``dequantize(acc, s_x*s_w[c], 0, axis=C)``:
+    (input record, per-channel accumulator scale, weight zero points). The scale is given
+    whole, so the input record carries scale 1.0 and weight_scale holds s_x*s_w[c]."""
+    scale, zp, axis = _qparams(requant, bindings, "requantize")
+    if np.any(zp != 0):
+        raise Reject("requantize input zero point is not 0")
     if scale.size > 1 and axis % rank != channel_axis:
         raise Reject(
             f"requantize scale is per-channel along axis {axis % rank}, not the output-channel "
             f"axis {channel_axis}: NPU requantizes per output channel"
         )
+    acc_scale = np.broadcast_to(scale.reshape(-1), (out_channels,)).astype(np.float64)
+    inp = QTensor(shape=shape_of(x), dtype="int8", scale=1.0, zero_point=0)
+    return inp, acc_scale, np.zeros(out_channels, np.int64)
 
 
 def _split_bias(body, core_op: str, bindings):
@@ -367,14 +375,7 @@ def _extract_conv2d(root, bindings) -> QConv2D:
         w = _const(conv.args[1], bindings, "weight")
         perm = [kernel_layout.index(c) for c in "OHWI"]
         w = np.ascontiguousarray(np.transpose(w, perm))
-        acc_scale, acc_zp, acc_axis = _qparams(requant, bindings, "requantize")
-        if np.any(acc_zp != 0):
-            raise Reject("requantize input zero point is not 0")
-        _requant_axis_is(acc_scale, acc_axis, layout.index("C"), 4)
-        oc = w.shape[0]
-        w_scale = np.broadcast_to(acc_scale.reshape(-1), (oc,)).astype(np.float64)
-        inp = QTensor(shape=shape_of(x), dtype="int8", scale=1.0, zero_point=0)
-        w_zp = np.zeros(oc, np.int64)
+        inp, w_scale, w_zp = _int32_requant(requant, bindings, x, w.shape[0], layout.index("C"), 4)
         convention = "int32-accumulate"
     else:
         x_deq = resolve(conv.args[0], bindings)
@@ -427,14 +428,8 @@ def _extract_fc(root, bindings) -> QFullyConnected:
         if w.ndim != 2:
             raise Reject(f"matmul weight of rank {w.ndim}: fully connected needs a 2-D weight")
         w = np.ascontiguousarray(w.T)
-        acc_scale, acc_zp, acc_axis = _qparams(requant, bindings, "requantize")
-        if np.any(acc_zp != 0):
-            raise Reject("requantize input zero point is not 0")
         rank = len(shape_of(mm))
-        _requant_axis_is(acc_scale, acc_axis, rank - 1, rank)
-        w_scale = np.broadcast_to(acc_scale.reshape(-1), (w.shape[0],)).astype(np.float64)
-        w_zp = np.zeros(w.shape[0], np.int64)
-        inp = QTensor(shape=shape_of(x), dtype="int8", scale=1.0, zero_point=0)
+        inp, w_scale, w_zp = _int32_requant(requant, bindings, x, w.shape[0], rank - 1, rank)
         convention = "int32-accumulate"
     else:
         x_deq = resolve(mm.args[0], bindings)

@@ -47,6 +47,22 @@ def imported():
     return get
 
 
+_plans: dict = {}
+
+
+@pytest.fixture(scope="session")
+def plans(partitioned):
+    """The lowered PartitionPlans of a fixture model, by partition name."""
+    from npu_byoc.codegen.lower import lower_module
+
+    def get(name: str):
+        if name not in _plans:
+            _plans[name] = lower_module(partitioned(name))
+        return _plans[name]
+
+    return get
+
+
 @pytest.fixture(scope="session")
 def partitioned(imported):
     def get(name: str):

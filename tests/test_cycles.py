@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from npu_byoc.codegen.encoder import Kick, encode
-from npu_byoc.codegen.lower import IoTensor, PartitionPlan, lower_module
+from npu_byoc.codegen.lower import IoTensor, PartitionPlan
 from npu_byoc.codegen.npu_ops import Conv2D, DepthwiseConv2D, FullyConnected, TensorRef
 from npu_byoc.codegen.schedule import schedule_partition
 from npu_byoc.errors import LoweringError
@@ -31,22 +31,12 @@ from .test_isa import one_op_plans
 
 HW = DEFAULT_CONFIG
 SMALL_SRAM = {"tiny_cnn_int8.tflite": 1024, "tiny_cnn_qdq.onnx": 1024, "mobilenet_v2_int8.tflite": 4096}
-_plans: dict = {}
 
 
 @pytest.fixture(scope="module")
 def rtl() -> V.VerilatorNpu:
     return V.VerilatorNpu(HW)
 
-
-@pytest.fixture(scope="module")
-def plans(partitioned):
-    def get(model: str):
-        if model not in _plans:
-            _plans[model] = lower_module(partitioned(model))
-        return _plans[model]
-
-    return get
 
 
 def bind(plan, schedule, seed: int = 0) -> dict[int, np.ndarray]:

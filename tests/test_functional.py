@@ -43,7 +43,7 @@ from npu_byoc.runtime.functional import FunctionalNpu, build_library, functional
 from npu_byoc.runtime.machine import Machine
 
 from .conftest import ALL_MODELS
-from .test_isa import DEFAULT, FUZZ_HW, SMALL, bind, one_op_plans, plans, random_inputs  # noqa: F401
+from .test_isa import DEFAULT, FUZZ_HW, SMALL, bind, one_op_plans, random_inputs
 
 ROOT = Path(__file__).parents[1]
 SRAM = DEFAULT.sram_bytes

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from npu_byoc import hwgen, isa
-from npu_byoc.hwconfig import DEFAULT_CONFIG
 from npu_byoc.hwconfig import DEFAULT_CONFIG, HwConfig
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 from npu_byoc import isa
 from npu_byoc import numerics as nx
 from npu_byoc.codegen.encoder import DecodeError, Dma, Kick, decode, disassemble, encode, encode_with_starts
-from npu_byoc.codegen.lower import IoTensor, PartitionPlan, lower_module
+from npu_byoc.codegen.lower import IoTensor, PartitionPlan
 from npu_byoc.codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Pool, TensorRef, Tiling
 from npu_byoc.codegen.schedule import schedule_partition, tile_sram_bytes
 from npu_byoc.errors import LoweringError
@@ -39,17 +39,6 @@ from .conftest import ALL_MODELS
 DEFAULT = HwConfig()
 SMALL = HwConfig(sram_bytes=1024)  # forces row and channel tiles on the tiny CNN
 FUZZ_HW = HwConfig(sram_bytes=4096)
-_plans: dict = {}
-
-
-@pytest.fixture(scope="module")
-def plans(partitioned):
-    def get(model: str) -> dict[str, PartitionPlan]:
-        if model not in _plans:
-            _plans[model] = lower_module(partitioned(model))
-        return _plans[model]
-
-    return get
 
 
 def random_inputs(plan: PartitionPlan, seed: int = 0) -> list[np.ndarray]:

@@ -25,7 +25,6 @@ import pytest
 
 from npu_byoc import isa
 from npu_byoc.codegen.encoder import Dma, Kick, encode, encode_with_starts
-from npu_byoc.codegen.lower import lower_module
 from npu_byoc.codegen.schedule import schedule_partition
 from npu_byoc.errors import LoweringError
 from npu_byoc.hwconfig import DEFAULT_CONFIG, HwConfig
@@ -38,22 +37,12 @@ from .conftest import ALL_MODELS
 
 HW = DEFAULT_CONFIG
 SMALL = {"tiny_cnn_int8.tflite": 1024, "tiny_cnn_qdq.onnx": 1024, "mobilenet_v2_int8.tflite": 4096}
-_plans: dict = {}
 
 
 @pytest.fixture(scope="session")
 def rtl() -> V.VerilatorNpu:
     return V.VerilatorNpu(HW)
 
-
-@pytest.fixture(scope="module")
-def plans(partitioned):
-    def get(model: str):
-        if model not in _plans:
-            _plans[model] = lower_module(partitioned(model))
-        return _plans[model]
-
-    return get
 
 
 def random_inputs(plan, seed: int = 0) -> list[np.ndarray]:

@@ -16,8 +16,8 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from ..errors import LoweringError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
-from ..isa import Opcode, opcode_of
-from .encoder import encode_with_starts
+from ..isa import HEADER_WORDS, Opcode, opcode_of
+from .encoder import disassemble, encode_with_starts
 from .lower import PartitionPlan, lower_partition
 from .schedule import Schedule, schedule_partition
 
@@ -49,19 +49,12 @@ class _Row:
 def _stream_rows(schedule: Schedule) -> tuple[list[_Row], int]:
     """One row per command: its words in hex and its disassembly, layer notes before."""
     words, starts = encode_with_starts(schedule.steps)
-    notes, last = {}, None
-    for start, k in zip(starts, schedule.step_op):
-        if k != last:
-            t = schedule.tilings[k]
-            notes[start] = f"layer {k}: {schedule.layers[k]} ({t.rows} rows x {t.channels} channels per tile)"
-            last = k
-    from .encoder import disassemble
-
+    notes = schedule.layer_notes(starts)
     rows = []
     for line in disassemble(words).splitlines():
         index, _, text = line.partition("  ")
         i = int(index)
-        n = 2 if i >= 3 and opcode_of(int(words[i])) == Opcode.SET_REG else 1
+        n = 2 if i >= HEADER_WORDS and opcode_of(int(words[i])) == Opcode.SET_REG else 1
         hexes = ", ".join(f"0x{int(w):08X}u" for w in words[i : i + n]) + ","
         rows.append(_Row(f"{hexes:<26}", f"{i:04d} {text.strip()}", notes.get(i)))
     return rows, len(words)

@@ -59,16 +59,21 @@ class Schedule:
     def words(self) -> np.ndarray:
         return encode_with_starts(self.steps)[0]
 
-    def disassembly(self) -> str:
-        """The stream's disassembly with a comment line where each layer starts."""
-        words, starts = encode_with_starts(self.steps)
+    def layer_notes(self, starts: list[int]) -> dict[int, str]:
+        """Word index -> a note naming the layer whose commands start there (``starts``: the
+        first word of each step, from encode_with_starts)."""
         notes, last = {}, None
         for start, k in zip(starts, self.step_op):
             if k != last:
                 t = self.tilings[k]
                 notes[start] = f"layer {k}: {self.layers[k]} ({t.rows} rows x {t.channels} channels per tile)"
                 last = k
-        return disassemble(words, notes)
+        return notes
+
+    def disassembly(self) -> str:
+        """The stream's disassembly with a comment line where each layer starts."""
+        words, starts = encode_with_starts(self.steps)
+        return disassemble(words, self.layer_notes(starts))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,7 +30,9 @@ import numpy as np
 from ..cache import atomic_output, cache_dir, content_key
 from ..errors import NpuByocError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
-from ..isa import MAX_REGIONS, Opcode, Region, Status
+from ..isa import MAX_REGIONS, Opcode, Status
+from . import driver_abi
+from .driver_abi import Buffer, RegionTable, Result, stream_array, stream_pointer
 from .machine import RunStatus
 
 CSRC = Path(__file__).parent / "csrc"
@@ -122,17 +124,6 @@ def build_object(hw: HwConfig = DEFAULT_CONFIG) -> Path:
     return obj
 
 
-class _Buffer(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t)]
-
-
-class _Result(ctypes.Structure):
-    _fields_ = [
-        ("status", ctypes.c_uint32),
-        ("word_index", ctypes.c_uint32),
-        ("cycles", ctypes.c_uint64),
-        ("commands", ctypes.c_uint64),
-    ]
 
 
 class _Config(ctypes.Structure):
@@ -154,18 +145,18 @@ def _library() -> ctypes.CDLL:
         ctypes.POINTER(_Config),
         ctypes.POINTER(ctypes.c_uint32),
         ctypes.c_size_t,
-        ctypes.POINTER(_Buffer),
+        ctypes.POINTER(Buffer),
         ctypes.c_size_t,
-        ctypes.POINTER(_Result),
+        ctypes.POINTER(Result),
         ctypes.POINTER(ctypes.c_uint64),
     ]
     lib.npu_functional_submit.restype = ctypes.c_uint32
     lib.npu_submit.argtypes = [
         ctypes.POINTER(ctypes.c_uint32),
         ctypes.c_size_t,
-        ctypes.POINTER(_Buffer),
+        ctypes.POINTER(Buffer),
         ctypes.c_size_t,
-        ctypes.POINTER(_Result),
+        ctypes.POINTER(Result),
     ]
     lib.npu_submit.restype = ctypes.c_uint32
     return lib
@@ -183,7 +174,6 @@ class FunctionalRunStatus(RunStatus):
     cycles: int = 0
 
 
-_EMPTY = np.zeros(1, np.uint8)  # a valid pointer for bound regions of 0 bytes
 
 
 class FunctionalNpu:
@@ -208,38 +198,21 @@ class FunctionalNpu:
         """Execute ``words`` (uint32) with ``regions`` (region number -> uint8 buffer, written in
         place by DMA_OUT), like ``Machine(hw).run``. ``max_cycles``: stop with CYCLE_LIMIT at
         the first command after the estimated cycles exceed it."""
-        stream = np.ascontiguousarray(np.asarray(words, dtype=np.uint64).ravel() & 0xFFFFFFFF, dtype=np.uint32)
-        buffers = (_Buffer * MAX_REGIONS)()
-        keep, copies = [], []  # arrays that must outlive the call; (original, contiguous copy)
-        for r, arr in regions.items():
-            if not 0 <= int(r) < MAX_REGIONS or arr is None:
-                continue
-            arr = np.asarray(arr)
-            if arr.dtype != np.uint8:
-                raise TypeError(f"region {r}: expected a uint8 buffer, got {arr.dtype}")
-            if int(r) != Region.CONST and not arr.flags.writeable:
-                raise ValueError(f"region {r} is read-only; only CONST (region 0) may be")
-            buf = arr
-            if not arr.flags.c_contiguous:
-                buf = np.ascontiguousarray(arr)
-                copies.append((arr, buf))
-            keep.append(buf)
-            data = buf if buf.size else _EMPTY
-            buffers[int(r)] = _Buffer(data.ctypes.data, buf.size)
-        result = _Result()
+        stream = stream_array(words)
+        table = RegionTable(regions)
+        buffers = table.buffers
+        result = Result()
         kicks = (ctypes.c_uint64 * 256)()
         self._lib.npu_functional_submit(
             ctypes.byref(self._config(max_commands, max_cycles)),
-            stream.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32)),
+            stream_pointer(stream),
             stream.size,
             buffers,
             MAX_REGIONS,
             ctypes.byref(result),
             kicks,
         )
-        for original, copy in copies:
-            original[...] = copy.reshape(original.shape)
-        del keep
+        table.write_back()
         counted = Counter({Opcode(op): int(n) for op, n in enumerate(kicks) if n})
         return FunctionalRunStatus(Status(result.status), int(result.word_index), counted, int(result.commands),
                                    cycles=int(result.cycles))  # fmt: skip
@@ -248,18 +221,7 @@ class FunctionalNpu:
 def submit(words: Sequence[int] | np.ndarray, buffers: Sequence[np.ndarray | None]) -> tuple[Status, int, int, int]:
     """Call the driver API ``npu_submit`` itself (default configuration): buffers[r] is region r
     (None: unbound). Returns (status, word_index, cycles, commands)."""
-    lib = _library()
-    stream = np.ascontiguousarray(words, dtype=np.uint32)
-    table = (_Buffer * max(len(buffers), 1))()
-    for r, arr in enumerate(buffers):
-        if arr is not None:
-            if arr.dtype != np.uint8 or not arr.flags.c_contiguous:
-                raise TypeError(f"region {r}: expected a contiguous uint8 buffer")
-            table[r] = _Buffer((arr if arr.size else _EMPTY).ctypes.data, arr.size)
-    result = _Result()
-    lib.npu_submit(stream.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32)), stream.size, table, len(buffers),
-                   ctypes.byref(result))  # fmt: skip
-    return Status(result.status), int(result.word_index), int(result.cycles), int(result.commands)
+    return driver_abi.submit(_library(), words, buffers)
 
 
 __all__ = [

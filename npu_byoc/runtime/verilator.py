@@ -40,7 +40,9 @@ from .. import hwgen
 from ..cache import atomic_output, cache_dir, content_key
 from ..errors import NpuByocError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
-from ..isa import MAX_REGIONS, Opcode, Region, Status
+from ..isa import MAX_REGIONS, Opcode, Status
+from . import driver_abi
+from .driver_abi import Buffer, RegionTable, Result, stream_array, stream_pointer
 from .machine import RunStatus
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -224,13 +226,6 @@ def build_unit_library(top: str, harness: str, hw: HwConfig = DEFAULT_CONFIG) ->
 # Running
 
 
-class _Buffer(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t)]
-
-
-class _Result(ctypes.Structure):
-    _fields_ = [("status", ctypes.c_uint32), ("word_index", ctypes.c_uint32), ("cycles", ctypes.c_uint64),
-                ("commands", ctypes.c_uint64)]  # fmt: skip
 
 
 class _TraceEntry(ctypes.Structure):
@@ -254,10 +249,10 @@ class _Options(ctypes.Structure):
 def _load(path: str) -> ctypes.CDLL:
     lib = ctypes.CDLL(path)
     lib.npu_verilator_submit.argtypes = [ctypes.POINTER(_Options), ctypes.POINTER(ctypes.c_uint32), ctypes.c_size_t,
-                                         ctypes.POINTER(_Buffer), ctypes.c_size_t, ctypes.POINTER(_Result)]  # fmt: skip
+                                         ctypes.POINTER(Buffer), ctypes.c_size_t, ctypes.POINTER(Result)]  # fmt: skip
     lib.npu_verilator_submit.restype = ctypes.c_uint32
-    lib.npu_submit.argtypes = [ctypes.POINTER(ctypes.c_uint32), ctypes.c_size_t, ctypes.POINTER(_Buffer),
-                               ctypes.c_size_t, ctypes.POINTER(_Result)]  # fmt: skip
+    lib.npu_submit.argtypes = [ctypes.POINTER(ctypes.c_uint32), ctypes.c_size_t, ctypes.POINTER(Buffer),
+                               ctypes.c_size_t, ctypes.POINTER(Result)]  # fmt: skip
     lib.npu_submit.restype = ctypes.c_uint32
     return lib
 
@@ -294,7 +289,6 @@ class VerilatorRunStatus(RunStatus):
         return self.cycles / self.wall_seconds if self.wall_seconds > 0 else 0.0
 
 
-_EMPTY = np.zeros(1, np.uint8)  # a valid pointer for bound regions of 0 bytes
 
 
 class VerilatorNpu:
@@ -311,23 +305,9 @@ class VerilatorNpu:
         DMA_OUT), like ``Machine(hw).run``. ``max_cycles``: stop with CYCLE_LIMIT (at the
         command being executed) after that many clock cycles (default: the harness's budget,
         hw/sim/npu_verilator.h)."""
-        stream = np.ascontiguousarray(np.asarray(words, dtype=np.uint64).ravel() & 0xFFFFFFFF, dtype=np.uint32)
-        buffers = (_Buffer * MAX_REGIONS)()
-        keep, copies = [], []
-        for r, arr in regions.items():
-            if not 0 <= int(r) < MAX_REGIONS or arr is None:
-                continue
-            arr = np.asarray(arr)
-            if arr.dtype != np.uint8:
-                raise TypeError(f"region {r}: expected a uint8 buffer, got {arr.dtype}")
-            if int(r) != Region.CONST and not arr.flags.writeable:
-                raise ValueError(f"region {r} is read-only; only CONST (region 0) may be")
-            buf = arr
-            if not arr.flags.c_contiguous:
-                buf = np.ascontiguousarray(arr)
-                copies.append((arr, buf))
-            keep.append(buf)
-            buffers[int(r)] = _Buffer((buf if buf.size else _EMPTY).ctypes.data, buf.size)
+        stream = stream_array(words)
+        table = RegionTable(regions)
+        buffers = table.buffers
         opts = _Options()
         opts.max_cycles = 0 if max_cycles is None else max(int(max_cycles), 1)
         opts.max_commands = min(max(int(max_commands), 0), (1 << 64) - 1)
@@ -337,14 +317,12 @@ class VerilatorNpu:
             entries = (_TraceEntry * capacity)()
             opts.trace = entries
             opts.trace_capacity = capacity
-        result = _Result()
+        result = Result()
         t0 = time.perf_counter()
-        self._lib.npu_verilator_submit(ctypes.byref(opts), stream.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32)),
+        self._lib.npu_verilator_submit(ctypes.byref(opts), stream_pointer(stream),
                                        stream.size, buffers, MAX_REGIONS, ctypes.byref(result))  # fmt: skip
         wall = time.perf_counter() - t0
-        for original, copy in copies:
-            original[...] = copy.reshape(original.shape)
-        del keep
+        table.write_back()
         if opts.harness_fault:
             raise RuntimeError("the RTL requested memory outside a bound region (an RTL bug: the DMA checks "
                                "should have stopped it)")  # fmt: skip
@@ -365,18 +343,7 @@ def submit(words: Sequence[int] | np.ndarray, buffers: Sequence[np.ndarray | Non
            hw: HwConfig = DEFAULT_CONFIG) -> tuple[Status, int, int, int]:  # fmt: skip
     """Call the driver API ``npu_submit`` of the co-simulation library itself: buffers[r] is
     region r (None: unbound). Returns (status, word_index, cycles, commands)."""
-    lib = library(hw)
-    stream = np.ascontiguousarray(words, dtype=np.uint32)
-    table = (_Buffer * max(len(buffers), 1))()
-    for r, arr in enumerate(buffers):
-        if arr is not None:
-            if arr.dtype != np.uint8 or not arr.flags.c_contiguous:
-                raise TypeError(f"region {r}: expected a contiguous uint8 buffer")
-            table[r] = _Buffer((arr if arr.size else _EMPTY).ctypes.data, arr.size)
-    result = _Result()
-    lib.npu_submit(stream.ctypes.data_as(ctypes.POINTER(ctypes.c_uint32)), stream.size, table, len(buffers),
-                   ctypes.byref(result))  # fmt: skip
-    return Status(result.status), int(result.word_index), int(result.cycles), int(result.commands)
+    return driver_abi.submit(library(hw), words, buffers)
 
 
 LINT_TOPS = (TOP, "npu_requant")  # every module of hw/rtl is under one of these
