@@ -17,6 +17,7 @@ import sys
 from importlib import resources
 from pathlib import Path
 
+from . import escape
 from .errors import NpuByocError
 
 BUNDLED = {
@@ -247,7 +248,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except NpuByocError as err:
-        print(f"npu-byoc: error: {err}", file=sys.stderr)
+        # Messages quote model-supplied names: no control characters reach the terminal.
+        print(f"npu-byoc: error: {escape.text(err, 2000)}", file=sys.stderr)
         return 2
 
 

@@ -7,7 +7,6 @@ verdict (the partition log), and the partitioned module itself.
 
 from __future__ import annotations
 
-import html
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import tvm
 from tvm import relax
 
+from . import escape
 from .frontend import ModelInfo, annotate_provenance, model_info
 from .patterns import PATTERN_TABLE, npu_functions, partition_for_npu, partition_log
 from .relax_utils import NotConstant, dtype_of, op_name, shape_of
@@ -57,7 +57,7 @@ class CoverageReport:
     def to_text(self) -> str:
         s = self.summary
         lines = [
-            f"NPU coverage of {self.model}",
+            f"NPU coverage of {escape.text(self.model)}",
             f"  operators offloaded: {s['ops_offloaded']}/{s['ops_total']}"
             f"   MACs offloaded: {_pct(s['macs_offloaded'], s['macs_total'])}"
             f" ({s['macs_offloaded']:,} of {s['macs_total']:,})",
@@ -71,14 +71,15 @@ class CoverageReport:
         for o in self.ops:
             where = "NPU" if o.offloaded else "CPU"
             detail = o.pattern if o.offloaded else o.reason
-            name = o.name if len(o.name) <= w else "…" + o.name[-(w - 1):]
-            lines.append(f"  {o.index:>3}  {name:<{w}}  {o.op:<{k}}  {where:<5}  {o.macs:>10,}  {detail}")
+            name = escape.text_column(o.name, w)
+            lines.append(f"  {o.index:>3}  {name:<{w}}  {escape.text(o.op):<{k}}  {where:<5}  {o.macs:>10,}  "
+                         f"{escape.text(detail, 400)}")
         return "\n".join(lines) + "\n"
 
     def to_markdown(self) -> str:
         s = self.summary
         out = [
-            f"# NPU coverage of `{self.model}`",
+            f"# NPU coverage of {escape.markdown(self.model)}",
             "",
             "| operators offloaded | MACs offloaded | NPU partitions | CPU↔NPU transitions |",
             "| --- | --- | --- | --- |",
@@ -89,9 +90,10 @@ class CoverageReport:
             "| ---: | --- | --- | --- | ---: | --- |",
         ]
         for o in self.ops:
-            detail = f"`{o.pattern}`" if o.offloaded else (o.reason or "").replace("|", "\\|")
+            detail = o.pattern if o.offloaded else o.reason
             out.append(
-                f"| {o.index} | {o.name} | {o.op} | {'NPU' if o.offloaded else 'CPU'} | {o.macs:,} | {detail} |"
+                f"| {o.index} | {escape.markdown(o.name)} | {escape.markdown(o.op)} | {'NPU' if o.offloaded else 'CPU'} "
+                f"| {o.macs:,} | {escape.markdown(detail or '')} |"
             )
         return "\n".join(out) + "\n"
 
@@ -101,7 +103,7 @@ class CoverageReport:
         return render_coverage_html(self)
 
     def write(self, path: str | Path, fmt: str) -> None:
-        Path(path).write_text(RENDERERS[fmt](self))
+        Path(path).write_text(RENDERERS[fmt](self), encoding="utf-8", errors="backslashreplace")
 
 
 RENDERERS = {
@@ -286,7 +288,3 @@ def _transitions(mod, npu_names: set[str]) -> int:
                     crossings.add((u.name, here))
             side[b.var] = here
     return len(crossings)
-
-
-def escape(s) -> str:
-    return html.escape(str(s))

@@ -3,6 +3,7 @@ colours with the reasons visible, plus the summary and the full table."""
 
 from __future__ import annotations
 
+from . import escape
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 NODE_W, NODE_H, GAP_X, GAP_Y = 240, 58, 24, 34
@@ -33,6 +34,8 @@ def render_coverage_html(report) -> str:
         autoescape=select_autoescape(["html", "j2"]),
         trim_blocks=True,
         lstrip_blocks=True,
+        # autoescape makes names inert HTML; clean() also drops control and bidi characters
+        finalize=lambda v: escape.clean(v, 4000) if isinstance(v, str) else v,
     )
     pos, width, height = _layout(report.ops)
     edges = []

@@ -163,6 +163,7 @@ def qdq_conv2d(
     relu: bool = False,
     float_clip=None,
     clip=None,
+    input_name: str = "x",
 ) -> tvm.IRModule:
     """dequantize(x), dequantize(W, axis=out-channel) -> nn.conv2d -> [add(dequantize(bias))]
     -> [relu | clip] -> quantize -> [clip]  (TFLite / ONNX QDQ form).
@@ -184,7 +185,7 @@ def qdq_conv2d(
 
     h, wd = input_hw
     x_shape = (1, h, wd, in_channels) if layout == "NHWC" else (1, in_channels, h, wd)
-    x = _tensor("x", x_shape, act_dtype)
+    x = _tensor(input_name, x_shape, act_dtype)
     params = [x]
     s_x_param = None
     if input_scale_as_param:

@@ -8,12 +8,15 @@ the driver API (npu_driver.h). Registered as ``relax.ext.npu`` for TVM's RunCode
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import tvm
-from jinja2 import Environment, FileSystemLoader, StrictUndefined
+from jinja2 import Environment, FileSystemLoader, StrictUndefined, TemplateError
+from markupsafe import Markup
 
+from .. import escape
 from ..errors import LoweringError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import HEADER_WORDS, Opcode, opcode_of
@@ -30,13 +33,31 @@ def include_dir() -> Path:
     return TEMPLATES
 
 
+# Model-supplied strings (names, the file name) reach the C++ only through the filters
+# `comment` and `cstring`, which escape them for where they go. As a safety net, any other
+# string the template prints must consist of characters that are inert everywhere in C++:
+# a template that forgets a filter fails to render instead of emitting what a name says.
+_RAW_SAFE = re.compile(r"[A-Za-z0-9_ .,:;+=<>()\[\]{}@-]*")
+
+
+def _finalize(value):
+    if isinstance(value, Markup) or isinstance(value, (int, float)) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and _RAW_SAFE.fullmatch(value):
+        return value
+    raise TemplateError(f"refusing to print {str(value)[:40]!r} into C++ unescaped: use |comment or |cstring")
+
+
 _env = Environment(
     loader=FileSystemLoader(str(TEMPLATES)),
     undefined=StrictUndefined,
     trim_blocks=True,
     lstrip_blocks=True,
     keep_trailing_newline=True,
+    finalize=_finalize,
 )
+_env.filters["comment"] = lambda v: Markup(escape.c_comment(v))
+_env.filters["cstring"] = lambda v: Markup(escape.c_string(v))
 
 
 @dataclass
@@ -63,11 +84,13 @@ def _stream_rows(schedule: Schedule) -> tuple[list[_Row], int]:
 def _const_lines(data: bytes) -> list[str]:
     out = []
     for k in range(0, len(data), CONST_BYTES_PER_LINE):
-        out.append("".join(f"\\x{b:02x}" for b in data[k : k + CONST_BYTES_PER_LINE]))
+        out.append(Markup("".join(f"\\x{b:02x}" for b in data[k : k + CONST_BYTES_PER_LINE])))
     return out or [""]
 
 
 def generate_source(plan: PartitionPlan, schedule: Schedule, model: str | None = None) -> str:
+    if not escape.is_c_identifier(plan.name):  # symbols are npu_byoc's own names, never a model's
+        raise LoweringError(f"partition name {escape.text(plan.name)!r} is not a C identifier")
     rows, n_words = _stream_rows(schedule)
     tensors = []
     for role, ios in (("input", plan.inputs), ("output", plan.outputs)):

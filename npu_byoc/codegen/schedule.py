@@ -32,6 +32,7 @@ import numpy as np
 from ..errors import LoweringError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import REQUANT_RECORD_BYTES, Opcode, Reg, Region
+from .. import escape
 from .encoder import Dma, Kick, Step, disassemble, encode_with_starts
 from .lower import PartitionPlan
 from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, NpuOp, Pool, TensorRef, Tiling
@@ -66,7 +67,7 @@ class Schedule:
         for start, k in zip(starts, self.step_op):
             if k != last:
                 t = self.tilings[k]
-                notes[start] = f"layer {k}: {self.layers[k]} ({t.rows} rows x {t.channels} channels per tile)"
+                notes[start] = f"layer {k}: {escape.text(self.layers[k])} ({t.rows} rows x {t.channels} channels per tile)"
                 last = k
         return notes
 

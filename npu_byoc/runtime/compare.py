@@ -17,6 +17,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from .. import escape
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..patterns import partition_for_npu, partition_log
 from .build import build
@@ -68,12 +69,12 @@ class CompareReport:
         return json.dumps(self.to_dict(), indent=2)
 
     def to_text(self) -> str:
-        lines = [f"Per-layer comparison of {self.model}: golden path vs TVM CPU (LSB of the layer output)"]
+        lines = [f"Per-layer comparison of {escape.text(self.model)}: golden path vs TVM CPU (LSB of the layer output)"]
         w = min(max([len(r.layer) for r in self.layers] + [5]), 50)
         lines.append(f"  {'partition':<15} {'layer':<{w}} {'op':<17} {'max':>4} {'mean':>7} {'differ':>7}")
         for r in self.layers:
             d = r.golden_vs_cpu
-            name = r.layer if len(r.layer) <= w else "…" + r.layer[-(w - 1):]
+            name = escape.text_column(r.layer, w)
             lines.append(
                 f"  {r.partition:<15} {name:<{w}} {r.op:<17} {d.max_lsb:>4g} {d.mean_lsb:>7.3f} {100 * d.fraction:>6.1f}%"
             )

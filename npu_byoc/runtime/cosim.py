@@ -50,6 +50,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from .. import escape
 from ..codegen.encoder import encode
 from ..codegen.lower import PartitionPlan
 from ..codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, NpuOp, Pool
@@ -148,7 +149,7 @@ class CosimReport:
         writer = csv.DictWriter(out, names, lineterminator="\n")
         writer.writeheader()
         for r in self.layers:
-            writer.writerow({k: ("" if v is None else v) for k, v in asdict(r).items()})
+            writer.writerow({k: ("" if v is None else escape.csv_cell(v)) for k, v in asdict(r).items()})
         return out.getvalue()
 
     def write_csv(self, path: str | Path) -> None:
@@ -163,7 +164,7 @@ class CosimReport:
     def to_text(self, layers: bool = True) -> str:
         """The per-layer table (``layers=False``: the summary only) and the summary."""
         hw, s = self.hw, self.summary
-        lines = [f"Co-simulation of {self.model} on the RTL ({hw['array_rows']} x {hw['array_cols']} MAC array, "
+        lines = [f"Co-simulation of {escape.text(self.model)} on the RTL ({hw['array_rows']} x {hw['array_cols']} MAC array, "
                  f"{hw['sram_bytes'] // 1024} KiB SRAM): every NPU layer on Verilator, fed the NPU path's tensors"]  # fmt: skip
         if layers:
             w = min(max([len(r.name) for r in self.layers] + [5]), 44)
@@ -171,7 +172,7 @@ class CosimReport:
             lines.append(f"  {'#':>3} {'layer':<{w}} {'op':<9} {'MACs':>9} {'cycles':>8} {'compute':>8} {'ideal':>7} "
                          f"{'util':>6} {'overall':>7} {'golden':>6} {'tvm':>4}")  # fmt: skip
             for r in self.layers:
-                name = r.name if len(r.name) <= w else "…" + r.name[-(w - 1):]
+                name = escape.text_column(r.name, w)
                 lines.append(f"  {r.index:>3} {name:<{w}} {r.op:<9} {r.macs:>9} {r.cycles:>8} {r.compute_cycles:>8} "
                              f"{r.ideal_cycles:>7.0f} {_pct(r.utilization):>6} {_pct(r.utilization_overall):>7} "
                              f"{r.max_diff_golden:>6} {_num(r.max_diff_tvm):>4}")  # fmt: skip
@@ -238,7 +239,7 @@ class Progress:
         self.last_decile = decile
         fill = self.width * done // self.total
         bar = "#" * fill + "." * (self.width - fill)
-        label = label if len(label) <= 40 else "…" + label[-39:]
+        label = escape.text_column(label, 40)
         text = f"cosim [{bar}] {done:>4}/{self.total} layers {time.perf_counter() - self.t0:6.1f} s  {label}"
         if self.tty:
             self.stream.write("\r" + text.ljust(110)[:110])
