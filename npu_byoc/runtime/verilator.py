@@ -45,9 +45,18 @@ from . import driver_abi
 from .driver_abi import Buffer, RegionTable, Result, stream_array, stream_pointer
 from .machine import RunStatus
 
-ROOT = Path(__file__).resolve().parents[2]
-RTL_DIR = ROOT / "hw" / "rtl"
-SIM_DIR = ROOT / "hw" / "sim"
+
+
+def _hw_dir() -> Path:
+    """The Verilog and the harness: inside the package when installed from a wheel (setup.py
+    copies them there), else the source tree's top-level hw/ (editable installs, checkouts)."""
+    packaged = Path(__file__).resolve().parents[1] / "hw"
+    return packaged if (packaged / "rtl").is_dir() else Path(__file__).resolve().parents[2] / "hw"
+
+
+HW_DIR = _hw_dir()
+RTL_DIR = HW_DIR / "rtl"
+SIM_DIR = HW_DIR / "sim"
 TEMPLATES = Path(__file__).resolve().parents[1] / "codegen" / "templates"
 TOP = "npu_top"
 HARNESS = "npu_verilator.cc"
