@@ -36,8 +36,19 @@ from tvm import relax
 from tvm.relax.frontend.tflite import tflite_frontend
 
 
+# A model's attributes are untrusted: an output larger than this is refused before any
+# array is made (a PAD of 10^9 or a TILE of 10^6 x 10^6 would exhaust memory, not fail).
+MAX_ELEMENTS = 1 << 26
+
+
 def _bits(mask: int, i: int) -> bool:
     return bool((int(mask) >> i) & 1)
+
+
+def _check_size(shape) -> None:
+    n = math.prod(int(d) for d in shape)
+    if n > MAX_ELEMENTS:
+        raise ValueError(f"an output of shape {list(shape)} ({n:,} elements) is larger than {MAX_ELEMENTS:,}")
 
 
 # --------------------------------------------------------------------------------------------
@@ -49,6 +60,7 @@ def _pad(opts, x, paddings, *_constant_values):  # the fill value is opts["fill"
     p = np.asarray(paddings, np.int64).reshape(-1, 2)
     if (p < 0).any() or len(p) != x.ndim:
         raise ValueError(f"paddings {p.tolist()} do not fit shape {list(x.shape)}")
+    _check_size([n + a + b for n, (a, b) in zip(x.shape, p.tolist())])
     return [np.pad(x, p.tolist(), constant_values=opts["fill"])]
 
 
@@ -98,6 +110,8 @@ def _transpose(opts, x, perm):
 
 def _squeeze(opts, x):
     dims = opts["squeeze_dims"]
+    if any(not -x.ndim <= d < x.ndim for d in dims):
+        raise ValueError(f"squeeze_dims {dims} out of range for rank {x.ndim}")
     axes = tuple(d % x.ndim for d in dims) if dims else tuple(k for k, n in enumerate(x.shape) if n == 1)
     if any(x.shape[a] != 1 for a in axes):
         raise ValueError(f"cannot squeeze axes {list(axes)} of shape {list(x.shape)}")
@@ -125,6 +139,7 @@ def _resize_nearest(opts, x, size):
     oh, ow = (int(s) for s in np.asarray(size).ravel())
     if x.ndim != 4 or oh <= 0 or ow <= 0:
         raise ValueError(f"needs a 4-D input and a positive size, got {list(x.shape)} -> {[oh, ow]}")
+    _check_size([x.shape[0], oh, ow, x.shape[3]])
     ac, hp = opts["align_corners"], opts["half_pixel_centers"]
     y = np.take(x, nearest_indices(x.shape[1], oh, ac, hp), axis=1)
     return [np.take(y, nearest_indices(x.shape[2], ow, ac, hp), axis=2)]
@@ -138,6 +153,7 @@ def _tile(opts, x, multiples):
     m = [int(v) for v in np.asarray(multiples).ravel()]
     if len(m) != x.ndim or min(m) < 0:
         raise ValueError(f"multiples {m} do not fit shape {list(x.shape)}")
+    _check_size([n * k for n, k in zip(x.shape, m)])
     return [np.tile(x, m)]
 
 
@@ -146,6 +162,7 @@ def _gather(opts, x, indices):
     if batch_dims != 0:
         raise ValueError(f"batch_dims {batch_dims} (only 0 is supported)")
     indices = np.asarray(indices, np.int64)
+    _check_size([*x.shape[:axis], *indices.shape, *x.shape[axis + 1 :]])
     n = x.shape[axis]
     if indices.size and (indices.min() < 0 or indices.max() >= n):
         raise ValueError(f"an index is outside [0, {n})")

@@ -316,3 +316,34 @@ def test_coverage_lists_the_folded_shape_chain():
     folded = {o.op: o.reason for o in report.ops if o.op in ("SHAPE", "STRIDED_SLICE", "PACK")}
     assert set(folded) == {"SHAPE", "STRIDED_SLICE", "PACK"}
     assert all(r == "constant: computed at import, no run-time work" for r in folded.values())
+
+
+def test_huge_outputs_are_refused_before_any_array_is_made():
+    from npu_byoc.tflite_ops import _pad, _tile
+
+    x = np.zeros((1, 8, 8, 4), np.int8)
+    with pytest.raises(ValueError, match="larger than"):
+        _pad({"fill": 0}, x, np.array([[0, 0], [0, 10**9], [0, 0], [0, 0]]))
+    with pytest.raises(ValueError, match="larger than"):
+        _tile({}, x, np.array([1, 10**6, 10**6, 1]))
+
+
+@pytest.mark.parametrize(
+    "fn, opts, args, message",
+    [
+        ("_squeeze", {"squeeze_dims": [5]}, [np.zeros((1, 2))], "out of range"),
+        ("_squeeze", {"squeeze_dims": [1]}, [np.zeros((1, 2))], "cannot squeeze"),
+        ("_split", {"num_splits": 3}, [np.array([1]), np.zeros((1, 4))], "equal parts"),
+        ("_split_v", {}, [np.zeros((1, 4)), np.array([1, 1]), np.array([1])], "do not add up"),
+        ("_gather", {"axis": 1, "batch_dims": 0}, [np.zeros((1, 4)), np.array([4])], "outside"),
+        ("_pad", {"fill": 0}, [np.zeros((1, 4)), np.array([[0, 0]])], "do not fit"),
+        ("_resize_nearest", {"align_corners": False, "half_pixel_centers": False},
+         [np.zeros((1, 2, 2, 1)), np.array([0, 3])], "positive size"),
+    ],
+)
+def test_bad_attributes_are_value_errors(fn, opts, args, message):
+    """The converter turns these into one-line import errors naming the op."""
+    import npu_byoc.tflite_ops as T
+
+    with pytest.raises(ValueError, match=message):
+        getattr(T, fn)(opts, *args)
