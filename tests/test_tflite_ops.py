@@ -180,6 +180,16 @@ def test_ds_cnn_returns_its_declared_output_shape():
     assert out.shape == (1, 12)
 
 
+@pytest.mark.slow
+def test_ds_cnn_declared_shape_through_the_npu_and_the_cli(tmp_path):
+    name = "ds_cnn_int8.tflite"
+    assert _build(name, "functional").run(reference(name)["inputs"][0])[0].shape == (1, 12)
+    x = tmp_path / "x.npy"
+    np.save(x, reference(name)["inputs"][0][0])
+    assert main(["run", str(model_path(name)), "--input", str(x), "--output", str(tmp_path / "y.npy")]) == 0
+    assert np.load(tmp_path / "y.npy").shape == (1, 12)
+
+
 def test_declare_output_shapes_reshapes_a_relax_main():
     bb = relax.BlockBuilder()
     x = relax.Var("x", relax.TensorType((1, 12), "int8"))
