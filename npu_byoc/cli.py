@@ -8,6 +8,9 @@
     npu-byoc cosim MODEL --input x.npy [--reference ref.npy] [--report r.json] [--csv l.csv] [--plot u.png]
     npu-byoc partition MODEL [-o FILE]              the partitioned Relax module (TVMScript)
     npu-byoc patterns [--format text|md]            the NPU pattern table
+
+Every command that loads a MODEL takes ``--input-shape NAME=d0,d1,...`` (repeatable) or
+``--input-shape N`` to fix the open dimensions of a model's inputs (batch 1 by default).
 """
 
 from __future__ import annotations
@@ -40,10 +43,32 @@ def _emit(text: str, output: str | None) -> None:
         sys.stdout.write(text)
 
 
-def cmd_coverage(args) -> int:
-    from . import coverage_report, load_model
+def parse_input_shape(text: str) -> tuple[str | None, object]:
+    """``NAME=1,96,96,3`` (one input's shape) or ``N`` (the batch of every open input)."""
+    name, sep, dims = text.rpartition("=")
+    try:
+        if not sep:
+            return None, int(dims)
+        return name, tuple(int(d) for d in dims.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}': expected NAME=d0,d1,... or a batch size") from None
 
-    report = coverage_report(load_model(args.model))
+
+def _load(args):
+    """load_model(args.model) with the --input-shape options."""
+    from . import load_model
+
+    given = dict(args.input_shape or [])
+    batch = given.pop(None, None)
+    if batch is not None and given:
+        raise NpuByocError("--input-shape: give a batch size or shapes by name, not both")
+    return load_model(args.model, input_shapes=given or batch)
+
+
+def cmd_coverage(args) -> int:
+    from . import coverage_report
+
+    report = coverage_report(_load(args))
     from .coverage import RENDERERS
 
     _emit(RENDERERS[args.format](report), args.output)
@@ -80,35 +105,32 @@ def _save_outputs(outputs, path: str | None) -> None:
 
 
 def cmd_run(args) -> int:
-    from . import load_model
     from .runtime.build import build
 
     inputs = _load_inputs(args.input)
-    model = build(load_model(args.model), args.backend)
+    model = build(_load(args), args.backend)
     _save_outputs(model.run(inputs), args.output)
     return 0
 
 
 def cmd_compare(args) -> int:
-    from . import load_model
     from .runtime.compare import compare
 
     inputs = _load_inputs(args.input)
     reference = _load_inputs(args.reference) if args.reference else None
-    report = compare(load_model(args.model), inputs, reference)
+    report = compare(_load(args), inputs, reference)
     _emit(report.to_json() + "\n" if args.format == "json" else report.to_text(), args.output)
     return 0
 
 
 def cmd_cosim(args) -> int:
-    from . import load_model
     from .runtime.cosim import CosimMismatch, cosim
 
     inputs = _load_inputs(args.input)
     reference = _load_inputs(args.reference) if args.reference else None
     failure = None
     try:
-        report = cosim(load_model(args.model), inputs, reference, progress=not args.no_progress)
+        report = cosim(_load(args), inputs, reference, progress=not args.no_progress)
     except CosimMismatch as err:  # the report is complete: show and write it, then fail
         report, failure = err.report, str(err)
     sys.stdout.write(report.to_text(layers=not args.summary_only))
@@ -124,18 +146,17 @@ def cmd_cosim(args) -> int:
 
 
 def cmd_compile(args) -> int:
-    from . import load_model
     from .runtime.build import build
 
-    model = build(load_model(args.model), args.backend, output=args.output)
+    model = build(_load(args), args.backend, output=args.output)
     print(f"wrote {model.extra['library']} ({len(model.plans)} NPU partition(s), backend {args.backend})")
     return 0
 
 
 def cmd_partition(args) -> int:
-    from . import load_model, partition_for_npu
+    from . import partition_for_npu
 
-    mod = partition_for_npu(load_model(args.model))
+    mod = partition_for_npu(_load(args))
     _emit(mod.script(show_meta=False), args.output)
     return 0
 
@@ -235,6 +256,13 @@ def build_parser() -> argparse.ArgumentParser:
     pt.add_argument("model")
     pt.add_argument("-o", "--output")
     pt.set_defaults(func=cmd_partition)
+
+    for q in (c, k, r, cp, cs, pt):
+        q.add_argument(
+            "--input-shape", action="append", type=parse_input_shape, metavar="NAME=d0,d1,...",
+            help="fix an input's open dimensions (repeatable); a plain N fixes every open batch "
+            "(default 1)",
+        )
 
     t = sub.add_parser("patterns", help="print the NPU pattern table")
     t.add_argument("--format", default="text", choices=["text", "md"])

@@ -158,7 +158,7 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
             continue
         producers = _skip_qdq(op.producers, info, qdq)
         if not op.vars:
-            ops.append(OpCoverage(op.index, op.name, op.op, False, None, "constant: computed by TVM's importer, no run-time work", 0, producers))
+            ops.append(OpCoverage(op.index, op.name, op.op, False, None, "constant: computed at import, no run-time work", 0, producers))
             continue
         decision = next((accepted[v] for v in op.vars if v in accepted), None)
         macs = sum(macs_of_binding.get(v, 0) for v in op.vars)

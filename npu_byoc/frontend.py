@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -82,12 +83,17 @@ def model_info(mod: tvm.IRModule) -> ModelInfo | None:
     return ModelInfo.from_json(str(attrs[MODEL_INFO_ATTR]))
 
 
-def load_model(path: str | Path) -> tvm.IRModule:
+def load_model(path: str | Path, input_shapes: dict[str, Sequence[int]] | int | None = None) -> tvm.IRModule:
     """Import a quantized model into a Relax IRModule.
 
     ``.tflite`` goes through ``tvm.relax.frontend.tflite``, ``.onnx`` through
     ``tvm.relax.frontend.onnx`` and ``.json`` is a Relax IRModule saved with
     ``tvm.ir.save_json``. The result carries a :class:`ModelInfo` (see :func:`model_info`).
+
+    ``input_shapes`` fixes the shapes of inputs the model leaves open (a batch-None keras
+    model has batch -1): a dict input name -> shape, or a batch size for every input whose
+    batch is open (default 1). Other open dimensions must be given by name. The outputs
+    have the shapes the model file declares (with an open batch fixed the same way).
     """
     path = Path(path)
     if not path.exists():
@@ -101,16 +107,22 @@ def load_model(path: str | Path) -> tvm.IRModule:
     data = path.read_bytes()
     if not data:
         raise ModelLoadError(f"{path}: the file is empty")
-    return loader(path, data)
+    if loader is _load_relax_json:
+        if input_shapes is not None:
+            raise ModelLoadError(f"{path}: input_shapes applies to .tflite and .onnx models only")
+        return loader(path, data)
+    return loader(path, data, input_shapes)
 
 
 # ---------------------------------------------------------------------------------------------
 # TFLite
 
 
-def _load_tflite(path: Path, data: bytes) -> tvm.IRModule:
+def _load_tflite(path: Path, data: bytes, input_shapes=None) -> tvm.IRModule:
     import tflite
     from tvm.relax.frontend.tflite import tflite_frontend
+
+    from .tflite_ops import DataMovementConverter
 
     # A TFLite flatbuffer carries the file identifier "TFL3" at bytes 4..8.
     if len(data) < 8 or data[4:8] != b"TFL3":
@@ -122,10 +134,11 @@ def _load_tflite(path: Path, data: bytes) -> tvm.IRModule:
         outputs = tuple(_tflite_tensor_info(subgraph, i) for i in subgraph.OutputsAsNumpy())
     except Exception as err:  # a truncated flatbuffer fails in many ways inside the parser
         raise ModelLoadError(f"{path}: corrupt or truncated TFLite file ({err})") from None
+    inputs, outputs = fix_shapes(path, inputs, outputs, input_shapes)
 
     records: list[tuple[str, str, object]] = []
 
-    class RecordingConverter(tflite_frontend.OperatorConverter):
+    class RecordingConverter(DataMovementConverter):
         """TVM's converter, remembering which Relax expression each TFLite op became."""
 
         def convert_op_to_relax(self):
@@ -149,7 +162,9 @@ def _load_tflite(path: Path, data: bytes) -> tvm.IRModule:
                         )
 
     try:
-        mod = tflite_frontend.from_tflite(model, op_converter=RecordingConverter)
+        mod = tflite_frontend.from_tflite(
+            model, shape_dict={t.name: t.shape for t in inputs}, op_converter=RecordingConverter
+        )
     except tvm.error.OpNotImplemented as err:
         raise UnsupportedModelError(f"{path}: TVM cannot import this model: {_first_line(err)}") from None
     except Exception as err:
@@ -159,6 +174,7 @@ def _load_tflite(path: Path, data: bytes) -> tvm.IRModule:
 
     # TFLite ops are unnamed: name them after their output tensor (first ';' component).
     named = [(name.split(";")[0], kind, ret) for name, kind, ret in records]
+    mod = declare_output_shapes(mod, outputs)
     return _finish(mod, path, "tflite", inputs, outputs, named)
 
 
@@ -172,9 +188,11 @@ def _tflite_tensor_info(subgraph, index: int) -> TensorInfo:
     if q is not None and q.ScaleLength() == 1:
         scale = float(q.ScaleAsNumpy()[0])
         zero_point = int(q.ZeroPointAsNumpy()[0])
+    # the shape signature keeps an open dimension (-1) that the shape itself writes as 1
+    dims = t.ShapeSignatureAsNumpy() if t.ShapeSignatureLength() else t.ShapeAsNumpy()
     return TensorInfo(
         name=t.Name().decode(),
-        shape=tuple(int(d) for d in t.ShapeAsNumpy()),
+        shape=tuple(int(d) for d in dims),
         dtype=_TFLITE_DTYPES.get(t.Type(), f"tflite_type_{t.Type()}"),
         scale=scale,
         zero_point=zero_point,
@@ -185,7 +203,7 @@ def _tflite_tensor_info(subgraph, index: int) -> TensorInfo:
 # ONNX
 
 
-def _load_onnx(path: Path, data: bytes) -> tvm.IRModule:
+def _load_onnx(path: Path, data: bytes, input_shapes=None) -> tvm.IRModule:
     import onnx
     from tvm.relax.frontend.onnx import onnx_frontend
 
@@ -204,6 +222,7 @@ def _load_onnx(path: Path, data: bytes) -> tvm.IRModule:
     graph_inputs = [i for i in model.graph.input if i.name not in initializers]
     inputs = tuple(_onnx_value_info(v) for v in graph_inputs)
     outputs = tuple(_onnx_value_info(v) for v in model.graph.output)
+    inputs, outputs = fix_shapes(path, inputs, outputs, input_shapes)
 
     records: list[tuple[str, str, object]] = []
 
@@ -216,7 +235,8 @@ def _load_onnx(path: Path, data: bytes) -> tvm.IRModule:
     opset = next(
         (o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1
     )
-    importer = RecordingImporter({}, "float32", keep_params_in_input=False, sanitize=True)
+    shape_dict = {t.name: t.shape for t in inputs if t.shape}
+    importer = RecordingImporter(shape_dict, "float32", keep_params_in_input=False, sanitize=True)
     try:
         mod = importer.from_onnx(model.graph, opset)
     except tvm.error.OpNotImplemented as err:
@@ -228,6 +248,7 @@ def _load_onnx(path: Path, data: bytes) -> tvm.IRModule:
     named = []
     for k, (name, kind, ret) in enumerate(records):
         named.append((name or f"{kind}_{k}", kind, ret))
+    mod = declare_output_shapes(mod, outputs)
     return _finish(mod, path, "onnx", inputs, outputs, named)
 
 
@@ -238,6 +259,101 @@ def _onnx_value_info(v) -> TensorInfo:
     tt = v.type.tensor_type
     shape = tuple(int(d.dim_value) if d.HasField("dim_value") else -1 for d in tt.shape.dim)
     return TensorInfo(name=v.name, shape=shape, dtype=_ONNX_DTYPES.get(tt.elem_type, f"onnx_type_{tt.elem_type}"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Open input dimensions and declared output shapes
+
+
+def fix_shapes(path, inputs, outputs, input_shapes):
+    """Close the open (-1) dimensions of the model's inputs with ``input_shapes`` (see
+    :func:`load_model`); an open output batch takes the inputs' batch."""
+    given, batch = {}, 1
+    if isinstance(input_shapes, dict):
+        given = input_shapes
+    elif isinstance(input_shapes, int) and not isinstance(input_shapes, bool):
+        batch = input_shapes
+    elif input_shapes is not None:
+        raise ModelLoadError(f"{path}: input_shapes must be a dict name -> shape or a batch size, not {input_shapes!r}")
+    if batch < 1:
+        raise ModelLoadError(f"{path}: input_shapes: batch size {batch} (must be >= 1)")
+    names = [t.name for t in inputs]
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise ModelLoadError(f"{path}: input_shapes names no input {unknown[0]!r} (inputs: {', '.join(names)})")
+    fixed = []
+    for t in inputs:
+        if t.name in given:
+            shape = _checked_shape(path, t, given[t.name])
+        else:
+            shape = tuple(batch if (k == 0 and d < 0) else d for k, d in enumerate(t.shape))
+            if any(d < 0 for d in shape):
+                k = next(k for k, d in enumerate(shape) if d < 0)
+                raise ModelLoadError(
+                    f"{path}: input {t.name!r} has an open dimension {k} (shape {list(t.shape)}): "
+                    f"give its shape with input_shapes (CLI: --input-shape {t.name}=...)"
+                )
+        fixed.append(replace(t, shape=shape))
+    out_batch = fixed[0].shape[0] if fixed and fixed[0].shape else batch
+    outs = [
+        replace(t, shape=tuple(out_batch if (k == 0 and d < 0) else d for k, d in enumerate(t.shape)))
+        for t in outputs
+    ]
+    return tuple(fixed), tuple(outs)
+
+
+def _checked_shape(path, t: TensorInfo, shape) -> tuple[int, ...]:
+    try:
+        shape = tuple(int(d) for d in shape)
+    except (TypeError, ValueError):
+        raise ModelLoadError(f"{path}: input_shapes[{t.name!r}] is not a list of integers: {shape!r}") from None
+    fits = len(shape) == len(t.shape) and all(d == s or s < 0 for d, s in zip(shape, t.shape))
+    if not fits or min(shape, default=1) < 1:
+        raise ModelLoadError(
+            f"{path}: input_shapes[{t.name!r}] = {list(shape)} does not fit the declared shape {list(t.shape)}"
+        )
+    return shape
+
+
+def declare_output_shapes(mod: tvm.IRModule, outputs) -> tvm.IRModule:
+    """Reshape main's outputs to the shapes the model declares, where they differ and hold
+    the same number of elements (TVM's TFLite frontend keeps FULLY_CONNECTED's 4-D input
+    shape, so a DS-CNN declared [1, 12] would return [1, 1, 1, 12])."""
+    main = mod["main"]
+    ret = main.ret_ty
+    rets = list(ret.fields) if isinstance(ret, relax.TupleType) else [ret]
+    declared = [t.shape for t in outputs]
+    if len(rets) != len(declared) or len(main.body.blocks) != 1:
+        return mod
+    have = [_relax_tensor_info("", r).shape for r in rets]
+    change = [
+        bool(d) and min(d) > 0 and h != d and min(h, default=0) > 0 and _count(h) == _count(d)
+        for h, d in zip(have, declared)
+    ]
+    if not any(change):
+        return mod
+    bb = relax.BlockBuilder()
+    attrs = {k: v for k, v in main.attrs.items() if k != "global_symbol"} if main.attrs else None
+    with bb.function("main", list(main.params), attrs=attrs):
+        with bb.dataflow():
+            for binding in main.body.blocks[0].bindings:
+                bb.emit_normalized(binding)
+            out = main.body.body
+            fields = [out] if len(rets) == 1 else [bb.emit(relax.TupleGetItem(out, k)) for k in range(len(rets))]
+            fields = [bb.emit(relax.op.reshape(f, d)) if c else f for f, d, c in zip(fields, declared, change)]
+            gv = bb.emit_output(fields[0] if len(fields) == 1 else relax.Tuple(fields))
+        bb.emit_func_output(gv)
+    new = bb.get()["main"]
+    mod = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    mod["main"] = new
+    return mod
+
+
+def _count(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 # ---------------------------------------------------------------------------------------------

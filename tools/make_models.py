@@ -19,7 +19,8 @@ Options::
 
     --out DIR        output folder (default tests/fixtures/models next to this repo)
     --only NAME      build one model only (repeatable): mobilenet_v2_int8, tiny_cnn_int8,
-                     tiny_cnn_qdq
+                     tiny_cnn_qdq, resnet_small_int8, densenet_small_int8,
+                     mobilenet_v1_batch_none_int8, ds_cnn_int8, op_<op>_int8, ops_uint8
     --no-data-copy   do not copy the demo models to npu_byoc/data/
     --skip-build     with --verify-tvm: check the existing files only
     --verify-tvm     import every model in TVM (Relax frontends), dump the Relax script to
@@ -49,6 +50,27 @@ The models
     weights, int8 activations). Graph input/output stay float32. Note that the ORT QDQ
     quantizer folds Relu/Clip into the preceding Conv's output quantization (zero point
     -128), so the quantized graph has no Relu/Clip nodes - as in real ORT QDQ models.
+
+``resnet_small_int8.tflite``, ``densenet_small_int8.tflite``
+    keras.applications-style ResNet (ZeroPadding2D(3) -> Conv 7x7/2 -> ZeroPadding2D(1) ->
+    MaxPool 3x3/2, three bottleneck blocks) and DenseNet (the same stem, dense blocks
+    concatenating conv1x1-conv3x3 bottlenecks, a conv1x1 + AvgPool 2x2/2 transition) at
+    32x32: int8 PAD. (DenseNet121 itself, ~7M parameters, is too large for a fixture.)
+``mobilenet_v1_batch_none_int8.tflite``
+    ``keras.applications.MobileNet(alpha=0.25)`` at 96x96 converted with batch None: its
+    input signature is [-1, 96, 96, 3] and its head computes SHAPE -> STRIDED_SLICE -> PACK
+    -> RESHAPE.
+``ds_cnn_int8.tflite``
+    The MLPerf Tiny keyword-spotting DS-CNN (49x10x1 input), output declared [1, 12].
+``op_<op>_int8.tflite`` (pad, padv2, strided_slice, split, split_v, transpose, squeeze,
+resize_nearest_neighbor, pack, tile, gather, shape)
+    One data-movement op applied to the int8 input and to a quantized 1x1 CONV_2D's output
+    (outputs: the first half, then the second). SQUEEZE (batch and width open) and SHAPE
+    (batch open) keep their op only with open dimensions. TILE's references use LiteRT's
+    builtin kernels without delegates (its reference resolver has no int8 TILE).
+``ops_uint8.tflite``
+    uint8 PAD, PADV2, TRANSPOSE, STRIDED_SLICE, RESIZE_NEAREST_NEIGHBOR, GATHER, PACK made
+    with the legacy converter (fake-quant graph, inference_type uint8).
 
 Weights and data
 ----------------
@@ -282,17 +304,27 @@ def tflite_references(path: Path, float_inputs: np.ndarray, meta: dict):
     import ai_edge_litert
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    it = Interpreter(
-        model_path=str(path),
-        experimental_op_resolver_type=OpResolverType.BUILTIN_REF,
-        experimental_preserve_all_tensors=True,
-    )
+    resolver = OpResolverType.BUILTIN_REF
+    try:
+        it = Interpreter(model_path=str(path), experimental_op_resolver_type=resolver,
+                         experimental_preserve_all_tensors=True)
+    except ValueError as err:  # LiteRT's reference resolver lacks some op versions (TILE v3)
+        if "Didn't find op" not in str(err):
+            raise
+        resolver = OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+        it = Interpreter(model_path=str(path), experimental_op_resolver_type=resolver,
+                         experimental_preserve_all_tensors=True)
     it.allocate_tensors()
     ins, outs = it.get_input_details(), it.get_output_details()
     assert len(ins) == 1, "one input expected"
+    if (ins[0]["shape_signature"] < 0).any():  # a dynamic dimension: run at the data's shape
+        it.resize_tensor_input(ins[0]["index"], [1, *float_inputs.shape[1:]])
+        it.allocate_tensors()
+        ins, outs = it.get_input_details(), it.get_output_details()
     ind = ins[0]
     scale, zp = ind["quantization"]
-    q = np.clip(np.round(float_inputs / scale) + zp, -128, 127).astype(ind["dtype"])
+    lim = np.iinfo(ind["dtype"])
+    q = np.clip(np.round(float_inputs / scale) + zp, lim.min, lim.max).astype(ind["dtype"])
     q = q.reshape(len(float_inputs), *ind["shape"][1:])
 
     act = set()  # activation tensors: graph inputs and op outputs (not constants)
@@ -323,7 +355,7 @@ def tflite_references(path: Path, float_inputs: np.ndarray, meta: dict):
                 tensors[key] = it.get_tensor(ti).copy()
             tensors["__index__"] = np.array(json.dumps(index))
 
-    ref = f"litert {ai_edge_litert.__version__} BUILTIN_REF"
+    ref = f"litert {ai_edge_litert.__version__} {resolver.name}"
     io_meta = {
         "inputs": [
             {"name": d["name"], "shape": d["shape"].tolist(), "dtype": np.dtype(d["dtype"]).name,
@@ -445,6 +477,275 @@ def build_tiny_cnn_int8(out: Path):
             "train_accuracy": round(acc, 4), **_common_meta()}
     tflite_references(path, nhwc_batch(REF_SEEDS, *shape), meta)
     return path
+
+
+# --------------------------------------------------------------------------- TFLite ops TVM refuses
+# Real keras models whose int8 TFLite form holds PAD (ZeroPadding2D), a batch-None model
+# (SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE) and a DS-CNN whose output is declared [1, 12];
+# then one small model per data-movement op (a quantized CONV_2D feeds it, so the op is int8).
+def _train_and_convert(name: str, out: Path, make, shape, epochs: int, lr: float, meta: dict,
+                       batch=1):
+    """Train ``make(None)``; convert ``make(batch)`` (None keeps the batch dynamic) to int8."""
+    _set_seeds()
+    trained, acc = train_keras(make, shape, epochs=epochs, lr=lr)
+    model = trained
+    if batch is None:
+        model = make(None)
+        model.set_weights(trained.get_weights())
+    calib = nhwc_batch(CALIB_SEEDS, *shape)
+    calibrate_bn(model, calib)
+    path = out / f"{name}.tflite"
+    path.write_bytes(convert_int8(model, calib))
+    meta = {**meta, "input_shape": [batch, *shape], "train_accuracy": round(acc, 4),
+            **_common_meta()}
+    tflite_references(path, nhwc_batch(REF_SEEDS, *shape), meta)
+    return path
+
+
+def make_resnet_small(batch_size):
+    """keras.applications ResNet stem and bottleneck blocks, at 32x32 and narrow widths."""
+    import keras
+    from keras import layers as L
+
+    x0 = keras.Input(shape=(32, 32, 3), batch_size=batch_size, name="input")
+    x = L.ZeroPadding2D(3, name="conv1_pad")(x0)
+    x = L.Conv2D(16, 7, strides=2, name="conv1_conv")(x)
+    x = L.BatchNormalization(name="conv1_bn")(x)
+    x = L.ReLU(name="conv1_relu")(x)
+    x = L.ZeroPadding2D(1, name="pool1_pad")(x)
+    x = L.MaxPooling2D(3, strides=2, name="pool1_pool")(x)
+
+    def block(x, filters, stride, shortcut_conv, name):
+        if shortcut_conv:
+            s = L.Conv2D(4 * filters, 1, strides=stride, name=name + "_0_conv")(x)
+            s = L.BatchNormalization(name=name + "_0_bn")(s)
+        else:
+            s = x
+        y = L.Conv2D(filters, 1, strides=stride, name=name + "_1_conv")(x)
+        y = L.ReLU(name=name + "_1_relu")(L.BatchNormalization(name=name + "_1_bn")(y))
+        y = L.Conv2D(filters, 3, padding="same", name=name + "_2_conv")(y)
+        y = L.ReLU(name=name + "_2_relu")(L.BatchNormalization(name=name + "_2_bn")(y))
+        y = L.Conv2D(4 * filters, 1, name=name + "_3_conv")(y)
+        y = L.BatchNormalization(name=name + "_3_bn")(y)
+        return L.ReLU(name=name + "_out")(L.Add(name=name + "_add")([s, y]))
+
+    x = block(x, 8, 1, True, "conv2_block1")
+    x = block(x, 8, 1, False, "conv2_block2")
+    x = block(x, 16, 2, True, "conv3_block1")
+    x = L.GlobalAveragePooling2D(name="avg_pool")(x)
+    return keras.Model(x0, L.Dense(10, activation="softmax", name="predictions")(x),
+                       name="resnet_small")
+
+
+def make_densenet_small(batch_size):
+    """keras.applications DenseNet stem, dense blocks (conv1x1-conv3x3 bottlenecks whose
+    outputs are concatenated) and a transition (conv1x1, average pool 2x2/2), at 32x32.
+    BN-ReLU come after each conv (they fold into it); DenseNet's own pre-activation BN on a
+    concatenation would become int8 MUL/ADD, which TVM's CPU build rounds in float."""
+    import keras
+    from keras import layers as L
+
+    x0 = keras.Input(shape=(32, 32, 3), batch_size=batch_size, name="input")
+    x = L.ZeroPadding2D(3, name="zero_padding2d")(x0)
+    x = L.Conv2D(16, 7, strides=2, use_bias=False, name="conv1_conv")(x)
+    x = L.ReLU(name="conv1_relu")(L.BatchNormalization(name="conv1_bn")(x))
+    x = L.ZeroPadding2D(1, name="zero_padding2d_1")(x)
+    x = L.MaxPooling2D(3, strides=2, name="pool1")(x)
+
+    def conv_bn_relu(x, filters, kernel, name):
+        x = L.Conv2D(filters, kernel, padding="same", use_bias=False, name=name + "_conv")(x)
+        return L.ReLU(name=name + "_relu")(L.BatchNormalization(name=name + "_bn")(x))
+
+    def conv_block(x, growth, name):
+        y = conv_bn_relu(x, 4 * growth, 1, name + "_1")
+        y = conv_bn_relu(y, growth, 3, name + "_2")
+        return L.Concatenate(name=name + "_concat")([x, y])
+
+    for k in range(3):
+        x = conv_block(x, 8, f"conv2_block{k + 1}")
+    x = conv_bn_relu(x, 20, 1, "pool2")
+    x = L.AveragePooling2D(2, strides=2, name="pool2_pool")(x)
+    for k in range(2):
+        x = conv_block(x, 8, f"conv3_block{k + 1}")
+    x = L.GlobalAveragePooling2D(name="avg_pool")(x)
+    return keras.Model(x0, L.Dense(10, activation="softmax", name="predictions")(x),
+                       name="densenet_small")
+
+
+def make_mobilenet_v1(batch_size):
+    import keras
+
+    return keras.applications.MobileNet(
+        alpha=0.25, weights=None, classes=10,
+        input_tensor=keras.Input(shape=(96, 96, 3), batch_size=batch_size, name="input"))
+
+
+def make_ds_cnn(batch_size):
+    """MLPerf Tiny keyword spotting DS-CNN (49x10x1 MFCC input, 12 classes)."""
+    import keras
+    from keras import layers as L
+
+    x0 = keras.Input(shape=(49, 10, 1), batch_size=batch_size, name="input")
+    x = L.Conv2D(64, (10, 4), strides=(2, 2), padding="same", name="conv")(x0)
+    x = L.ReLU(name="relu")(L.BatchNormalization(name="bn")(x))
+    for k in range(4):
+        x = L.DepthwiseConv2D(3, padding="same", name=f"dw{k}")(x)
+        x = L.ReLU(name=f"dw{k}_relu")(L.BatchNormalization(name=f"dw{k}_bn")(x))
+        x = L.Conv2D(64, 1, name=f"pw{k}")(x)
+        x = L.ReLU(name=f"pw{k}_relu")(L.BatchNormalization(name=f"pw{k}_bn")(x))
+    x = L.AveragePooling2D(pool_size=(25, 5), name="avg_pool")(x)
+    x = L.Flatten(name="flatten")(x)
+    return keras.Model(x0, L.Dense(12, activation="softmax", name="fc")(x), name="ds_cnn")
+
+
+def build_resnet_small(out: Path):
+    return _train_and_convert("resnet_small_int8", out, make_resnet_small, (32, 32, 3), 4, 3e-3,
+                              {"model": "ResNet-style (keras.applications stem + bottlenecks)"})
+
+
+def build_densenet_small(out: Path):
+    return _train_and_convert("densenet_small_int8", out, make_densenet_small, (32, 32, 3), 4,
+                              3e-3, {"model": "DenseNet-style (keras.applications stem, blocks)"})
+
+
+def build_mobilenet_v1_batch_none(out: Path):
+    return _train_and_convert("mobilenet_v1_batch_none_int8", out, make_mobilenet_v1,
+                              (96, 96, 3), 8, 2e-3,
+                              {"model": "keras.applications.MobileNet alpha 0.25, batch None"},
+                              batch=None)
+
+
+def build_ds_cnn(out: Path):
+    return _train_and_convert("ds_cnn_int8", out, make_ds_cnn, (49, 10, 1), 4, 3e-3,
+                              {"model": "DS-CNN (MLPerf Tiny KWS)"})
+
+
+def _op_model(body, in_shape=(8, 8, 4), batch=1, seed=7):
+    """A tf.function returning ``body`` of the int8 input (the op alone: TVM's CPU build must
+    give LiteRT's integers exactly), then ``body`` of a quantized 1x1 CONV_2D's output (an
+    NPU partition feeding the op)."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(seed)
+    c = in_shape[-1]
+    w = tf.constant(rng.normal(size=(1, 1, c, c)).astype(np.float32) * 0.6)
+    b = tf.constant(rng.normal(size=(c,)).astype(np.float32) * 0.1)
+
+    @tf.function(input_signature=[tf.TensorSpec([batch, *in_shape], tf.float32)])
+    def f(x):
+        y = tf.nn.conv2d(x, w, 1, "SAME") + b
+        direct, after_conv = body(x), body(y)
+        if not isinstance(direct, tuple):
+            return direct, after_conv
+        return (*direct, *after_conv)
+
+    return f
+
+
+def _op_models():
+    import tensorflow as tf
+
+    resize = tf.compat.v1.image.resize_nearest_neighbor
+    return {
+        "pad": lambda y: tf.pad(y, [[0, 0], [1, 2], [3, 0], [0, 1]]),
+        "padv2": lambda y: tf.pad(y, [[0, 0], [2, 1], [0, 2], [0, 0]], constant_values=0.75),
+        "strided_slice": lambda y: (
+            y[:, 1:7:2, ::-1, 1:3],            # strides, negative stride, begin/end
+            y[..., 2],                         # ellipsis + shrink
+            y[:, tf.newaxis, -3:, :, ::2],     # new axis, negative begin
+            y[:, -2:0:-3, 5:1:-1, :],          # negative strides with explicit bounds
+        ),
+        "split": lambda y: tuple(tf.split(y, 2, axis=3)),
+        "split_v": lambda y: tuple(tf.split(y, [3, 1, 4], axis=1)),
+        "transpose": lambda y: tf.transpose(y, [0, 3, 1, 2]),
+        "squeeze": ("squeeze", (1, None, 4)),
+        "resize_nearest_neighbor": lambda y: (
+            resize(y, [13, 11]),
+            resize(y, [13, 11], align_corners=True),
+            resize(y, [5, 16], half_pixel_centers=True),
+        ),
+        "pack": lambda y: tf.stack([y, tf.nn.relu(y)], axis=1),
+        "tile": lambda y: tf.tile(y, [1, 2, 1, 3]),
+        "gather": lambda y: (tf.gather(y, [3, 0, 2, 2], axis=3), tf.gather(y, [7, 1], axis=1)),
+        "shape": ("shape", (8, 8, 4)),
+    }
+
+
+def build_op_model(op: str, out: Path):
+    import tensorflow as tf
+
+    _set_seeds()
+    spec = _op_models()[op]
+    batch, shape = 1, (8, 8, 4)
+    if op == "squeeze":  # batch and width None: else the converter makes it a RESHAPE
+        batch, shape = None, spec[1]
+        body = lambda y: tf.squeeze(y, [1])  # noqa: E731
+    elif op == "shape":  # batch None: the converter keeps SHAPE -> STRIDED_SLICE -> PACK
+        batch = None
+        body = lambda y: tf.reshape(y, [tf.shape(y)[0], 16, -1])  # noqa: E731
+    else:
+        body = spec
+    f = _op_model(body, shape, batch)
+    shape = tuple(8 if d is None else d for d in shape)  # the data's shape
+    calib = nhwc_batch(CALIB_SEEDS, *shape)
+
+    def rep():
+        for i in range(len(calib)):
+            yield [calib[i : i + 1]]
+
+    conv = tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()], f)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = rep
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    conv.inference_input_type = tf.int8
+    conv.inference_output_type = tf.int8
+    path = out / f"op_{op}_int8.tflite"
+    path.write_bytes(conv.convert())
+    meta = {"model": f"single-op {op.upper()} after a quantized CONV_2D (tools/make_models.py)",
+            "input_shape": [batch, *shape], **_common_meta()}
+    tflite_references(path, nhwc_batch(REF_SEEDS, *shape), meta)
+    return path
+
+
+def build_ops_uint8(out: Path):
+    """uint8 (TFLite 1.x style: fake-quant graph, the legacy converter with inference_type
+    uint8) data-movement ops on the uint8 input: TVM's frontend refuses them all."""
+    import tensorflow as tf
+    import tensorflow.compat.v1 as v1
+
+    _set_seeds()
+    fq = lambda t: tf.quantization.fake_quant_with_min_max_args(t, -1.0, 127 / 128)  # noqa: E731
+    resize = v1.image.resize_nearest_neighbor
+    g = v1.Graph()
+    with g.as_default():
+        x = v1.placeholder(tf.float32, [1, 8, 8, 4], name="x")
+        y = fq(x)
+        outs = [
+            tf.pad(y, [[0, 0], [1, 2], [3, 0], [0, 1]]),
+            tf.pad(y, [[0, 0], [2, 0], [0, 1], [0, 0]], constant_values=0.5),
+            tf.transpose(y, [0, 3, 1, 2]),
+            y[:, 1:7:2, ::-1, 1:3],
+            resize(y, [13, 11], align_corners=True),
+            tf.gather(y, [3, 0, 2, 2], axis=3),
+            tf.stack([y, y], axis=2),
+        ]
+        outs = [v1.identity(fq(o), name=f"out{k}") for k, o in enumerate(outs)]
+        with v1.Session(graph=g) as sess:
+            conv = v1.lite.TFLiteConverter.from_session(sess, [x], outs)
+            conv.inference_type = tf.uint8
+            conv.quantized_input_stats = {"x": (128.0, 128.0)}  # (mean, std): scale 1/128, zp 128
+            data = conv.convert()
+    path = out / "ops_uint8.tflite"
+    path.write_bytes(data)
+    meta = {"model": "uint8 data-movement ops (tools/make_models.py, legacy converter)",
+            "input_shape": [1, 8, 8, 4], **_common_meta()}
+    tflite_references(path, nhwc_batch(REF_SEEDS, 8, 8, 4), meta)
+    return path
+
+
+TFLITE_OP_MODELS = tuple(f"op_{op}_int8" for op in (
+    "pad", "padv2", "strided_slice", "split", "split_v", "transpose", "squeeze",
+    "resize_nearest_neighbor", "pack", "tile", "gather", "shape"))
 
 
 # --------------------------------------------------------------------------- ONNX QDQ
@@ -640,7 +941,14 @@ BUILDERS = {
     "mobilenet_v2_int8": build_mobilenet_v2,
     "tiny_cnn_int8": build_tiny_cnn_int8,
     "tiny_cnn_qdq": build_tiny_cnn_qdq,
+    "resnet_small_int8": build_resnet_small,
+    "densenet_small_int8": build_densenet_small,
+    "mobilenet_v1_batch_none_int8": build_mobilenet_v1_batch_none,
+    "ds_cnn_int8": build_ds_cnn,
+    **{name: (lambda out, op=name[3:-5]: build_op_model(op, out)) for name in TFLITE_OP_MODELS},
+    "ops_uint8": build_ops_uint8,
 }
+MODELS = tuple(BUILDERS)
 
 
 # --------------------------------------------------------------------------- TVM check
