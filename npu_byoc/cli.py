@@ -10,6 +10,7 @@
     npu-byoc patterns [--format text|md]            the NPU pattern table
     npu-byoc hw [--format text|toml|json]           the hardware configuration in effect
     npu-byoc sweep MODEL... --grid FIELD=v1,v2 [--jobs N] [--ray [ADDR]] [--verify N] [--plot p.png]
+    npu-byoc fuzz --count N --seed S [--mode ops|files]   differential fuzzing (docs/fuzz.md)
 
 Every command that loads a MODEL takes ``--input-shape NAME=d0,d1,...`` (repeatable) or
 ``--input-shape N`` to fix the open dimensions of a model's inputs (batch 1 by default), and
@@ -338,6 +339,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--format", default="text", choices=["text", "md"])
     t.add_argument("-o", "--output")
     t.set_defaults(func=cmd_patterns)
+
+    from .fuzz.command import add_parser as add_fuzz_parser
+
+    add_fuzz_parser(sub)
     return p
 
 

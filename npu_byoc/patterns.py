@@ -719,7 +719,7 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
         anchor_ops=("relax.mean",),
         conventions=_mean_conventions(),
         extract=_extract_mean,
-        checks=(*C.COMMON, C.mean_spatial),
+        checks=(*C.COMMON, C.mean_spatial, C.mean_requant_in_range),
     ),
     NpuPattern(
         name="npu.add",
@@ -729,7 +729,7 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
             _qdq_unary(lambda x: is_op("relax.add")(x, _deq()), "dequantize(a), dequantize(b) → add")
         ),
         extract=_extract_add,
-        checks=(*C.COMMON, C.add_same_shape),
+        checks=(*C.COMMON, C.add_same_shape, C.add_rescale_in_range),
     ),
 )
 

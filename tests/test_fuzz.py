@@ -1,0 +1,236 @@
+"""The differential fuzzer (npu_byoc.fuzz, docs/fuzz.md): a seed-fixed sample of each mode must
+find nothing, the fuzzer must find a planted bug and write a replayable reproducer, and the
+cases it found stay fixed (regressions)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from npu_byoc import numerics
+from npu_byoc.fuzz import builder, campaign, generators, reducer
+from npu_byoc.fuzz.command import cmd_fuzz
+from npu_byoc.fuzz.files import judge, run_files
+from npu_byoc.fuzz.runner import ALL_BACKENDS, Runner
+
+# Violations of the one-clean-line rule that issue 10 lists as open and another branch fixes:
+# counted and listed by the fuzzer under their own name, not hidden. Empty this set once fixed.
+KNOWN_OPEN_FILE_VIOLATIONS = {"tvm warning after the error"}
+
+
+@pytest.fixture(scope="module")
+def runner():
+    return Runner(ALL_BACKENDS)
+
+
+def _argv(**kw):
+    import argparse
+
+    base = dict(count=0, seed=0, mode="ops", backends=",".join(ALL_BACKENDS), out=None, no_reduce=False,
+                fixtures=None, timeout=120.0, replay=None)  # fmt: skip
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+# ---------------------------------------------------------------------------------------------
+# Seed-fixed samples (CI)
+
+
+@pytest.mark.slow
+def test_ops_sample_finds_no_mismatch(runner, tmp_path):
+    tally = campaign.run_campaign(30, 10, ALL_BACKENDS, tmp_path, reduce=False, progress=None, runner=runner)
+    assert tally.cases == 30
+    assert sum(c["npu"] for c in tally.per_op.values()) > 20  # most ops really ran on the NPU
+    assert not tally.failures, tally.to_text(10, ALL_BACKENDS)
+    assert all(n == 0 for n in tally.mismatches.values())
+
+
+@pytest.mark.slow
+def test_files_sample_keeps_the_one_clean_line_rule(tmp_path):
+    tally = run_files(30, 3, tmp_path, progress=None)
+    assert tally.cases == 30
+    assert tally.outcomes["clean error"] > 0  # the mutations do break models
+    hard = [f for f in tally.failures if not any(f.startswith(k) for k in KNOWN_OPEN_FILE_VIOLATIONS)]
+    assert not hard, tally.to_text(3)
+
+
+# ---------------------------------------------------------------------------------------------
+# The fuzzer detects a planted bug
+
+
+@pytest.mark.slow
+def test_planted_requantize_bug_is_found_shrunk_and_replayable(monkeypatch, tmp_path, runner):
+    real = numerics.requantize
+
+    def off_by_one(*args, **kw):  # the golden model's requantize, 1 LSB high where it can be
+        out = real(*args, **kw).astype(np.int16) + 1
+        return np.minimum(out, 127).astype(np.int8)
+
+    monkeypatch.setattr(numerics, "requantize", off_by_one)
+    tally = campaign.run_campaign(4, 5, ALL_BACKENDS, tmp_path, reduce=True, progress=None, runner=runner,
+                                  kinds=("conv2d", "fc"), reduce_tries=6)  # fmt: skip
+    assert tally.failures, "the planted bug went unnoticed"
+    assert tally.mismatches["golden-functional"] > 0 and tally.mismatches["golden-verilator"] > 0
+    saved = sorted(tmp_path.glob("case-*/spec.json"))
+    assert saved, "no reproducer written"
+    case = saved[0].parent
+    for name in ("model.json", "model.py", "inputs.npz", "README.txt"):
+        assert (case / name).is_file()
+    assert f"npu-byoc fuzz --replay {case}" in (case / "README.txt").read_text()
+    assert cmd_fuzz(_argv(replay=str(case))) == 1  # still failing while the bug is there
+    monkeypatch.setattr(numerics, "requantize", real)
+    assert cmd_fuzz(_argv(replay=str(case))) == 0  # and passing once it is gone
+
+
+def test_shrink_reduces_shapes():
+    spec = {"seed": 1, "layout": "NHWC", "input": {"shape": [1, 12, 10, 6], "scale": 0.5, "zp": 0}, "ops": [
+        {"kind": "max_pool", "convention": "integer", "pool": [3, 3], "strides": [1, 1], "padding": [0, 0, 0, 0],
+         "ceil_mode": False, "count_include_pad": False, "int_clip": {"kind": "none"}}]}  # fmt: skip
+    small = reducer.shrink(spec, lambda s: s["input"]["shape"][3] >= 2)  # "fails" while C >= 2
+    assert small["input"]["shape"] == [1, 1, 1, 2]  # the pool shrinks to 1x1, then the map
+    assert small["ops"][0]["pool"] == [1, 1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Bugs the fuzzer found (regressions): each case passes, the op on the NPU or refused with a reason
+
+
+def _mean_shift_38():
+    # s_in / s_out = 1.9e11: requantize shift 38. Was partitioned; the golden model then raised.
+    return {"seed": 715150840, "layout": "NHWC", "input": {"shape": [1, 1, 1, 1], "scale": 7.596632953721662e29, "zp": 0},
+            "input_mode": "extremes", "ops": [{"kind": "mean", "convention": "int32", "keepdims": True,
+            "out_scale_ratio": 5.183319688100685e-12, "out_zp": -127, "clamp": {"kind": "none"}}]}  # fmt: skip
+
+
+def _add_rescale_huge():
+    # twice_max / (2^20 s_out) = 6.9e24: TFLite's ADD rejects it. Was partitioned; lowering then failed.
+    return {"seed": 35, "layout": "NHWC", "input": {"shape": [1, 2, 2, 3], "scale": 0.5, "zp": 0}, "ops": [
+        {"kind": "add", "b_scale": 0.25, "b_zp": 0, "out_scale": 1e-31, "out_zp": 0, "residual": False,
+         "broadcast": False, "clamp": {"kind": "none"}}]}  # fmt: skip
+
+
+@pytest.mark.parametrize("make, words", [(_mean_shift_38, "mean requantize shift"), (_add_rescale_huge, "add rescaling")])
+def test_found_bugs_stay_on_the_cpu_with_a_reason(runner, make, words):
+    out = runner.run(make())
+    assert out.ok, out.mismatches
+    assert out.placement == "cpu"
+    assert out.reasons and words in out.reasons[0]
+
+
+def test_ceil_mode_pool_feeds_the_next_op(runner):
+    """Found by the campaign (a fuzzer bug): the generator sized a ceil-mode pool's output without
+    TVM's rule (the last window starts inside the input), so the next op's input was mis-shaped."""
+    spec = {'seed': 1749881506,
+            'layout': 'NHWC',
+            'input': {'shape': [1, 15, 16, 7], 'scale': 5.951192447244567e+18, 'zp': -6},
+            'input_mode': 'extremes',
+            'ops': [{'kind': 'avg_pool',
+                     'convention': 'qdq',
+                     'pool': [2, 15],
+                     'strides': [4, 1],
+                     'padding': [0, 2, 0, 0],
+                     'ceil_mode': True,
+                     'count_include_pad': False,
+                     'int_clip': {'kind': 'int_clip', 'lo': -29, 'hi': 121}},
+                    {'kind': 'conv2d',
+                     'convention': 'qdq',
+                     'out_channels': 3,
+                     'kernel': [4, 2],
+                     'strides': [3, 3],
+                     'padding': [2, 0, 0, 1],
+                     'dilation': [1, 1],
+                     'bias': True,
+                     'bias_bound': 100,
+                     'wseed': 454681777,
+                     'clamp': {'kind': 'none'},
+                     'weight_scales': [0.0006325265276245773, 0.0035374208819121122, 0.0017998309340327978],
+                     'out_scale': 4.722654985374925e+16,
+                     'out_zp': 45}]}  # fmt: skip
+    out = runner.run(spec)
+    assert out.ok, out.mismatches
+    assert out.offloaded == [False, True]  # ceil mode stays on the CPU, the conv after it does not
+
+
+def test_mean_left_shift_wrap_is_an_expected_class(runner):
+    """Found by the campaign: s_in / s_out = 1.3e7 over 224 elements gives MEAN a requantize
+    left shift of 17; sum << 17 wraps int32 as in TFLite, TVM saturates: 255 LSB apart, counted
+    under its own class (docs/fuzz.md), not as a mismatch."""
+    spec = {'seed': 3831714385,
+            'layout': 'NHWC',
+            'input': {'shape': [1, 14, 16, 14], 'scale': 0.41957929730415344, 'zp': -127},
+            'input_mode': 'uniform',
+            'ops': [{'kind': 'mean',
+                     'convention': 'qdq',
+                     'keepdims': True,
+                     'out_scale_ratio': 7.843152177053537e-08,
+                     'out_zp': 2,
+                     'clamp': {'kind': 'none'}}]}  # fmt: skip
+    out = runner.run(spec)
+    assert out.ok, out.mismatches
+    assert out.max_cpu_lsb > 1 and out.expected == ["TFLite requantize left shift wraps on overflow"]
+
+
+def _refusals(mod):
+    from npu_byoc.patterns import npu_functions, partition_for_npu, partition_log
+
+    part = partition_for_npu(mod)
+    return bool(npu_functions(part)), [d.reason for d in partition_log(part) if not d.accepted]
+
+
+def test_new_checks_on_hand_written_modules():
+    """The two checks the fuzzer's findings added, on the hand-written builders (independent of
+    the fuzzer): out-of-range scales stay on the CPU with the reason, ordinary ones still offload."""
+    try:
+        from . import relax_builders as rb
+    except ImportError:  # pragma: no cover
+        import relax_builders as rb
+
+    offloaded, reasons = _refusals(rb.qdq_mean(input_scale=1e30, output_scale=1.0))
+    assert not offloaded and any("mean requantize shift" in r for r in reasons)
+    offloaded, reasons = _refusals(rb.qdq_add(output_scale=1e-31))
+    assert not offloaded and any("add rescaling out of range" in r for r in reasons)
+    assert _refusals(rb.qdq_mean())[0] and _refusals(rb.qdq_add())[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# Pieces
+
+
+def test_specs_are_deterministic_and_json():
+    a, b = generators.random_spec(123), generators.random_spec(123)
+    assert a == b
+    assert json.loads(json.dumps(a)) == a
+    built = builder.build(copy.deepcopy(a))
+    assert len(builder.random_inputs(a, built)) == len(built.mod["main"].params)
+
+
+@pytest.mark.parametrize(
+    "code, stderr, verdict",
+    [
+        (0, "", "ok"),
+        (2, "npu-byoc: error: m.tflite: corrupt\n", "clean error"),
+        (2, "npu-byoc: error: m.tflite: corrupt\n[12:00:00] /x/block_builder.cc:67: Warning: BlockBuilder destroyed\n",
+         "tvm warning after the error"),
+        (1, "Traceback (most recent call last):\n  ...\nValueError: x\n", "traceback"),
+        (-11, "", "signal 11"),
+        (None, "", "hang"),
+        (2, "npu-byoc: error: a\nmore\n", "2 stderr lines"),
+    ],
+)
+def test_judge(code, stderr, verdict):
+    assert judge(code, stderr) == verdict
+
+
+def test_cli_counts_last_and_exit_status(tmp_path, capsys):
+    from npu_byoc.cli import main
+
+    assert main(["fuzz", "--count", "3", "--seed", "1", "--backends", "golden,functional", "--out", str(tmp_path)]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-3:]
+    assert last[0].startswith("  cases: 3 ")
+    assert "golden-functional 0" in last[1] and "cases/s" in last[2] and last[2].endswith("PASS")
+    assert not (tmp_path / "summary.txt").exists()  # written every 25 cases only
+    assert main(["fuzz", "--count", "1", "--backends", "golden,gpu"]) == 2
+    assert "unknown backend(s) gpu" in capsys.readouterr().err
