@@ -2,7 +2,8 @@
 
 TVM 0.27's Relax ONNX frontend has no QLinearConv, QLinearMatMul, ConvInteger nor
 onnxruntime's contrib ops (com.microsoft QGemm, QLinearAdd, QLinearMul, QLinearSigmoid,
-QLinearLeakyRelu, QLinearAveragePool, QLinearGlobalAveragePool, QLinearConcat), the ops
+QLinearLeakyRelu, QLinearAveragePool, QLinearGlobalAveragePool, QLinearConcat,
+QLinearSoftmax, QLinearWhere), the ops
 ``quantize_static(..., quant_format=QuantFormat.QOperator)`` writes. Each is rewritten into the
 graph that defines it:
 
@@ -66,6 +67,7 @@ class _Graph:
             self.used.update(node.output)
             self.used.add(node.name)
         self.ranks = _ranks(model)
+        self.opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 1)
         self.new_inits: list = []
         self.nodes: list = []
         self.helpers: set[str] = set()
@@ -345,6 +347,32 @@ def _qlinear_concat(n: _Node, dtypes: dict) -> None:
     n.requantize(y, 0, dtypes, n.proto.input[2])
 
 
+def _qlinear_softmax(n: _Node, dtypes: dict) -> None:
+    """com.microsoft QLinearSoftmax(X, X_scale, X_zp, Y_scale, Y_zp), attributes axis and opset
+    (the Softmax opset it was quantized from: below 13, softmax over the input flattened to 2-D
+    at axis, which equals Softmax(axis) of the model's opset only where both agree)."""
+    n.only_attrs("axis", "opset")
+    was_opset = int(n.attrs.get("opset", 13))
+    axis = int(n.attrs.get("axis", -1 if was_opset >= 13 else 1))
+    x = n.quantized_input(0, "x", dtypes)
+    rank = n.g.ranks.get(n.proto.input[0])
+    last = rank is not None and axis % rank == rank - 1
+    if (was_opset >= 13) != (n.g.opset >= 13) and not last:
+        raise n.fail(f"attribute 'opset' = {was_opset} with axis {axis} in an opset-{n.g.opset} model: "
+                     "softmax over more than the last axis is not supported")
+    y = n.compute("Softmax", [x], axis=axis)
+    n.requantize(y, 3, dtypes, n.proto.input[0])
+
+
+def _qlinear_where(n: _Node, dtypes: dict) -> None:
+    """com.microsoft QLinearWhere(condition, X, x_scale, x_zp, Y, y_scale, y_zp, z_scale, z_zp)."""
+    n.only_attrs()
+    x = n.quantized_input(1, "x", dtypes)
+    y = n.quantized_input(4, "y", dtypes)
+    z = n.compute("Where", [n.input(0, "condition"), x, y])
+    n.requantize(z, 7, dtypes, n.proto.input[1])
+
+
 def _conv_integer(n: _Node, dtypes: dict) -> None:
     """ConvInteger(x, w[, x_zp[, w_zp]]) -> Conv(int32(x) - x_zp, int32(w) - w_zp[c]) in int32.
     Padding adds zeros after the subtraction: the zero point, as ConvInteger pads."""
@@ -396,6 +424,8 @@ REWRITES: dict[tuple[str, str], Callable[[_Node, dict], None]] = {
     (MS_DOMAIN, "QLinearAveragePool"): _pool("AveragePool", _POOL_ATTRS),
     (MS_DOMAIN, "QLinearGlobalAveragePool"): _pool("GlobalAveragePool", ()),
     (MS_DOMAIN, "QLinearConcat"): _qlinear_concat,
+    (MS_DOMAIN, "QLinearSoftmax"): _qlinear_softmax,
+    (MS_DOMAIN, "QLinearWhere"): _qlinear_where,
 }
 
 
@@ -457,6 +487,7 @@ _OUTPUT_ZERO_POINT = {
     (MS_DOMAIN, "QLinearAdd"): 7, (MS_DOMAIN, "QLinearMul"): 7, (MS_DOMAIN, "QLinearSigmoid"): 4,
     (MS_DOMAIN, "QLinearLeakyRelu"): 4, (MS_DOMAIN, "QLinearAveragePool"): 4,
     (MS_DOMAIN, "QLinearGlobalAveragePool"): 4, (MS_DOMAIN, "QLinearConcat"): 1,
+    (MS_DOMAIN, "QLinearSoftmax"): 4, (MS_DOMAIN, "QLinearWhere"): 8,
 }  # fmt: skip
 # ops whose outputs have their first input's type (integers pass through them unchanged)
 _SAME_TYPE = frozenset({"Identity", "Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "MaxPool",
@@ -476,7 +507,7 @@ def _int_dtypes(model, consts) -> dict:
         key, t = _key(node), None
         if key in _OUTPUT_ZERO_POINT:
             k = _OUTPUT_ZERO_POINT[key]
-            k_data = 2 if key[1] == "QLinearConcat" else 0
+            k_data = {"QLinearConcat": 2, "QLinearWhere": 1}.get(key[1], 0)
             data = node.input[k_data] if k_data < len(node.input) else None
             zp = node.input[k] if k < len(node.input) and node.input[k] else None
             t = out.get(zp) if zp else (np.uint8 if key[1] == "QuantizeLinear" else out.get(data))

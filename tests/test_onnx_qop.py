@@ -323,6 +323,18 @@ def test_missing_inputs_are_one_line_errors(tmp_path, op, keep):
     assert "\n" not in str(err.value) and f"{op} node {node.name!r}" in str(err.value)
 
 
+def test_softmax_of_an_older_opset_over_a_middle_axis_is_refused(tmp_path):
+    """QLinearSoftmax quantized from opset-11 Softmax (flatten to 2-D at axis) in an opset-13
+    model, axis 1 of 3: no single Softmax of opset 13 computes it."""
+    model = _single("QLinearSoftmax", [("x", (TensorProto.INT8, [1, 4, 5]))],
+                    [("xs", np.float32(0.1)), ("xz", np.int8(0)), ("ys", np.float32(1 / 256)), ("yz", np.int8(-128))],
+                    {"axis": 1, "opset": 11}, domain="com.microsoft", out_shape=[1, 4, 5])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(ModelLoadError, match=r"QLinearSoftmax node 'the_node': attribute 'opset' = 11 with axis 1"):
+        npu_byoc.load_model(path)
+
+
 def test_bad_scale_names_the_node_and_the_scale(tmp_path):
     model = _single("QLinearSigmoid", [("x", (TensorProto.INT8, [1, 4]))],
                     [("xs", np.float32(0.1)), ("xz", np.int8(0)), ("ys", np.float32(-1.0)), ("yz", np.int8(0))],
@@ -363,12 +375,12 @@ def test_malformed_attribute_is_one_line(tmp_path):
 
 
 def test_contrib_op_without_a_rewrite_is_refused_with_tvms_reason(tmp_path):
-    model = _single("QLinearSoftmax", [("x", (TensorProto.INT8, [1, 4]))],
-                    [("xs", np.float32(0.1)), ("xz", np.int8(0)), ("ys", np.float32(1 / 256)), ("yz", np.int8(-128))],
-                    {"axis": -1, "opset": 13}, domain="com.microsoft")
+    model = _single("QLinearReduceMean", [("x", (TensorProto.INT8, [1, 4]))],
+                    [("xs", np.float32(0.1)), ("xz", np.int8(0)), ("ys", np.float32(0.1)), ("yz", np.int8(0))],
+                    {"axes": [1], "keepdims": 1}, domain="com.microsoft", out_shape=[1, 1])
     path = tmp_path / "m.onnx"
     onnx.save(model, str(path))
-    with pytest.raises(UnsupportedModelError, match="TVM cannot import this model: .*QLinearSoftmax"):
+    with pytest.raises(UnsupportedModelError, match="TVM cannot import this model: .*QLinearReduceMean"):
         npu_byoc.load_model(path)
 
 

@@ -90,7 +90,8 @@ resize_nearest_neighbor, pack, tile, gather, shape)
 ``qop_ops.onnx``
     One branch per QOperator / integer op variant npu_byoc/onnx_qop.py rewrites (int8 and
     uint8, per-channel weights, bias, groups, dilation, auto_pad, alpha, count_include_pad,
-    channels_last, float QGemm output, ConvInteger, MatMulInteger), reading integer graph
+    channels_last, float QGemm output, Softmax of opset 13 and 11, Where, ConvInteger,
+    MatMulInteger), reading integer (and one bool) graph
     inputs; ``qop_ops.npz`` holds ``in:<input>`` (3 random full-range samples) and
     ``out:<output>``, onnxruntime's outputs.
 
@@ -1173,7 +1174,8 @@ def qop_ops_model():
     inits, nodes, outputs = [], [], []
     ins = {"x_i8": (TensorProto.INT8, [1, 4, 6, 6]), "y_i8": (TensorProto.INT8, [1, 4, 6, 6]),
            "x_u8": (TensorProto.UINT8, [1, 4, 6, 6]), "y_u8": (TensorProto.UINT8, [1, 4, 6, 6]),
-           "m_i8": (TensorProto.INT8, [2, 5, 8]), "m_u8": (TensorProto.UINT8, [4, 8])}
+           "m_i8": (TensorProto.INT8, [2, 5, 8]), "m_u8": (TensorProto.UINT8, [4, 8]),
+           "cond": (TensorProto.BOOL, [1, 4, 6, 6])}
 
     def c(name, arr):
         inits.append(numpy_helper.from_array(np.asarray(arr), name))
@@ -1240,6 +1242,11 @@ def qop_ops_model():
            domain=ms, channels_last=1)
     branch("qlinearconcat_i8", "QLinearConcat", out_i8(14, 0.06) + qx_i8 + qy_i8, i8, domain=ms, axis=1)
     branch("qlinearconcat_u8", "QLinearConcat", out_u8(15, 0.04) + qx_u8 + qy_u8, u8, domain=ms, axis=-1)
+    branch("qlinearsoftmax_i8", "QLinearSoftmax", qx_i8 + [f32("so_16", 1 / 256), c("zo_16", np.int8(-128))], i8,
+           domain=ms, axis=-1, opset=13)
+    branch("qlinearsoftmax_u8_opset11", "QLinearSoftmax", qx_u8 + [f32("so_17", 1 / 256), c("zo_17", np.uint8(0))], u8,
+           domain=ms, axis=3, opset=11)
+    branch("qlinearwhere_i8", "QLinearWhere", ["cond"] + qx_i8 + qy_i8 + out_i8(18, 0.06), i8, domain=ms)
     # ConvInteger: uint8, pads 1 (onnxruntime has no per-channel weight zero points here; ONNX's
     # node test test_convinteger_with_padding has them)
     branch("convinteger_u8", "ConvInteger",
@@ -1267,11 +1274,11 @@ def build_qop_ops(out: Path):
     path = out / "qop_ops.onnx"
     onnx.save(model, str(path))
     rng = np.random.default_rng(SEED + 9)
-    np_types = {onnx.TensorProto.INT8: np.int8, onnx.TensorProto.UINT8: np.uint8}
+    np_types = {onnx.TensorProto.INT8: np.int8, onnx.TensorProto.UINT8: np.uint8, onnx.TensorProto.BOOL: np.bool_}
+    bounds = {np.int8: (-128, 128), np.uint8: (0, 256), np.bool_: (0, 2)}
     feeds = []
     for _ in REF_SEEDS:
-        feeds.append({k: rng.integers(np.iinfo(np_types[t]).min, np.iinfo(np_types[t]).max + 1, s).astype(np_types[t])
-                      for k, (t, s) in ins.items()})
+        feeds.append({k: rng.integers(*bounds[np_types[t]], s).astype(np_types[t]) for k, (t, s) in ins.items()})
     sess = _ort_session(str(path))
     names = [o.name for o in sess.get_outputs()]
     results = [sess.run(names, f) for f in feeds]
