@@ -16,6 +16,7 @@ from tvm import relax
 
 from . import escape
 from .frontend import ModelInfo, annotate_provenance, model_info
+from .onnx_qop import QOPERATOR_OPS
 from .patterns import PATTERN_TABLE, npu_functions, partition_for_npu, partition_log
 from .relax_utils import NotConstant, dtype_of, op_name, shape_of
 
@@ -170,7 +171,7 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
         macs = sum(macs_of_binding.get(v, 0) for v in op.vars)
         if decision is not None:
             ops.append(OpCoverage(op.index, op.name, op.op, True, decision.pattern, None, macs, producers,
-                                  _convention(decision)))
+                                  _convention(decision, op)))
             continue
         reasons = []
         for v in op.vars:
@@ -193,9 +194,11 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
     return CoverageReport(model=Path(info.path).name, format=info.format, summary=summary, ops=ops)
 
 
-def _convention(d) -> str:
-    """The convention a match came in and how its activations were read."""
-    return ", ".join(x for x in (d.convention, d.activations) if x)
+def _convention(d, op) -> str:
+    """The convention a match came in and how its activations were read; "QOperator" first
+    when the op is an ONNX QLinear op that onnx_qop rewrote into that form."""
+    source = "QOperator" if op.op in QOPERATOR_OPS else None
+    return ", ".join(x for x in (source, d.convention, d.activations) if x)
 
 
 def _skip_qdq(producers, info: ModelInfo, qdq: set[int]) -> list[int]:

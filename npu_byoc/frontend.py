@@ -20,7 +20,7 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from . import validate
+from . import onnx_qop, validate
 from .errors import ModelLoadError, UnsupportedModelError
 from .tvm_scopes import builders_closed_on_error
 
@@ -224,6 +224,12 @@ def _load_onnx(path: Path, data: bytes, input_shapes=None) -> tvm.IRModule:
         onnx.checker.check_model(model)
     except Exception as err:
         raise ModelLoadError(f"{path}: invalid ONNX model: {_first_line(err)}") from None
+    # QOperator / integer ops TVM cannot import become QDQ / int32 graphs (npu_byoc/onnx_qop.py);
+    # the compute node keeps the original name, and its op type is reported as the original's.
+    rewritten = onnx_qop.rewrite(model, path)
+    model = rewritten.model
+    if rewritten.origin:
+        validate.check_onnx(path, model)  # the scales of the new Q/DQ nodes
 
     initializers = {i.name for i in model.graph.initializer}
     graph_inputs = [i for i in model.graph.input if i.name not in initializers]
@@ -236,7 +242,9 @@ def _load_onnx(path: Path, data: bytes, input_shapes=None) -> tvm.IRModule:
     class RecordingImporter(onnx_frontend.ONNXGraphImporter):
         def _convert_operator(self, op_name, inputs, attrs, opset):
             ret = super()._convert_operator(op_name, inputs, attrs, opset)
-            records.append((attrs["tvm_custom"]["name"], op_name, ret))
+            name = attrs["tvm_custom"]["name"]
+            if name not in rewritten.helpers:  # owned by the rewritten op they serve
+                records.append((name, rewritten.origin.get(name, op_name), ret))
             return ret
 
     opset = next(

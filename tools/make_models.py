@@ -21,7 +21,7 @@ Options::
     --only NAME      build one model only (repeatable): mobilenet_v2_int8, tiny_cnn_int8,
                      tiny_cnn_qdq, resnet_small_int8, densenet_small_int8,
                      mobilenet_v1_batch_none_int8, ds_cnn_int8, op_<op>_int8, ops_uint8,
-                     tiny_cnn_qdq_u8s8, tiny_cnn_uint8
+                     tiny_cnn_qdq_u8s8, tiny_cnn_uint8, qop_cnn_s8s8, qop_cnn_u8s8, qop_ops
     --no-data-copy   do not copy the demo models to npu_byoc/data/
     --skip-build     with --verify-tvm: check the existing files only
     --verify-tvm     import every model in TVM (Relax frontends), dump the Relax script to
@@ -81,6 +81,19 @@ resize_nearest_neighbor, pack, tile, gather, shape)
     CONV_2D (ReLU6, none), DEPTHWISE_CONV_2D (ReLU), ADD, MAX_POOL_2D, AVERAGE_POOL_2D 3x3/1,
     CONCATENATION (not an NPU op), MEAN, LOGISTIC, FULLY_CONNECTED. Weights fake-quantized
     over [-a, a*127/128] (uint8 zero point 128), activations over their calibrated range.
+``qop_cnn_s8s8.onnx``, ``qop_cnn_u8s8.onnx``
+    A small float CNN (1x3x16x16, seeded random weights: Conv+Relu, depthwise, Add, Sigmoid,
+    LeakyRelu, Concat, AveragePool, GlobalAveragePool, Gemm) quantized by onnxruntime in
+    QOperator format (``quant_format=QuantFormat.QOperator``, per-channel int8 weights; int8
+    resp. uint8 activations): QLinearConv, QLinearAdd, QLinearSigmoid, QLinearLeakyRelu,
+    QLinearConcat, QLinearAveragePool, QLinearGlobalAveragePool, QGemm. Float input/output.
+``qop_ops.onnx``
+    One branch per QOperator / integer op variant npu_byoc/onnx_qop.py rewrites (int8 and
+    uint8, per-channel weights, bias, groups, dilation, auto_pad, alpha, count_include_pad,
+    channels_last, float QGemm output, Softmax of opset 13 and 11, Where, ConvInteger,
+    MatMulInteger), reading integer (and one bool) graph
+    inputs; ``qop_ops.npz`` holds ``in:<input>`` (3 random full-range samples) and
+    ``out:<output>``, onnxruntime's outputs.
 
 Weights and data
 ----------------
@@ -854,8 +867,7 @@ TFLITE_OP_MODELS = tuple(f"op_{op}_int8" for op in (
 def tiny_cnn_float_onnx(kmodel):
     """The Keras tiny CNN rewritten as a float NCHW onnx.ModelProto (opset 13), same weights
     (BN folded into the first conv). Keras 'same' padding becomes explicit ONNX pads."""
-    import onnx
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     nodes, inits = [], []
     W = {l.name: l.get_weights() for l in kmodel.layers}
@@ -906,10 +918,44 @@ def tiny_cnn_float_onnx(kmodel):
     kf, bf = W["fc"]
     lg = node("Gemm", [fl, const("fc.weight", kf.T), const("fc.bias", bf)], "fc", transB=1)
     nodes.append(helper.make_node("Softmax", [lg], ["output"], name="softmax", axis=-1))
+    return _float_onnx_model("tiny_cnn", nodes, inits, [1, 3, 32, 32], [1, 10])
+
+
+def _ort_quantize(fmodel, calib, quant_format: str, activation_type: str, path: Path):
+    """onnxruntime's quantize_static of ``fmodel`` (per-channel int8 weights, ``activation_type``
+    activations), calibrated on ``calib`` (the "input" batch, one sample at a time), saved to
+    ``path``."""
+    import onnx
+    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.it = iter([{"input": calib[i:i + 1]} for i in range(len(calib))])
+
+        def get_next(self):
+            return next(self.it, None)
+
+    with tempfile.TemporaryDirectory() as td:
+        fpath = Path(td) / "float.onnx"
+        onnx.save(fmodel, str(fpath))
+        quantize_static(str(fpath), str(Path(td) / "q.onnx"), Reader(),
+                        quant_format=QuantFormat[quant_format], per_channel=True,
+                        activation_type=QuantType[activation_type], weight_type=QuantType.QInt8)
+        qmodel = onnx.load(str(Path(td) / "q.onnx"))
+    qmodel.producer_name = "npu_byoc tools/make_models.py (onnxruntime.quantization)"
+    onnx.save(qmodel, str(path))
+    return qmodel
+
+
+def _float_onnx_model(name: str, nodes, inits, input_shape, output_shape):
+    """A float opset-13 ONNX model with one input "input" and one output "output", checked."""
+    import onnx
+    from onnx import TensorProto, helper
+
     graph = helper.make_graph(
-        nodes, "tiny_cnn",
-        [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 32, 32])],
-        [helper.make_tensor_value_info("output", TensorProto.FLOAT, [1, 10])],
+        nodes, name,
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, input_shape)],
+        [helper.make_tensor_value_info("output", TensorProto.FLOAT, output_shape)],
         initializer=inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
                               producer_name="npu_byoc tools/make_models.py")
@@ -976,8 +1022,6 @@ def _undilate(model):
 def _build_tiny_cnn_onnx(out: Path, stem: str, activation_type: str, undilate: bool = False):
     import onnx
     import onnxruntime
-    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                          quantize_static)
 
     kmodel, acc = tiny_cnn_trained()
     fmodel = tiny_cnn_float_onnx(kmodel)
@@ -993,23 +1037,8 @@ def _build_tiny_cnn_onnx(out: Path, stem: str, activation_type: str, undilate: b
     if undilate:
         fmodel = _undilate(fmodel)
 
-    class Reader(CalibrationDataReader):
-        def __init__(self):
-            self.it = iter([{"input": calib[i:i + 1]} for i in range(len(calib))])
-
-        def get_next(self):
-            return next(self.it, None)
-
     path = out / f"{stem}.onnx"
-    with tempfile.TemporaryDirectory() as td:
-        fpath = Path(td) / "tiny_cnn_float.onnx"
-        onnx.save(fmodel, str(fpath))
-        quantize_static(str(fpath), str(Path(td) / "q.onnx"), Reader(),
-                        quant_format=QuantFormat.QDQ, per_channel=True,
-                        activation_type=QuantType[activation_type], weight_type=QuantType.QInt8)
-        qmodel = onnx.load(str(Path(td) / "q.onnx"))
-    qmodel.producer_name = "npu_byoc tools/make_models.py (onnxruntime.quantization)"
-    onnx.save(qmodel, str(path))
+    qmodel = _ort_quantize(fmodel, calib, "QDQ", activation_type, path)
 
     ref = f"onnxruntime {onnxruntime.__version__} ORT_DISABLE_ALL"
     x = nhwc_batch(REF_SEEDS, 32, 32, 3).transpose(0, 3, 1, 2).copy()
@@ -1056,6 +1085,223 @@ def _build_tiny_cnn_onnx(out: Path, stem: str, activation_type: str, undilate: b
     return path
 
 
+# --------------------------------------------------------------------------- ONNX QOperator
+def qop_cnn_float_onnx():
+    """A small float NCHW CNN (input 1x3x16x16, seeded random weights) whose QOperator
+    quantization holds every op npu_byoc/onnx_qop.py rewrites in a CNN: Conv (+Relu, depthwise),
+    Add, Sigmoid, LeakyRelu, Concat, AveragePool, GlobalAveragePool, Gemm."""
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(SEED)
+    nodes, inits = [], []
+
+    def const(name, arr):
+        inits.append(numpy_helper.from_array(np.asarray(arr, np.float32), name))
+        return name
+
+    def conv(name, x, cin, cout, k=1, group=1, relu=False):
+        w = rng.normal(0, np.sqrt(2.0 / (cin // group * k * k)), (cout, cin // group, k, k))
+        b = rng.normal(0, 0.1, cout)
+        nodes.append(helper.make_node(
+            "Conv", [x, const(name + ".weight", w), const(name + ".bias", b)], [name], name=name,
+            kernel_shape=[k, k], pads=[k // 2] * 4, group=group))
+        return node("Relu", [name], name + "_relu") if relu else name
+
+    def node(op, inputs, name, **attrs):
+        nodes.append(helper.make_node(op, inputs, [name], name=name, **attrs))
+        return name
+
+    a = conv("conv1", "input", 3, 8, k=3, relu=True)
+    b = conv("dw", a, 8, 8, k=3, group=8, relu=True)
+    c = conv("pw", b, 8, 8)
+    d = node("Add", [a, c], "residual_add")
+    e = node("Sigmoid", [conv("conv_sigmoid", d, 8, 8)], "sigmoid")
+    f = node("LeakyRelu", [conv("conv_leaky", d, 8, 8)], "leaky_relu", alpha=0.1)
+    g = node("Concat", [d, e, f], "concat", axis=1)
+    h = node("AveragePool", [g], "avgpool", kernel_shape=[2, 2], strides=[2, 2])
+    i = node("GlobalAveragePool", [conv("conv_head", h, 24, 16, relu=True)], "gap")
+    fl = node("Flatten", [i], "flatten", axis=1)
+    wf = rng.normal(0, np.sqrt(1.0 / 16), (10, 16))
+    nodes.append(helper.make_node("Gemm", [fl, const("fc.weight", wf), const("fc.bias", rng.normal(0, 0.1, 10))],
+                                  ["output"], name="fc", transB=1))
+    return _float_onnx_model("qop_cnn", nodes, inits, [1, 3, 16, 16], [1, 10])
+
+
+def build_qop_cnn(out: Path, stem: str, activation_type: str):
+    """The small CNN quantized by onnxruntime in QOperator format (QLinearConv, QLinearAdd,
+    QLinearSigmoid, QLinearLeakyRelu, QLinearConcat, QLinearAveragePool,
+    QLinearGlobalAveragePool, QGemm), per-channel int8 weights, ``activation_type``
+    activations; references from onnxruntime with graph optimizations disabled."""
+    import onnx
+    import onnxruntime
+
+    fmodel = qop_cnn_float_onnx()
+    calib = nhwc_batch(CALIB_SEEDS, 16, 16, 3).transpose(0, 3, 1, 2).copy()
+
+    path = out / f"{stem}.onnx"
+    qmodel = _ort_quantize(fmodel, calib, "QOperator", activation_type, path)
+
+    ref = f"onnxruntime {onnxruntime.__version__} ORT_DISABLE_ALL"
+    x = nhwc_batch(REF_SEEDS, 16, 16, 3).transpose(0, 3, 1, 2).copy()
+    sess = _ort_session(str(path))
+    outs = np.concatenate([sess.run(["output"], {"input": x[i:i + 1]})[0] for i in range(len(x))])
+    producer = {o: n for n in qmodel.graph.node for o in n.output}
+    qinits = {t.name: onnx.numpy_helper.to_array(t) for t in qmodel.graph.initializer}
+    deq = producer["output"]
+    assert deq.op_type == "DequantizeLinear", deq.op_type
+    out_q = {"name": "output", "scale": float(qinits[deq.input[1]]), "zero_point": int(qinits[deq.input[2]])}
+    meta = {"model": f"{stem} ONNX QOperator (tools/make_models.py)", "input_shape": [1, 3, 16, 16],
+            "layout": "NCHW", "weights_seed": SEED, "calib_seeds": CALIB_SEEDS, "ref_seeds": REF_SEEDS,
+            "input_range": [-1.0, 1.0], "onnxruntime": onnxruntime.__version__,
+            "quantize_static": {"quant_format": "QOperator", "per_channel": True,
+                                "activation_type": activation_type, "weight_type": "QInt8"},
+            "outputs": [out_q], "reference": ref, "versions": _versions()}
+    save_npz(out / f"{stem}.npz", {"input_0": x, "output_0": outs, "reference": np.array(ref),
+                                   "meta": np.array(json.dumps(meta, sort_keys=True))})
+    print(f"  reference: {ref}")
+    summarize("output_0", np.round(outs / out_q["scale"]) + out_q["zero_point"])
+    return path
+
+
+def qop_ops_model():
+    """One ONNX model, one branch per QOperator / integer op variant npu_byoc/onnx_qop.py
+    rewrites (int8 and uint8, per-channel weights, bias, padding, channels_last ...), each
+    reading the integer graph inputs directly; an output per branch, named after it."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(SEED + 8)
+    inits, nodes, outputs = [], [], []
+    ins = {"x_i8": (TensorProto.INT8, [1, 4, 6, 6]), "y_i8": (TensorProto.INT8, [1, 4, 6, 6]),
+           "x_u8": (TensorProto.UINT8, [1, 4, 6, 6]), "y_u8": (TensorProto.UINT8, [1, 4, 6, 6]),
+           "m_i8": (TensorProto.INT8, [2, 5, 8]), "m_u8": (TensorProto.UINT8, [4, 8]),
+           "cond": (TensorProto.BOOL, [1, 4, 6, 6])}
+
+    def c(name, arr):
+        inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        return name
+
+    def f32(name, v):
+        return c(name, np.asarray(v, np.float32))
+
+    def ints(name, dtype, shape, lo=None, hi=None):
+        info = np.iinfo(dtype)
+        return c(name, rng.integers(info.min if lo is None else lo, (info.max if hi is None else hi) + 1, shape).astype(dtype))
+
+    def branch(name, op, inputs, elem, domain="", **attrs):
+        nodes.append(helper.make_node(op, inputs, [name], name=name, domain=domain, **attrs))
+        outputs.append(helper.make_tensor_value_info(name, elem, None))
+
+    i8, u8, I32, F = TensorProto.INT8, TensorProto.UINT8, TensorProto.INT32, TensorProto.FLOAT
+    ms = "com.microsoft"
+    qx_i8 = ["x_i8", f32("sx_i8", 0.05), c("zx_i8", np.int8(-3))]
+    qy_i8 = ["y_i8", f32("sy_i8", 0.07), c("zy_i8", np.int8(5))]
+    qx_u8 = ["x_u8", f32("sx_u8", 0.04), c("zx_u8", np.uint8(131))]
+    qy_u8 = ["y_u8", f32("sy_u8", 0.03), c("zy_u8", np.uint8(120))]
+    out_i8 = lambda k, s: [f32(f"so_{k}", s), c(f"zo_{k}", np.int8(rng.integers(-20, 20)))]  # noqa: E731
+    out_u8 = lambda k, s: [f32(f"so_{k}", s), c(f"zo_{k}", np.uint8(rng.integers(110, 150)))]  # noqa: E731
+
+    # QLinearConv: int8, per-channel weights, bias, stride 2, pads 1
+    branch("qlinearconv_i8", "QLinearConv",
+           qx_i8 + [ints("w1", np.int8, (6, 4, 3, 3)), f32("sw1", rng.uniform(0.002, 0.01, 6)), c("zw1", np.zeros(6, np.int8))]
+           + out_i8(1, 0.2) + [ints("b1", np.int32, 6, -2000, 2000)], i8, strides=[2, 2], pads=[1, 1, 1, 1])
+    # QLinearConv: uint8, uint8 weights with zero point, groups 2, dilation 2, no bias
+    branch("qlinearconv_u8_group", "QLinearConv",
+           qx_u8 + [ints("w2", np.uint8, (4, 2, 3, 3)), f32("sw2", 0.004), c("zw2", np.uint8(128))] + out_u8(2, 0.1),
+           u8, group=2, dilations=[2, 2], pads=[2, 2, 2, 2])
+    # QLinearConv: int8 depthwise, per-tensor weight scale, auto_pad SAME_UPPER
+    branch("qlinearconv_i8_depthwise", "QLinearConv",
+           qx_i8 + [ints("w3", np.int8, (4, 1, 3, 3)), f32("sw3", 0.006), c("zw3", np.int8(0))] + out_i8(3, 0.1)
+           + [ints("b3", np.int32, 4, -500, 500)], i8, group=4, auto_pad="SAME_UPPER", kernel_shape=[3, 3])
+    # QLinearMatMul: int8, 3-D a, per-column b scales
+    branch("qlinearmatmul_i8", "QLinearMatMul",
+           ["m_i8", f32("sm", 0.02), c("zm", np.int8(2)), ints("wm", np.int8, (8, 3)),
+            f32("swm", rng.uniform(0.005, 0.02, 3)), c("zwm", np.zeros(3, np.int8))] + out_i8(4, 0.05), i8)
+    # QGemm: int8, transB, per-channel, bias, alpha 0.5
+    nodes.append(helper.make_node("Reshape", ["m_i8", c("m_shape", np.array([10, 8], np.int64))], ["m_i8_2d"], name="m_i8_2d"))
+    branch("qgemm_i8", "QGemm",
+           ["m_i8_2d", f32("sg", 0.02), c("zg", np.int8(-1)), ints("wg", np.int8, (3, 8)),
+            f32("swg", rng.uniform(0.005, 0.02, 3)), c("zwg", np.zeros(3, np.int8)), ints("bg", np.int32, 3, -3000, 3000)]
+           + out_i8(5, 0.04), i8, domain=ms, transB=1, alpha=0.5)
+    # QGemm: uint8 activations, no bias, float output (no y_scale). Weights in [-64, 63]:
+    # onnxruntime's u8 x s8 kernels on CPUs without VNNI saturate pairs of products at int16
+    # (what the quantizer's reduce_range avoids), which would make the reference wrong.
+    branch("qgemm_u8_float", "QGemm",
+           ["m_u8", f32("sgu", 0.03), c("zgu", np.uint8(128)), ints("wgu", np.int8, (8, 3), -64, 63), f32("swgu", 0.01),
+            c("zwgu", np.int8(0))], F, domain=ms)
+    branch("qlinearadd_i8", "QLinearAdd", qx_i8 + qy_i8 + out_i8(6, 0.09), i8, domain=ms)
+    branch("qlinearmul_u8", "QLinearMul", qx_u8 + qy_u8 + out_u8(7, 0.05), u8, domain=ms)
+    branch("qlinearsigmoid_i8", "QLinearSigmoid", qx_i8 + [f32("so_8", 1 / 256), c("zo_8", np.int8(-128))], i8, domain=ms)
+    branch("qlinearleakyrelu_u8", "QLinearLeakyRelu", qx_u8 + out_u8(9, 0.03), u8, domain=ms, alpha=0.2)
+    branch("qlinearaveragepool_i8", "QLinearAveragePool", qx_i8 + out_i8(10, 0.04), i8, domain=ms,
+           kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=0)
+    branch("qlinearaveragepool_u8_nhwc", "QLinearAveragePool", qx_u8 + out_u8(11, 0.035), u8, domain=ms,
+           kernel_shape=[2, 2], strides=[1, 1], pads=[1, 1, 0, 0], count_include_pad=1, channels_last=1)
+    branch("qlinearglobalaveragepool_i8", "QLinearGlobalAveragePool", qx_i8 + out_i8(12, 0.02), i8, domain=ms)
+    branch("qlinearglobalaveragepool_u8_nhwc", "QLinearGlobalAveragePool", qx_u8 + out_u8(13, 0.02), u8,
+           domain=ms, channels_last=1)
+    branch("qlinearconcat_i8", "QLinearConcat", out_i8(14, 0.06) + qx_i8 + qy_i8, i8, domain=ms, axis=1)
+    branch("qlinearconcat_u8", "QLinearConcat", out_u8(15, 0.04) + qx_u8 + qy_u8, u8, domain=ms, axis=-1)
+    branch("qlinearsoftmax_i8", "QLinearSoftmax", qx_i8 + [f32("so_16", 1 / 256), c("zo_16", np.int8(-128))], i8,
+           domain=ms, axis=-1, opset=13)
+    branch("qlinearsoftmax_u8_opset11", "QLinearSoftmax", qx_u8 + [f32("so_17", 1 / 256), c("zo_17", np.uint8(0))], u8,
+           domain=ms, axis=3, opset=11)
+    branch("qlinearwhere_i8", "QLinearWhere", ["cond"] + qx_i8 + qy_i8 + out_i8(18, 0.06), i8, domain=ms)
+    # ConvInteger: uint8, pads 1 (onnxruntime has no per-channel weight zero points here; ONNX's
+    # node test test_convinteger_with_padding has them)
+    branch("convinteger_u8", "ConvInteger",
+           ["x_u8", ints("wc", np.uint8, (5, 4, 3, 3)), c("zxc", np.uint8(131)), c("zwc", np.uint8(119))],
+           I32, pads=[1, 1, 1, 1])
+    # MatMulInteger: left to TVM's own importer
+    branch("matmulinteger_u8", "MatMulInteger",
+           ["m_u8", ints("wmi", np.uint8, (8, 3)), c("zmi", np.uint8(128)), ints("zwmi", np.uint8, 3, 120, 136)], I32)
+    graph = helper.make_graph(
+        nodes, "qop_ops", [helper.make_tensor_value_info(k, t, s) for k, (t, s) in ins.items()], outputs,
+        initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(ms, 1)],
+                              producer_name="npu_byoc tools/make_models.py")
+    model.ir_version = 8
+    return onnx.shape_inference.infer_shapes(model), ins
+
+
+def build_qop_ops(out: Path):
+    """qop_ops.onnx and its onnxruntime references (graph optimizations disabled) on random
+    full-range integer inputs: ``in:<input>`` (N=3 samples), ``out:<output>``."""
+    import onnx
+    import onnxruntime
+
+    model, ins = qop_ops_model()
+    path = out / "qop_ops.onnx"
+    onnx.save(model, str(path))
+    rng = np.random.default_rng(SEED + 9)
+    np_types = {onnx.TensorProto.INT8: np.int8, onnx.TensorProto.UINT8: np.uint8, onnx.TensorProto.BOOL: np.bool_}
+    bounds = {np.int8: (-128, 128), np.uint8: (0, 256), np.bool_: (0, 2)}
+    feeds = []
+    for _ in REF_SEEDS:
+        feeds.append({k: rng.integers(*bounds[np_types[t]], s).astype(np_types[t]) for k, (t, s) in ins.items()})
+    sess = _ort_session(str(path))
+    names = [o.name for o in sess.get_outputs()]
+    results = [sess.run(names, f) for f in feeds]
+    # contrib ops have no shape inference in onnx: declare the output shapes onnxruntime gave
+    for o, r in zip(model.graph.output, results[0]):
+        del o.type.tensor_type.shape.dim[:]
+        for d in r.shape:
+            o.type.tensor_type.shape.dim.add().dim_value = d
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    ref = f"onnxruntime {onnxruntime.__version__} ORT_DISABLE_ALL"
+    arrays = {f"in:{k}": np.stack([f[k] for f in feeds]) for k in ins}
+    for k, name in enumerate(names):
+        arrays[f"out:{name}"] = np.stack([r[k] for r in results])
+        summarize(name, arrays[f"out:{name}"])
+    arrays["reference"] = np.array(ref)
+    arrays["meta"] = np.array(json.dumps({"model": "qop_ops (tools/make_models.py)", "seed": SEED + 9,
+                                          "reference": ref, "versions": _versions()}, sort_keys=True))
+    save_npz(out / "qop_ops.npz", arrays)
+    print(f"  reference: {ref}")
+    return path
+
+
 def onnx_op_counts(path: Path) -> dict:
     import onnx
 
@@ -1077,6 +1323,9 @@ BUILDERS = {
     **{name: (lambda out, op=name[3:-5]: build_op_model(op, out)) for name in TFLITE_OP_MODELS},
     "ops_uint8": build_ops_uint8,
     "tiny_cnn_uint8": build_tiny_cnn_uint8,
+    "qop_cnn_s8s8": lambda out: build_qop_cnn(out, "qop_cnn_s8s8", "QInt8"),
+    "qop_cnn_u8s8": lambda out: build_qop_cnn(out, "qop_cnn_u8s8", "QUInt8"),
+    "qop_ops": build_qop_ops,
 }
 MODELS = tuple(BUILDERS)
 
