@@ -16,7 +16,7 @@ import numpy as np
 from .hwconfig import HwConfig
 from .isa import SHIFT_MAX, SHIFT_MIN
 from .qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QOp, QPool2D, QTensor
-from .requant import weighted_requant
+from .requant import fc_scale, weighted_requant
 
 Check = Callable[[QOp, HwConfig], "str | None"]
 
@@ -149,7 +149,14 @@ def fc_features(op: QFullyConnected, hw: HwConfig) -> str | None:
 
 
 def requant_in_range(op: QOp, hw: HwConfig) -> str | None:
-    """The requantize scale s_in * s_w / s_out gives a shift the NPU accepts ([-31, 30])."""
+    """The requantize scale s_in * s_w / s_out gives a shift the NPU accepts ([-31, 30]); a fully
+    connected scale (a double, as LiteRT's reference FULLY_CONNECTED) is below 1."""
+    if isinstance(op, QFullyConnected):
+        try:
+            fc_scale(op)
+        except ValueError:
+            return "fully connected requantize scale s_in * s_w / s_out is 1 or more: NPU FC scales lie below 1"
+        return None
     mult, shift = weighted_requant(op)
     bad = (shift < SHIFT_MIN) | (shift > SHIFT_MAX)
     if bad.any():

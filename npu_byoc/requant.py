@@ -28,3 +28,16 @@ def weighted_requant(op: QConv2D | QFullyConnected) -> tuple[np.ndarray, np.ndar
         return np.broadcast_to(m, (n,)).astype(np.int32), np.broadcast_to(s, (n,)).astype(np.int32)
     m, s = nx.conv_requant_params(op.input.scale, op.weight_scale, op.output.scale)
     return m.astype(np.int32), s.astype(np.int32)
+
+
+def fc_scale(op: QFullyConnected) -> tuple[np.ndarray, np.ndarray]:
+    """Per-output-feature (mantissa int64, exponent int32) of a fully connected op: the double
+    output scale LiteRT's reference FULLY_CONNECTED multiplies by (numerics.fc_scale_params).
+    Raises ValueError for a scale of 1 or more."""
+    if op.convention == "int32-accumulate":  # s_x*s_w[c] is given whole: s_in = 1
+        m, e = nx.fc_scale_params(1.0, op.weight_scale, op.output.scale)
+    else:
+        scales = op.weight_scale[:1] if op.weight_per_tensor else op.weight_scale
+        m, e = nx.fc_scale_params(op.input.scale, scales, op.output.scale)
+    n = op.out_features
+    return np.broadcast_to(m, (n,)).astype(np.int64), np.broadcast_to(e, (n,)).astype(np.int32)

@@ -23,7 +23,7 @@ from ..isa import Region
 from ..patterns import LAYER_ATTR, Reject, extract_composite
 from ..qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QOp, QPool2D, QTensor
 from ..relax_utils import dtype_of, shape_of
-from ..requant import weighted_requant
+from ..requant import fc_scale, weighted_requant
 from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, NpuOp, Pool, TensorRef
 
 SCRATCH_ALIGN = 16
@@ -105,7 +105,7 @@ def _lower_conv(name: str, op: QConv2D, ifms: list[TensorRef], ofm: TensorRef) -
 
 
 def _lower_fc(name: str, op: QFullyConnected, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
-    mult, shift = weighted_requant(op)
+    mantissa, exponent = fc_scale(op)
     rows = ofm.shape[0] * ofm.shape[1] * ofm.shape[2] // op.out_features
     return FullyConnected(
         name=name,
@@ -113,8 +113,8 @@ def _lower_fc(name: str, op: QFullyConnected, ifms: list[TensorRef], ofm: Tensor
         ofm=view(ofm, (1, rows, op.out_features)),
         weights=np.ascontiguousarray(op.weight),
         bias=op.bias.astype(np.int32),
-        multiplier=np.ascontiguousarray(mult),
-        shift=np.ascontiguousarray(shift),
+        mantissa=np.ascontiguousarray(mantissa),
+        exponent=np.ascontiguousarray(exponent),
         ifm_zero_point=op.input.zero_point,
         ofm_zero_point=op.output.zero_point,
         act_min=op.act_min,

@@ -60,7 +60,7 @@ def depthwise_conv2d(op: DepthwiseConv2D, x: np.ndarray) -> np.ndarray:
 def fully_connected(op: FullyConnected, x: np.ndarray) -> np.ndarray:
     rows = x.reshape(-1, x.shape[-1]).astype(np.int64) - op.ifm_zero_point
     acc = rows @ op.weights.astype(np.int64).T
-    out = nx.requantize(acc, op.bias, op.multiplier, op.shift, op.ofm_zero_point, op.act_min, op.act_max)
+    out = nx.fc_requantize(acc, op.bias, op.mantissa, op.exponent, op.ofm_zero_point, op.act_min, op.act_max)
     return out.reshape(op.ofm.shape)
 
 
