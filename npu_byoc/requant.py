@@ -18,7 +18,7 @@ def _from_acc_scale(acc_scale: np.ndarray, out: QTensor) -> tuple[np.ndarray, np
 
 def weighted_requant(op: QConv2D | QFullyConnected) -> tuple[np.ndarray, np.ndarray]:
     """Per-output-channel int32 (multiplier, shift) of a conv / depthwise / fully connected op."""
-    if op.convention == "int32-accumulate":  # the requantize scale s_x*s_w[c] is given whole
+    if op.convention.startswith("int32-accumulate"):  # the requantize scale s_x*s_w[c] is given whole
         return _from_acc_scale(op.weight_scale, op.output)
     if isinstance(op, QFullyConnected):
         # One weight scale in the model: TFLite's per-tensor formula (float32 s_in * s_w).
@@ -34,7 +34,7 @@ def fc_scale(op: QFullyConnected) -> tuple[np.ndarray, np.ndarray]:
     """Per-output-feature (mantissa int64, exponent int32) of a fully connected op: the double
     output scale LiteRT's reference FULLY_CONNECTED multiplies by (numerics.fc_scale_params).
     Raises ValueError for a scale of 1 or more."""
-    if op.convention == "int32-accumulate":  # s_x*s_w[c] is given whole: s_in = 1
+    if op.convention.startswith("int32-accumulate"):  # s_x*s_w[c] is given whole: s_in = 1
         m, e = nx.fc_scale_params(1.0, op.weight_scale, op.output.scale)
     else:
         scales = op.weight_scale[:1] if op.weight_per_tensor else op.weight_scale
