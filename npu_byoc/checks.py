@@ -236,5 +236,20 @@ def _same_q(a: QTensor, b: QTensor) -> bool:
     return a.zero_point == b.zero_point and math.isclose(a.scale, b.scale, rel_tol=1e-6)
 
 
-COMMON: tuple[Check, ...] = (activations_int8, scales_valid, zero_points_in_range)
+def batch_splits(op: QOp, hw: HwConfig) -> str | None:
+    """A batch above 1 splits into whole images: the NPU runs the partition once per image, so
+    every 4-D tensor has the batch N as its first dimension and every 2-D one a multiple of N
+    rows (fully connected rows are independent)."""
+    shapes = [(role, tuple(int(d) for d in t.shape)) for role, t in _tensors(op) if t.shape is not None]
+    batches = {s[0] for _, s in shapes if len(s) == 4}
+    if len(batches) > 1:
+        return f"batches {sorted(batches)} differ between the op's tensors: NPU partitions run image by image"
+    n = batches.pop() if batches else 1
+    for role, s in shapes:
+        if n > 1 and (len(s) not in (2, 4) or s[0] % n):
+            return f"{role} of shape {list(s)} does not split into the batch of {n} images: NPU partitions run image by image"
+    return None
+
+
+COMMON: tuple[Check, ...] = (activations_int8, scales_valid, zero_points_in_range, batch_splits)
 WEIGHTED: tuple[Check, ...] = (weights_int8, weights_symmetric, accumulator_fits, requant_in_range)

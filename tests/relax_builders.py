@@ -253,6 +253,7 @@ def int32_conv2d(
     clip=None,
     input_zp: int | None = None,
     weight_zp: int | None = None,
+    batch: int = 1,
 ) -> tvm.IRModule:
     """nn.conv2d(int8 x, int8 W, out_dtype=int32) -> [add(int32 bias)]
     -> dequantize(s_x * s_w[c], zp 0, axis=channel) -> quantize -> [clip].
@@ -268,7 +269,7 @@ def int32_conv2d(
     w_scale = default_weight_scales(out_channels) if weight_scale is None else np.asarray(weight_scale, np.float32)
     acc_scale = np.float64(input_scale) * w_scale.astype(np.float64)
     h, wd = input_hw
-    x = _tensor("x", (1, h, wd, in_channels) if layout == "NHWC" else (1, in_channels, h, wd), "int8")
+    x = _tensor("x", (batch, h, wd, in_channels) if layout == "NHWC" else (batch, in_channels, h, wd), "int8")
 
     def body(bb):
         xi, wi = _zp_operands(bb, x, w, input_zp, weight_zp)

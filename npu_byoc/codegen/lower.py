@@ -47,6 +47,9 @@ class PartitionPlan:
     ops: list[NpuOp]
     scratch_bytes: int = 0
     layers: list[str] = field(default_factory=list)
+    # Images per call: the ops, refs and scratch are one image's; the IO tensors hold `batch`
+    # images back to back and the runner executes the ops once per image (docs/codegen.md).
+    batch: int = 1
 
     @property
     def macs(self) -> int:
@@ -67,6 +70,23 @@ def hwc(shape: tuple[int, ...], layout: str) -> tuple[int, int, int]:
     if len(shape) == 1:
         return (1, 1, shape[0])
     raise Reject(f"tensor of rank {len(shape)}: the NPU maps rank 1, 2 and 4 tensors")
+
+
+def partition_batch(shapes) -> int:
+    """The images per call of a partition: the common first dimension of its 4-D tensors."""
+    batches = {int(s[0]) for s in shapes if len(s) == 4}
+    if len(batches) > 1:
+        raise Reject(f"4-D tensors with batches {sorted(batches)}: a partition runs one batch")
+    return batches.pop() if batches else 1
+
+
+def per_image(shape: tuple[int, ...], batch: int) -> tuple[int, ...]:
+    """One image's part of a tensor of a batch-``batch`` partition (2-D: its share of the rows)."""
+    if batch == 1:
+        return tuple(shape)
+    if len(shape) in (2, 4) and shape[0] % batch == 0:
+        return (shape[0] // batch, *shape[1:])
+    raise Reject(f"tensor of shape {list(shape)} does not split into {batch} images")
 
 
 def view(ref: TensorRef, shape: tuple[int, int, int]) -> TensorRef:
@@ -236,13 +256,17 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
             if a in params:
                 param_layout.setdefault(a, _layout_of(qop, model_layout))
 
+    try:
+        batch = partition_batch([shape_of(v) for v in (*params, *(b.var for b, _, _ in extracted))])
+    except Reject as err:
+        raise LoweringError(f"{name}: {err}") from None
     next_region = int(Region.IO)
     refs: dict = {}
     inputs: list[IoTensor] = []
     for p in params:
         shape = shape_of(p)
         layout = param_layout.get(p, "NHWC")
-        ref = TensorRef(p.name, next_region, 0, _hwc_or_fail(name, p.name, shape, layout), layout)
+        ref = TensorRef(p.name, next_region, 0, _hwc_or_fail(name, p.name, shape, layout, batch), layout)
         refs[p] = ref
         inputs.append(IoTensor(p.name, shape, dtype_of(p), ref))
         next_region += 1
@@ -255,7 +279,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         layout = _layout_of(qop, model_layout)
         shape = shape_of(b.var)
         try:
-            hwc_shape = hwc(shape, layout)
+            hwc_shape = hwc(per_image(shape, batch), layout)
             if b.var in output_region:
                 ofm = TensorRef(layer, output_region[b.var], 0, hwc_shape, layout)
             else:
@@ -276,7 +300,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         if v not in refs or refs[v].region != output_region.get(v):
             raise LoweringError(f"{name}: output {k} is not produced by an NPU operation")
         outputs.append(IoTensor(f"output_{k}", shape_of(v), dtype_of(v), refs[v]))
-    return PartitionPlan(name, inputs, outputs, ops, scratch, layers)
+    return PartitionPlan(name, inputs, outputs, ops, scratch, layers, batch)
 
 
 def _operand_args(composite: relax.Function, call: relax.Call, qop: QOp) -> list:
@@ -291,9 +315,9 @@ def _operand_args(composite: relax.Function, call: relax.Call, qop: QOp) -> list
     return out
 
 
-def _hwc_or_fail(partition: str, tensor: str, shape, layout) -> tuple[int, int, int]:
+def _hwc_or_fail(partition: str, tensor: str, shape, layout, batch: int = 1) -> tuple[int, int, int]:
     try:
-        return hwc(shape, layout)
+        return hwc(per_image(shape, batch), layout)
     except Reject as err:
         raise LoweringError(f"{partition}: input '{tensor}': {err}") from None
 

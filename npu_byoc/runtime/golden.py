@@ -120,19 +120,31 @@ def allocate_regions(plan: PartitionPlan, inputs: Sequence[np.ndarray]) -> Regio
             raise ValueError(f"{plan.name}: input '{io.name}' must be int8 {io.shape}, got {x.dtype} {x.shape}")
         regions[io.ref.region] = x.reshape(-1).view(np.uint8).copy()
     for io in plan.outputs:
-        regions[io.ref.region] = np.zeros(io.ref.nbytes, np.uint8)
+        regions[io.ref.region] = np.zeros(io.ref.nbytes * plan.batch, np.uint8)
     return regions
 
 
+def image_regions(plan: PartitionPlan, regions: Regions, n: int) -> Regions:
+    """Image ``n`` of a batch: each IO region narrowed (a view) to that image's bytes."""
+    out = dict(regions)
+    for io in [*plan.inputs, *plan.outputs]:
+        size = io.ref.nbytes
+        out[io.ref.region] = regions[io.ref.region][n * size : (n + 1) * size]
+    return out
+
+
 def run_plan(plan: PartitionPlan, inputs: Sequence[np.ndarray], on_op=None) -> list[np.ndarray]:
-    """Execute a whole partition; returns its outputs in their model shapes.
+    """Execute a whole partition, once per image of its batch; returns its outputs in their
+    model shapes.
 
     ``on_op(op, output)`` is called after each op (per-layer comparisons use it)."""
     regions = allocate_regions(plan, inputs)
-    for op in plan.ops:
-        out = run_op(op, regions)
-        if on_op is not None:
-            on_op(op, out)
+    for n in range(plan.batch):
+        image = image_regions(plan, regions, n)
+        for op in plan.ops:
+            out = run_op(op, image)
+            if on_op is not None:
+                on_op(op, out)
     return [
         regions[io.ref.region].view(np.int8).reshape(io.shape).copy() for io in plan.outputs
     ]
