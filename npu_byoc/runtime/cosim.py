@@ -53,6 +53,7 @@ from tvm import relax
 from .. import escape
 from ..codegen.encoder import encode
 from ..codegen.lower import PartitionPlan
+from ..codegen.lower import per_image as per_image_shape
 from ..codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, NpuOp, Pool
 from ..codegen.schedule import schedule_partition
 from ..errors import NpuByocError
@@ -378,24 +379,33 @@ class _Cosim:
             raise NpuByocError(f"cosim: {plan.name} has {len(plan.ops)} NPU ops but {len(calls)} composite calls")
         nchw = any(io.ref.layout == "NCHW" for io in [*plan.inputs, *plan.outputs])
         regions = golden.allocate_regions(plan, inputs)
+        n_img = plan.batch
+        outs: list[list[np.ndarray]] = [[] for _ in plan.ops]  # each layer's output, image by image
+        for n in range(n_img):  # images one after the other: they share the scratch region
+            image = golden.image_regions(plan, regions, n)
+            for k, op in enumerate(plan.ops):
+                t0 = time.perf_counter()
+                expected = golden.KERNELS[type(op)](op, *(golden.read_tensor(image, r) for r in op.inputs))
+                self.seconds["golden"] += time.perf_counter() - t0
+                got, result = self._run_layer(plan, k, op, image)
+                diff = int(np.max(np.abs(got.astype(np.int64) - np.asarray(expected).reshape(got.shape)), initial=0))
+                result.max_diff_golden = diff
+                if n_img > 1:
+                    result.name = f"{op.name} [image {n}]"
+                self.layers.append(result)
+                self.keys.append((plan.name, k))
+                outs[k].append(got)
+                on_op(op, got)
+                self.progress.update(len(self.layers), op.name)
         model_values: list[np.ndarray] = []
-        for k, (op, call) in enumerate(zip(plan.ops, calls)):
-            # the layer's inputs as the model has them (TVM's per-layer reference is fed these)
+        for k, call in enumerate(calls):
+            # the layer's inputs and output as the model has them (TVM's per-layer reference)
             self.layer_inputs[(plan.name, k)] = [
                 np.asarray(inputs[i]) if kind == "input" else model_values[i] for kind, i in call.sources
             ]
-            t0 = time.perf_counter()
-            expected = golden.KERNELS[type(op)](op, *(golden.read_tensor(regions, r) for r in op.inputs))
-            self.seconds["golden"] += time.perf_counter() - t0
-            got, result = self._run_layer(plan, k, op, regions)
-            diff = int(np.max(np.abs(got.astype(np.int64) - np.asarray(expected).reshape(got.shape)), initial=0))
-            result.max_diff_golden = diff
-            self.layers.append(result)
-            self.keys.append((plan.name, k))
-            model_values.append(_to_model_shape(got, call.shape, nchw))
+            images = [_to_model_shape(got, per_image_shape(call.shape, n_img), nchw) for got in outs[k]]
+            model_values.append(np.concatenate(images).reshape(call.shape) if n_img > 1 else images[0])
             self.layer_outputs[(plan.name, k)] = model_values[-1]
-            on_op(op, got)
-            self.progress.update(len(self.layers), op.name)
         return [regions[io.ref.region].view(np.int8).reshape(io.shape).copy() for io in plan.outputs]
 
     def _run_layer(self, plan: PartitionPlan, k: int, op: NpuOp, regions) -> tuple[np.ndarray, LayerResult]:
