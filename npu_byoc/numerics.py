@@ -500,15 +500,22 @@ def requantize(acc_i32, bias_i32, multiplier, shift, output_zero_point, act_min=
     ``multiplier``/``shift``/``bias`` are scalars or 1-D vectors with one entry per channel.
     ``acc_i32`` is ``Σ w · (x − zp_in)`` (weights have zero point 0). Returns int8.
     """
-    acc = _int32_range(_int64(acc_i32, "requantize acc"), "requantize acc")
+    return _output_stage("requantize", multiply_by_quantized_multiplier, acc_i32, bias_i32, multiplier, shift,
+                         output_zero_point, act_min, act_max, channel_axis)
+
+
+def _output_stage(name, scale_fn, acc_i32, bias_i32, p1, p2, output_zero_point, act_min, act_max,
+                  channel_axis) -> np.ndarray:
+    """clamp(scale_fn(wrap_int32(acc + bias[c]), p1[c], p2[c]) + zp_out, act_min, act_max)."""
+    acc = _int32_range(_int64(acc_i32, f"{name} acc"), f"{name} acc")
     ndim = acc.ndim
     axis = channel_axis % ndim if ndim else 0
     if bias_i32 is not None:
-        bias = _int32_range(_int64(bias_i32, "requantize bias"), "requantize bias")
+        bias = _int32_range(_int64(bias_i32, f"{name} bias"), f"{name} bias")
         acc = _wrap_i32(acc + _channel_vector(bias, ndim, axis))
-    m = _channel_vector(_int64(multiplier, "requantize multiplier"), ndim, axis)
-    s = _channel_vector(_int64(shift, "requantize shift"), ndim, axis)
-    out = multiply_by_quantized_multiplier(acc, m, s).astype(np.int64) + int(output_zero_point)
+    a = _channel_vector(_int64(p1, f"{name} parameters"), ndim, axis)
+    b = _channel_vector(_int64(p2, f"{name} parameters"), ndim, axis)
+    out = scale_fn(acc, a, b).astype(np.int64) + int(output_zero_point)
     lo, hi = max(int(act_min), INT8_MIN), min(int(act_max), INT8_MAX)
     return np.clip(out, lo, hi).astype(np.int8)
 
@@ -563,17 +570,8 @@ def fc_requantize(acc_i32, bias_i32, mantissa, exponent, output_zero_point, act_
         acc = wrap_int32(acc + bias[c])
         out = clamp(fc_scale(acc, mantissa[c], exponent[c]) + zp_out, act_min, act_max)
     """
-    acc = _int32_range(_int64(acc_i32, "fc_requantize acc"), "fc_requantize acc")
-    ndim = acc.ndim
-    axis = channel_axis % ndim if ndim else 0
-    if bias_i32 is not None:
-        bias = _int32_range(_int64(bias_i32, "fc_requantize bias"), "fc_requantize bias")
-        acc = _wrap_i32(acc + _channel_vector(bias, ndim, axis))
-    m = _channel_vector(_int64(mantissa, "fc_requantize mantissa"), ndim, axis)
-    e = _channel_vector(_int64(exponent, "fc_requantize exponent"), ndim, axis)
-    out = fc_scale(acc, m, e).astype(np.int64) + int(output_zero_point)
-    lo, hi = max(int(act_min), INT8_MIN), min(int(act_max), INT8_MAX)
-    return np.clip(out, lo, hi).astype(np.int8)
+    return _output_stage("fc_requantize", fc_scale, acc_i32, bias_i32, mantissa, exponent, output_zero_point,
+                         act_min, act_max, channel_axis)
 
 
 def lut_lookup(x, lut) -> np.ndarray:

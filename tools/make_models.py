@@ -283,15 +283,26 @@ def calibrate_bn(model, calib: np.ndarray):
         bn.momentum = 0.99
 
 
-def convert_int8(model, calib: np.ndarray) -> bytes:
-    """Full-integer TFLite conversion (int8 in/out) of a Keras model with a batch-1 input."""
+def convert_int8(model, calib: np.ndarray, per_channel_dense: bool = False) -> bytes:
+    """Full-integer TFLite conversion (int8 in/out) of a Keras model with a batch-1 input.
+    ``per_channel_dense``: per-channel FULLY_CONNECTED weights (the converter's default for
+    dense layers is per-tensor)."""
+    import tensorflow as tf
+
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    if per_channel_dense:
+        conv._experimental_disable_per_channel_quantization_for_dense_layers = False
+    return quantized_int8(conv, [calib[i : i + 1] for i in range(len(calib))])
+
+
+def quantized_int8(conv, calib_batches) -> bytes:
+    """Run a TFLiteConverter as full-integer int8 (in/out), calibrated on ``calib_batches``."""
     import tensorflow as tf
 
     def rep():
-        for i in range(len(calib)):
-            yield [calib[i : i + 1]]
+        for x in calib_batches:
+            yield [x]
 
-    conv = tf.lite.TFLiteConverter.from_keras_model(model)
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     conv.representative_dataset = rep
     conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
@@ -780,7 +791,6 @@ def build_autoencoder(out: Path):
     """The FC-only anomaly-detection autoencoder with per-channel int8 FULLY_CONNECTED weights
     (the converter's default is per-tensor for dense layers; the private flag turns it off)."""
     import keras
-    import tensorflow as tf
 
     _set_seeds()
     xs = ae_inputs(TRAIN_SEEDS)
@@ -791,21 +801,8 @@ def build_autoencoder(out: Path):
     print(f"  trained 6 epochs: reconstruction mse {loss:.4f}")
     fixed = make_autoencoder(1)
     fixed.set_weights(model.get_weights())
-    calib = ae_inputs(CALIB_SEEDS)
-
-    def rep():
-        for i in range(len(calib)):
-            yield [calib[i : i + 1]]
-
-    conv = tf.lite.TFLiteConverter.from_keras_model(fixed)
-    conv.optimizations = [tf.lite.Optimize.DEFAULT]
-    conv.representative_dataset = rep
-    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    conv.inference_input_type = tf.int8
-    conv.inference_output_type = tf.int8
-    conv._experimental_disable_per_channel_quantization_for_dense_layers = False
     path = out / "autoencoder_int8.tflite"
-    path.write_bytes(conv.convert())
+    path.write_bytes(convert_int8(fixed, ae_inputs(CALIB_SEEDS), per_channel_dense=True))
     scales = fc_weight_scale_counts(path)
     print(f"  FULLY_CONNECTED weight scales per layer: {scales}")
     if not all(n > 1 for n in scales):
@@ -847,19 +844,9 @@ def build_batch2_mean(out: Path):
         return tf.nn.conv2d(m, w2, 1, "VALID")
 
     calib = nhwc_batch(CALIB_SEEDS, *shape).reshape(-1, 2, *shape)
-
-    def rep():
-        for i in range(len(calib)):
-            yield [calib[i]]
-
     conv = tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()], f)
-    conv.optimizations = [tf.lite.Optimize.DEFAULT]
-    conv.representative_dataset = rep
-    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    conv.inference_input_type = tf.int8
-    conv.inference_output_type = tf.int8
     path = out / "batch2_mean_int8.tflite"
-    path.write_bytes(conv.convert())
+    path.write_bytes(quantized_int8(conv, calib))
     meta = {"model": "batch-2 CONV_2D + MEAN(H, W) + CONV_2D (tools/make_models.py)",
             "input_shape": [2, *shape], **_common_meta()}
     seeds = REF_SEEDS + [s + 10 for s in REF_SEEDS]  # 3 samples of batch 2
