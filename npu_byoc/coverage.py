@@ -32,6 +32,14 @@ class OpCoverage:
     reason: str | None
     macs: int
     producers: list[int] = field(default_factory=list)
+    convention: str | None = None  # how the frontend wrote the offloaded op (patterns.Convention)
+
+    @property
+    def detail(self) -> str | None:
+        """pattern (convention) when offloaded, else the reason."""
+        if not self.offloaded:
+            return self.reason
+        return f"{self.pattern} ({self.convention})" if self.convention else self.pattern
 
 
 @dataclass
@@ -70,7 +78,7 @@ class CoverageReport:
         lines.append(f"  {'#':>3}  {'name':<{w}}  {'op':<{k}}  {'where':<5}  {'MACs':>10}  pattern / reason")
         for o in self.ops:
             where = "NPU" if o.offloaded else "CPU"
-            detail = o.pattern if o.offloaded else o.reason
+            detail = o.detail
             name = escape.text_column(o.name, w)
             lines.append(f"  {o.index:>3}  {name:<{w}}  {escape.text(o.op):<{k}}  {where:<5}  {o.macs:>10,}  "
                          f"{escape.text(detail, 400)}")
@@ -90,7 +98,7 @@ class CoverageReport:
             "| ---: | --- | --- | --- | ---: | --- |",
         ]
         for o in self.ops:
-            detail = o.pattern if o.offloaded else o.reason
+            detail = o.detail
             out.append(
                 f"| {o.index} | {escape.markdown(o.name)} | {escape.markdown(o.op)} | {'NPU' if o.offloaded else 'CPU'} "
                 f"| {o.macs:,} | {escape.markdown(detail or '')} |"
@@ -163,7 +171,8 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
         decision = next((accepted[v] for v in op.vars if v in accepted), None)
         macs = sum(macs_of_binding.get(v, 0) for v in op.vars)
         if decision is not None:
-            ops.append(OpCoverage(op.index, op.name, op.op, True, decision.pattern, None, macs, producers))
+            ops.append(OpCoverage(op.index, op.name, op.op, True, decision.pattern, None, macs, producers,
+                                  decision.convention))
             continue
         reasons = []
         for v in op.vars:

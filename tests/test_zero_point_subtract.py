@@ -98,3 +98,10 @@ def test_functional_backend_runs_the_form():
                                    lambda: rb.int32_fc(input_zp=1, weight_zp=-2)], ids=["conv2d", "matmul"])
 def test_weight_zero_point_must_be_zero(build):
     assert_rejected(build(), "weight zero point must be 0")
+
+
+def test_coverage_names_the_convention():
+    report = npu_byoc.coverage_report(matmul(input_zp=4, bias=BIAS8))
+    (op,) = report.ops
+    assert op.offloaded and op.convention == ZP + "+bias"
+    assert "npu.fully_connected (int32-accumulate, zero-point subtract+bias)" in report.to_text()
