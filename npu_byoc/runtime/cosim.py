@@ -53,6 +53,7 @@ from tvm import relax
 from .. import escape
 from ..codegen.encoder import encode
 from ..codegen.lower import PartitionPlan
+from ..codegen.lower import partition_batch
 from ..codegen.lower import per_image as per_image_shape
 from ..codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, NpuOp, Pool
 from ..codegen.schedule import schedule_partition
@@ -302,6 +303,14 @@ def _layer_calls(func: relax.Function) -> list[_LayerCall]:
     return out
 
 
+def _images(calls: list[_LayerCall]) -> int:
+    """The batch a partition runs image by image (codegen.lower.partition_batch of its layers)."""
+    try:
+        return partition_batch([c.shape for c in calls])
+    except Exception:  # noqa: BLE001 - lowering reports it
+        return 1
+
+
 def _to_model_shape(hwc: np.ndarray, shape: tuple[int, ...], nchw: bool) -> np.ndarray:
     """An H x W x C feature map (the NPU's view) in the layout and shape of the model tensor."""
     if len(shape) == 4:
@@ -472,7 +481,7 @@ def cosim(
     part = mod if partition_log(mod) is not None or npu_functions(mod) else partition_for_npu(mod, hw=hw)
     funcs = npu_functions(part)
     calls = {name: _layer_calls(f) for name, f in funcs.items()}
-    total = sum(len(c) for c in calls.values())
+    total = sum(len(c) * _images(c) for c in calls.values())  # one row per layer and image
     bar = progress if isinstance(progress, Progress) else Progress(total, enabled=bool(progress))
     bar.total = max(total, 1)
 
