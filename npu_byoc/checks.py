@@ -17,7 +17,7 @@ from . import limits
 from .hwconfig import HwConfig
 from .isa import SHIFT_MAX, SHIFT_MIN
 from .qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QOp, QPool2D, QTensor
-from .requant import weighted_requant
+from .requant import fc_scale, weighted_requant
 
 Check = Callable[[QOp, HwConfig], "str | None"]
 
@@ -74,15 +74,32 @@ def tensor_ranks(op: QOp, hw: HwConfig) -> str | None:
     return _per_tensor(op, lambda t: limits.rank_reason(t.shape))
 
 
-def batch_one(op: QOp, hw: HwConfig) -> str | None:
-    """Batch (the first axis of a 4-D tensor) is 1."""
-    return _per_tensor(op, lambda t: limits.batch_reason(t.shape))
+def _batch(op: QOp) -> int:
+    return limits.batch_of(t.shape for _, t in _tensors(op))
+
+
+def batch_splits(op: QOp, hw: HwConfig) -> str | None:
+    """A batch above 1 splits into whole images: the NPU runs the partition once per image, so every 4-D tensor has the batch N as its first dimension and every 2-D one a multiple of N rows (fully connected rows are independent)."""
+    try:
+        n = _batch(op)
+    except limits.ShapeError as err:
+        return str(err)
+
+    def split(t: QTensor) -> str | None:
+        try:
+            limits.per_image(t.shape, n)
+        except limits.ShapeError as err:
+            return str(err)
+        return None
+
+    return _per_tensor(op, split)
 
 
 def tensors_addressable(op: QOp, hw: HwConfig) -> str | None:
-    """Every dimension fits the 32-bit shape registers and every tensor the 32-bit DMA address range (4 GiB)."""
+    """Every dimension of an image fits the 32-bit shape registers and every tensor the 32-bit DMA address range (4 GiB)."""
     layout = getattr(op, "layout", "NHWC")
-    return _per_tensor(op, lambda t: limits.register_reason(limits.hwc(t.shape, layout)))
+    n = _batch(op)
+    return _per_tensor(op, lambda t: limits.register_reason(limits.hwc(limits.per_image(t.shape, n), layout)))
 
 
 def lowers_and_fits(op: QOp, hw: HwConfig) -> str | None:
@@ -185,7 +202,14 @@ def fc_features(op: QFullyConnected, hw: HwConfig) -> str | None:
 
 
 def requant_in_range(op: QOp, hw: HwConfig) -> str | None:
-    """The requantize scale s_in * s_w / s_out gives a shift the NPU accepts ([-31, 30])."""
+    """The requantize scale s_in * s_w / s_out gives a shift the NPU accepts ([-31, 30]); a fully
+    connected scale (a double, as LiteRT's reference FULLY_CONNECTED) is below 1."""
+    if isinstance(op, QFullyConnected):
+        try:
+            fc_scale(op)
+        except ValueError:
+            return "fully connected requantize scale s_in * s_w / s_out is 1 or more: NPU FC scales lie below 1"
+        return None
     mult, shift = weighted_requant(op)
     bad = (shift < SHIFT_MIN) | (shift > SHIFT_MAX)
     if bad.any():
@@ -285,7 +309,7 @@ def _same_q(a: QTensor, b: QTensor) -> bool:
 
 
 COMMON: tuple[Check, ...] = (
-    activations_int8, scales_valid, zero_points_in_range, tensor_ranks, batch_one, tensors_addressable,
+    activations_int8, scales_valid, zero_points_in_range, tensor_ranks, batch_splits, tensors_addressable,
 )  # fmt: skip
 # Checked after an entry's own checks (the op must be otherwise valid to be lowered alone).
 FINAL: tuple[Check, ...] = (lowers_and_fits,)

@@ -1,7 +1,8 @@
 """Limits of the NPU that the partition checks and the compiler share, each from one definition.
 
 - shapes: every tensor is an H x W x C feature map (:func:`hwc`: ranks 1, 2 and 4; the one
-  batch limit is :func:`batch_reason`);
+  batch: :func:`batch_of` / :func:`per_image` split a batch into the images the NPU runs one
+  after the other, :func:`batch_reason` is the limit each image meets);
 - registers: every dimension and every byte offset must fit the register that carries it
   (npu_byoc.codegen.encoder.to_word, the encoder's own range check);
 - the op lowered alone (the lowering registry npu_byoc.codegen.lower.LOWERINGS): its shifts in
@@ -14,7 +15,7 @@ scheduling and encoding would refuse.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -27,11 +28,31 @@ class ShapeError(ValueError):
 
 
 def batch_reason(shape: Sequence[int]) -> str | None:
-    """The one batch limit (the first axis of a 4-D tensor); relax it here and the partition
-    check, the lowering and the docs follow."""
+    """The batch limit of one image (the first axis of a 4-D tensor): a batch-N op runs as N
+    images (:func:`per_image`), so this holds for any N that splits."""
     if len(shape) == 4 and int(shape[0]) != 1:
         return f"batch {int(shape[0])}: the NPU runs batch 1"
     return None
+
+
+def batch_of(shapes: Iterable[Sequence[int]]) -> int:
+    """The images of an op or a partition: the common first axis of its 4-D tensors (1 if none)."""
+    batches = sorted({int(s[0]) for s in shapes if len(s) == 4})
+    if len(batches) > 1:
+        raise ShapeError(f"4-D tensors with batches {batches}: NPU partitions run image by image")
+    return batches[0] if batches else 1
+
+
+def per_image(shape: Sequence[int], batch: int) -> tuple[int, ...]:
+    """One image's part of a tensor of a batch-``batch`` op: a 4-D tensor's first axis, a 2-D
+    tensor's share of the rows (fully connected rows are independent). Raises ShapeError."""
+    shape = tuple(int(d) for d in shape)
+    if batch == 1:
+        return shape
+    if len(shape) in (2, 4) and shape[0] % batch == 0:
+        return (shape[0] // batch, *shape[1:])
+    raise ShapeError(f"shape {list(shape)} does not split into the batch of {batch} images: "
+                     "NPU partitions run image by image")  # fmt: skip
 
 
 def rank_reason(shape: Sequence[int]) -> str | None:
@@ -82,8 +103,10 @@ def lower_alone(op, hw: HwConfig, layout: str = "NHWC"):
 
     layout = getattr(op, "layout", layout)
     tensors = [*_inputs(op), op.output]
+    n = batch_of(t.shape for t in tensors)
     refs = [
-        TensorRef(f"t{k}", int(Region.IO) + k, 0, hwc(t.shape, layout), layout) for k, t in enumerate(tensors)
+        TensorRef(f"t{k}", int(Region.IO) + k, 0, hwc(per_image(t.shape, n), layout), layout)
+        for k, t in enumerate(tensors)
     ]
     return LOWERINGS[type(op)]("op", op, refs[:-1], refs[-1])
 
@@ -129,5 +152,5 @@ def lowering_reason(op, hw: HwConfig) -> str | None:
     return shift_reason(npu_op) or untileable_reason(npu_op, hw)
 
 
-__all__ = ["ShapeError", "batch_reason", "rank_reason", "hwc", "register_reason", "lower_alone", "shift_reason",
+__all__ = ["ShapeError", "batch_reason", "batch_of", "per_image", "rank_reason", "hwc", "register_reason", "lower_alone", "shift_reason",
            "lowering_reason"]  # fmt: skip

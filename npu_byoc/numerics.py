@@ -42,6 +42,8 @@ __all__ = [
     "quantize_multiplier_array",
     "conv_requant_params",
     "fc_requant_params",
+    "fc_scale_params",
+    "pack_fc_scale",
     "activation_range",
     "AddParams",
     "add_params",
@@ -55,6 +57,8 @@ __all__ = [
     "rounding_divide_by_pot",
     "multiply_by_quantized_multiplier",
     "requantize",
+    "fc_scale",
+    "fc_requantize",
     "lut_lookup",
     "avg_pool2d",
     "max_pool2d",
@@ -151,6 +155,57 @@ def fc_requant_params(input_scale, weight_scales, output_scale) -> tuple[np.ndar
     prod = np.float32(np.float32(input_scale) * s_w[0])  # float32 multiply, as in C++
     effective = float(prod) / float(np.float32(output_scale))
     return quantize_multiplier_array(np.array([effective]))
+
+
+FC_MANTISSA_BITS = 53  # an IEEE double's significand
+FC_EXPONENT_MIN, FC_EXPONENT_MAX = -128, -FC_MANTISSA_BITS  # int8 field; scale < 1
+
+
+def fc_scale_params(input_scale, weight_scales, output_scale) -> tuple[np.ndarray, np.ndarray]:
+    """The FULLY_CONNECTED output scale of LiteRT's reference kernel as exact (mantissa, exponent).
+
+    ``reference_integer_ops::FullyConnected`` / ``FullyConnectedPerChannel`` (the overloads
+    the BUILTIN_REF resolver calls, per-tensor and per-channel alike) requantize **in double**,
+    not through ``MultiplyByQuantizedMultiplier``::
+
+        effective[c] = (double(s_in) · double(s_w[c])) / double(s_out)
+        out = int32(round(double(acc) · effective[c]))          # round: half away from zero
+
+    The double ``effective[c]`` is held exactly as ``mantissa[c] · 2^exponent[c]`` with
+    ``2^52 ≤ mantissa < 2^53`` (int64) and ``exponent ∈ [-128, -53]`` (the scale is below 1:
+    ``exponent > -53`` raises ValueError). A scale below 2^-75 gives mantissa 0 (its products
+    round to 0 for every int32 accumulator). A single weight scale gives arrays of length 1.
+    """
+    s_in = float(np.float32(input_scale))
+    s_out = float(np.float32(output_scale))
+    s_w = np.asarray(weight_scales, dtype=np.float32).reshape(-1).astype(np.float64)
+    mant, expo = [], []
+    for w in s_w:
+        eff = (s_in * float(w)) / s_out
+        if not (math.isfinite(eff) and eff >= 0):
+            raise ValueError(f"fc_scale_params: scale {eff} is not finite and >= 0")
+        q, e = math.frexp(eff)  # eff = q · 2^e, 0.5 <= q < 1: q · 2^53 is an exact integer
+        m, x = int(q * 2.0**FC_MANTISSA_BITS), e - FC_MANTISSA_BITS
+        if m == 0 or x < FC_EXPONENT_MIN:
+            m, x = 0, FC_EXPONENT_MAX
+        if x > FC_EXPONENT_MAX:
+            raise ValueError(f"fc_scale_params: scale {eff:.6g} is not below 1")
+        mant.append(m)
+        expo.append(x)
+    return np.array(mant, dtype=np.int64), np.array(expo, dtype=np.int32)
+
+
+def pack_fc_scale(mantissa, exponent) -> tuple[np.ndarray, np.ndarray]:
+    """The two int32 words an FC requantize record holds for (mantissa, exponent)::
+
+        word1 = mantissa[31:0]
+        word2 = mantissa[52:32] | (exponent & 0xFF) << 24      # bits 23..21 zero
+    """
+    m = np.asarray(mantissa, dtype=np.int64)
+    e = np.asarray(exponent, dtype=np.int64)
+    lo = (m & 0xFFFFFFFF).astype(np.uint32).view(np.int32)
+    hi = ((m >> 32) | ((e & 0xFF) << 24)).astype(np.uint32).view(np.int32)
+    return lo, hi
 
 
 def activation_range(activation: str, output_scale, output_zero_point, qmin=INT8_MIN, qmax=INT8_MAX):
@@ -445,17 +500,78 @@ def requantize(acc_i32, bias_i32, multiplier, shift, output_zero_point, act_min=
     ``multiplier``/``shift``/``bias`` are scalars or 1-D vectors with one entry per channel.
     ``acc_i32`` is ``Σ w · (x − zp_in)`` (weights have zero point 0). Returns int8.
     """
-    acc = _int32_range(_int64(acc_i32, "requantize acc"), "requantize acc")
+    return _output_stage("requantize", multiply_by_quantized_multiplier, acc_i32, bias_i32, multiplier, shift,
+                         output_zero_point, act_min, act_max, channel_axis)
+
+
+def _output_stage(name, scale_fn, acc_i32, bias_i32, p1, p2, output_zero_point, act_min, act_max,
+                  channel_axis) -> np.ndarray:
+    """clamp(scale_fn(wrap_int32(acc + bias[c]), p1[c], p2[c]) + zp_out, act_min, act_max)."""
+    acc = _int32_range(_int64(acc_i32, f"{name} acc"), f"{name} acc")
     ndim = acc.ndim
     axis = channel_axis % ndim if ndim else 0
     if bias_i32 is not None:
-        bias = _int32_range(_int64(bias_i32, "requantize bias"), "requantize bias")
+        bias = _int32_range(_int64(bias_i32, f"{name} bias"), f"{name} bias")
         acc = _wrap_i32(acc + _channel_vector(bias, ndim, axis))
-    m = _channel_vector(_int64(multiplier, "requantize multiplier"), ndim, axis)
-    s = _channel_vector(_int64(shift, "requantize shift"), ndim, axis)
-    out = multiply_by_quantized_multiplier(acc, m, s).astype(np.int64) + int(output_zero_point)
+    a = _channel_vector(_int64(p1, f"{name} parameters"), ndim, axis)
+    b = _channel_vector(_int64(p2, f"{name} parameters"), ndim, axis)
+    out = scale_fn(acc, a, b).astype(np.int64) + int(output_zero_point)
     lo, hi = max(int(act_min), INT8_MIN), min(int(act_max), INT8_MAX)
     return np.clip(out, lo, hi).astype(np.int8)
+
+
+def _fc_scale_one(acc: int, mantissa: int, exponent: int) -> int:
+    """round_half_away(fl64(acc · mantissa · 2^exponent)) in integers (see ``fc_scale``)."""
+    p = abs(acc) * mantissa  # < 2^84: exact
+    if p == 0:
+        return 0
+    drop = p.bit_length() - FC_MANTISSA_BITS
+    if drop > 0:  # the double product: round p to 53 significant bits, ties to even
+        q, rem, half = p >> drop, p & ((1 << drop) - 1), 1 << (drop - 1)
+        p = q + (rem > half or (rem == half and q & 1))
+        exponent += drop
+    k = -exponent  # > 0: the scale is below 1, so p · 2^exponent < 2^31 (int32, no overflow)
+    r = (p >> k) + ((p >> (k - 1)) & 1)  # round half away from zero
+    return -r if acc < 0 else r
+
+
+def fc_scale(acc, mantissa, exponent) -> np.ndarray:
+    """``int32(round(double(acc) · effective))`` of LiteRT's reference FULLY_CONNECTED, integer only.
+
+    ``effective = mantissa · 2^exponent`` (``fc_scale_params``), ``acc`` int32 (broadcasting)::
+
+        p = |acc| · mantissa                                   # exact, < 2^84
+        d = bitlength(p) − 53
+        if d > 0: p = round_half_even(p / 2^d); exponent += d  # the double product's rounding
+        r = round_half_away(p · 2^exponent)                    # C round(); exponent < 0
+        return sign(acc) · r
+
+    Returns int32.
+    """
+    a = _int32_range(_int64(acc, "fc_scale acc"), "fc_scale acc")
+    m = _int64(mantissa, "fc_scale mantissa")
+    e = _int64(exponent, "fc_scale exponent")
+    if e.size and (e.min() < FC_EXPONENT_MIN or e.max() > FC_EXPONENT_MAX):
+        raise ValueError(f"fc_scale: exponent must be in [{FC_EXPONENT_MIN}, {FC_EXPONENT_MAX}]")
+    if m.size and (m.min() < 0 or m.max() >= 2**FC_MANTISSA_BITS):
+        raise ValueError("fc_scale: mantissa must be in [0, 2^53)")
+    a, m, e = np.broadcast_arrays(a, m, e)
+    out = [_fc_scale_one(int(x), int(y), int(z)) for x, y, z in zip(a.ravel(), m.ravel(), e.ravel())]
+    return np.array(out, dtype=np.int64).reshape(a.shape).astype(np.int32)
+
+
+def fc_requantize(acc_i32, bias_i32, mantissa, exponent, output_zero_point, act_min=INT8_MIN,
+                  act_max=INT8_MAX, channel_axis: int = -1) -> np.ndarray:
+    """Output stage of FULLY_CONNECTED (int32 accumulator → int8), as LiteRT's reference kernel.
+
+    As ``requantize`` with ``fc_scale(acc, mantissa[c], exponent[c])`` in place of
+    ``multiply_by_quantized_multiplier(acc, multiplier[c], shift[c])``::
+
+        acc = wrap_int32(acc + bias[c])
+        out = clamp(fc_scale(acc, mantissa[c], exponent[c]) + zp_out, act_min, act_max)
+    """
+    return _output_stage("fc_requantize", fc_scale, acc_i32, bias_i32, mantissa, exponent, output_zero_point,
+                         act_min, act_max, channel_axis)
 
 
 def lut_lookup(x, lut) -> np.ndarray:

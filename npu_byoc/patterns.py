@@ -3,7 +3,9 @@
 TVM's frontends write the same quantized operator in several *conventions*: the QDQ form of
 TFLite and ONNX (dequantize -> float op -> quantize), TFLite's cast-wrapped integer pooling
 (astype(int32) -> avg_pool2d -> astype(int8)), and the int32-accumulate form of hand-written
-modules (conv2d(int8, int8, out_dtype=int32) -> requantize written as dequantize -> quantize).
+modules (conv2d(int8, int8, out_dtype=int32) -> requantize written as dequantize -> quantize),
+also with explicit zero-point subtraction (astype(x, int32) - z_x, as QNN canonicalization and
+TVM's ONNX MatMulInteger import write it).
 Each :class:`NpuPattern` lists the conventions of one NPU operation; a match is *extracted*
 into one quantized-op record (:mod:`npu_byoc.qops`) whatever the convention was, and the NPU
 checks (:mod:`npu_byoc.checks`) accept it or give the reason it stays on the CPU.
@@ -162,6 +164,33 @@ def _int32_weighted(core_op: str) -> list[Convention]:
         form += " → dequantize(scale=s_x·s_w[c], zero_point=0, axis=C)"
         for tail_name, pat, tail_form in _requant_tail(_deq(body)):
             out.append(Convention(f"int32-accumulate{bias_name}{tail_name}", "hand-written Relax", pat, form + tail_form))
+    return out
+
+
+ZP_SUBTRACT = "int32-accumulate, zero-point subtract"
+
+
+def _zp_subtracted(x: DFPattern) -> DFPattern:
+    """astype(x, int32) -> subtract(zero point), or astype alone (zero point 0)."""
+    widened = is_op("relax.astype")(x)
+    return is_op("relax.subtract")(widened, wildcard()) | widened
+
+
+def _zp_weighted(core_op: str) -> list[Convention]:
+    """Integer accumulate with explicit zero-point subtraction (QNN canonicalization, TVM's ONNX
+    MatMulInteger / ConvInteger): op(astype(x) - z_x, [astype(W) - z_w], out_dtype=int32)
+    [+ int32 bias] -> dequantize(s_x*s_w[c]) -> quantize."""
+    out = []
+    short = core_op.removeprefix("relax.")
+    for bias_name, with_bias in (("+bias", True), ("", False)):
+        core = is_op(core_op)(_zp_subtracted(wildcard()), _layout_chain(_zp_subtracted(wildcard()) | wildcard()))
+        body = _with_bias(core, _layout_chain(wildcard())) if with_bias else core
+        form = f"astype(x, int32) → subtract(z_x) → {short}(·, [astype(W, int32) → subtract(z_w = 0)], out_dtype=int32)"
+        form += " → add(int32 bias)" if with_bias else ""
+        form += " → dequantize(scale=s_x·s_w[c], zero_point=0, axis=C)"
+        for tail_name, pat, tail_form in _requant_tail(_deq(body)):
+            out.append(Convention(f"{ZP_SUBTRACT}{bias_name}{tail_name}", "QNN canonicalization, TVM ONNX integer ops",
+                                  pat, form + tail_form))
     return out
 
 
@@ -329,7 +358,7 @@ def _bias(bias_expr, bindings, out_channels: int, acc_scale: np.ndarray | None) 
     return b.astype(np.int32)
 
 
-def _int32_requant(requant, bindings, x, out_channels: int, channel_axis: int, rank: int):
+def _int32_requant(requant, bindings, x, out_channels: int, channel_axis: int, rank: int, x_zp: int = 0):
     """The int32-accumulate form's requantize ``dequantize(acc, s_x*s_w[c], 0, axis=C)``:
     (input record, per-channel accumulator scale, weight zero points). The scale is given
     whole, so the input record carries scale 1.0 and weight_scale holds s_x*s_w[c]."""
@@ -342,7 +371,7 @@ def _int32_requant(requant, bindings, x, out_channels: int, channel_axis: int, r
             f"axis {channel_axis}: NPU requantizes per output channel"
         )
     acc_scale = np.broadcast_to(scale.reshape(-1), (out_channels,)).astype(np.float64)
-    inp = QTensor(shape=shape_of(x), dtype=dtype_of(x), scale=1.0, zero_point=0)
+    inp = QTensor(shape=shape_of(x), dtype=dtype_of(x), scale=1.0, zero_point=x_zp)
     return inp, acc_scale, np.zeros(out_channels, np.int64)
 
 
@@ -357,6 +386,52 @@ def _split_bias(body, core_op: str, bindings):
             return a, body.args[1]
         return b, body.args[0]
     return body, None
+
+
+def _zp_input(expr, bindings):
+    """The int8 input and zero point of ``astype(x, int32) [- z_x]``; (expr, None) otherwise."""
+    e = resolve(expr, bindings)
+    zp = 0
+    if op_name(e) == "relax.subtract":
+        z = _const(e.args[1], bindings, "input zero point")
+        if z.size != 1:
+            raise Reject(f"input zero point has {z.size} values (per row): NPU activations are per-tensor")
+        zp, e = int(z.item()), resolve(e.args[0], bindings)
+    if op_name(e) == "relax.astype" and str(e.attrs.dtype) == "int32":
+        return e.args[0], zp
+    return expr, None
+
+
+def _zp_weight(expr, bindings) -> np.ndarray:
+    """The int8 weights of ``[layout](astype(W, int32) [- z_w])``; a non-zero z_w is refused."""
+    e = resolve(expr, bindings)
+    layout = []
+    while op_name(e) in ("relax.reshape", "relax.permute_dims", "relax.expand_dims"):
+        layout.append(e)
+        e = resolve(e.args[0], bindings)
+    if op_name(e) == "relax.subtract":
+        z = _const(e.args[1], bindings, "weight zero point")
+        if np.any(z != 0):
+            raise Reject(f"weight zero point {int(z.reshape(-1)[np.argmax(z.reshape(-1) != 0)])}: "
+                         "weight zero point must be 0 (NPU weights are symmetric int8)")
+        e = resolve(e.args[0], bindings)
+    if op_name(e) == "relax.astype":
+        e = e.args[0]
+    w = _const(e, bindings, "weight")
+    if not (np.issubdtype(w.dtype, np.integer) and w.min(initial=0) >= -128 and w.max(initial=0) <= 127):
+        raise Reject(f"weight dtype {w.dtype} with values outside int8: NPU weights are int8")
+    w = w.astype(np.int8)
+    for call in reversed(layout):
+        w = _apply_layout(call, w)
+    return w
+
+
+def _int32_operands(core, bindings):
+    """(int8 input expr, its zero point, int8 weights, convention) of an integer-accumulate op."""
+    x, zp = _zp_input(core.args[0], bindings)
+    if zp is None:
+        return x, 0, _const(core.args[1], bindings, "weight"), "int32-accumulate"
+    return x, zp, _zp_weight(core.args[1], bindings), ZP_SUBTRACT
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,14 +452,12 @@ def _extract_conv2d(root, bindings) -> QConv2D:
         raise Reject(f"conv2d layout {layout}->{attrs.out_layout}: NPU supports NHWC and NCHW")
     kernel_layout = str(attrs.kernel_layout)
     if int32_form:
-        x = conv.args[0]
+        x, x_zp, w, convention = _int32_operands(conv, bindings)
         if dtype_of(x) not in _INT_ACTIVATIONS or dtype_of(conv) != "int32":
             raise Reject(f"integer conv2d of {dtype_of(x)} into {dtype_of(conv)}: NPU accumulates int8 into int32")
-        w = _const(conv.args[1], bindings, "weight")
         perm = [kernel_layout.index(c) for c in "OHWI"]
         w = np.ascontiguousarray(np.transpose(w, perm))
-        inp, w_scale, w_zp = _int32_requant(requant, bindings, x, w.shape[0], layout.index("C"), 4)
-        convention = "int32-accumulate"
+        inp, w_scale, w_zp = _int32_requant(requant, bindings, x, w.shape[0], layout.index("C"), 4, x_zp)
     else:
         x_deq = resolve(conv.args[0], bindings)
         x = x_deq.args[0]
@@ -431,16 +504,14 @@ def _extract_fc(root, bindings) -> QFullyConnected:
         body = resolve(body.args[0], bindings)
     mm, bias_expr = _split_bias(body, "relax.matmul", bindings)
     if int32_form:
-        x = mm.args[0]
+        x, x_zp, w, convention = _int32_operands(mm, bindings)
         if dtype_of(x) not in _INT_ACTIVATIONS or dtype_of(mm) != "int32":
             raise Reject(f"integer matmul of {dtype_of(x)} into {dtype_of(mm)}: NPU accumulates int8 into int32")
-        w = _const(mm.args[1], bindings, "weight")
         if w.ndim != 2:
             raise Reject(f"matmul weight of rank {w.ndim}: fully connected needs a 2-D weight")
         w = np.ascontiguousarray(w.T)
         rank = len(shape_of(mm))
-        inp, w_scale, w_zp = _int32_requant(requant, bindings, x, w.shape[0], rank - 1, rank)
-        convention = "int32-accumulate"
+        inp, w_scale, w_zp = _int32_requant(requant, bindings, x, w.shape[0], rank - 1, rank, x_zp)
     else:
         x_deq = resolve(mm.args[0], bindings)
         x = x_deq.args[0]
@@ -625,7 +696,8 @@ def _is_depthwise(op: QConv2D) -> bool:
 
 _CONV_CHECKS = (*C.COMMON, *C.WEIGHTED, C.conv_groups, C.conv_kernel, C.conv_stride, C.conv_dilation, C.conv_padding, C.conv_channels)
 
-_CONV_CONVENTIONS = tuple(_qdq_weighted("relax.nn.conv2d") + _int32_weighted("relax.nn.conv2d"))
+_CONV_CONVENTIONS = tuple(_qdq_weighted("relax.nn.conv2d") + _zp_weighted("relax.nn.conv2d")
+                          + _int32_weighted("relax.nn.conv2d"))
 
 
 def _pool_conventions(kind: str) -> tuple[Convention, ...]:
@@ -682,7 +754,7 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
         name="npu.fully_connected",
         summary="fully connected (matmul with constant weights) with per-channel requantize",
         anchor_ops=("relax.matmul",),
-        conventions=tuple(_qdq_weighted("relax.matmul") + _int32_weighted("relax.matmul")),
+        conventions=tuple(_qdq_weighted("relax.matmul") + _zp_weighted("relax.matmul") + _int32_weighted("relax.matmul")),
         extract=_extract_fc,
         checks=(*C.COMMON, *C.WEIGHTED, C.fc_features),
     ),

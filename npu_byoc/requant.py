@@ -40,7 +40,7 @@ def _memo(key, op) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _compute(op: QConv2D | QFullyConnected) -> tuple[np.ndarray, np.ndarray]:
-    if op.convention == "int32-accumulate":  # the requantize scale s_x*s_w[c] is given whole
+    if op.convention.startswith("int32-accumulate"):  # the requantize scale s_x*s_w[c] is given whole
         return _from_acc_scale(op.weight_scale, op.output)
     if isinstance(op, QConv2D) and op.weight_per_tensor and op.input.source_dtype == "uint8":
         # TFLite's uint8 conv / depthwise kernels read the legacy per-tensor multiplier
@@ -60,3 +60,16 @@ def _compute(op: QConv2D | QFullyConnected) -> tuple[np.ndarray, np.ndarray]:
 def _broadcast(params: tuple[np.ndarray, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
     m, s = params
     return np.broadcast_to(m, (n,)).astype(np.int32), np.broadcast_to(s, (n,)).astype(np.int32)
+
+
+def fc_scale(op: QFullyConnected) -> tuple[np.ndarray, np.ndarray]:
+    """Per-output-feature (mantissa int64, exponent int32) of a fully connected op: the double
+    output scale LiteRT's reference FULLY_CONNECTED multiplies by (numerics.fc_scale_params).
+    Raises ValueError for a scale of 1 or more."""
+    if op.convention.startswith("int32-accumulate"):  # s_x*s_w[c] is given whole: s_in = 1
+        m, e = nx.fc_scale_params(1.0, op.weight_scale, op.output.scale)
+    else:
+        scales = op.weight_scale[:1] if op.weight_per_tensor else op.weight_scale
+        m, e = nx.fc_scale_params(op.input.scale, scales, op.output.scale)
+    n = op.out_features
+    return np.broadcast_to(m, (n,)).astype(np.int64), np.broadcast_to(e, (n,)).astype(np.int32)

@@ -222,6 +222,17 @@ def qdq_conv2d(
     return _build(params, body)
 
 
+def _zp_operands(bb, x, w, input_zp, weight_zp):
+    """(x, W) as they enter the integer op: int8 as is, or widened with the zero points subtracted."""
+    if input_zp is None:
+        return x, relax.const(w)
+    xi = bb.emit(R.subtract(bb.emit(R.astype(x, "int32")), relax.const(np.int32(input_zp))))
+    wi = bb.emit(R.astype(relax.const(w), "int32"))
+    if weight_zp is not None:
+        wi = bb.emit(R.subtract(wi, relax.const(np.int32(weight_zp))))
+    return xi, wi
+
+
 def int32_conv2d(
     *,
     layout: str = "NHWC",
@@ -242,9 +253,15 @@ def int32_conv2d(
     output_zp: int = -5,
     bias: np.ndarray | None = None,
     clip=None,
+    input_zp: int | None = None,
+    weight_zp: int | None = None,
+    batch: int = 1,
 ) -> tvm.IRModule:
     """nn.conv2d(int8 x, int8 W, out_dtype=int32) -> [add(int32 bias)]
-    -> dequantize(s_x * s_w[c], zp 0, axis=channel) -> quantize -> [clip]."""
+    -> dequantize(s_x * s_w[c], zp 0, axis=channel) -> quantize -> [clip].
+
+    ``input_zp`` given: the zero-point-subtract form, conv2d(astype(x, int32) - input_zp,
+    astype(W, int32) [- weight_zp]) (what QNN canonicalization and TVM's ONNX integer ops emit)."""
     kernel, strides, dilation = _pair(kernel), _pair(strides), _pair(dilation)
     pad = _pad4(padding)
     c_axis = 3 if layout == "NHWC" else 1
@@ -254,13 +271,14 @@ def int32_conv2d(
     w_scale = default_weight_scales(out_channels) if weight_scale is None else np.asarray(weight_scale, np.float32)
     acc_scale = np.float64(input_scale) * w_scale.astype(np.float64)
     h, wd = input_hw
-    x = _tensor("x", (1, h, wd, in_channels) if layout == "NHWC" else (1, in_channels, h, wd), "int8")
+    x = _tensor("x", (batch, h, wd, in_channels) if layout == "NHWC" else (batch, in_channels, h, wd), "int8")
 
     def body(bb):
+        xi, wi = _zp_operands(bb, x, w, input_zp, weight_zp)
         y = bb.emit(
             R.nn.conv2d(
-                x,
-                relax.const(w),
+                xi,
+                wi,
                 strides=strides,
                 padding=pad,
                 dilation=dilation,
@@ -342,16 +360,22 @@ def int32_fc(
     output_zp: int = -5,
     bias: np.ndarray | None = None,
     clip=None,
+    input_zp: int | None = None,
+    weight_zp: int | None = None,
 ) -> tvm.IRModule:
     """matmul(int8 x, int8 W[in, out], out_dtype=int32) -> [add(int32 bias)]
-    -> dequantize(s_x * s_w[c], zp 0, axis=requant_axis) -> quantize -> [clip]."""
+    -> dequantize(s_x * s_w[c], zp 0, axis=requant_axis) -> quantize -> [clip].
+
+    ``input_zp`` given: TVM's ONNX MatMulInteger form, matmul(astype(x, int32) - input_zp,
+    astype(W, int32) [- weight_zp], out_dtype=int32)."""
     w = rng_weights((in_features, out_features)) if weight is None else np.asarray(weight)
     w_scale = default_weight_scales(out_features) if weight_scale is None else np.asarray(weight_scale, np.float32)
     acc_scale = np.float64(input_scale) * w_scale.astype(np.float64)
     x = _tensor("x", (batch, in_features), "int8")
 
     def body(bb):
-        y = bb.emit(R.matmul(x, relax.const(w), out_dtype="int32"))
+        xi, wi = _zp_operands(bb, x, w, input_zp, weight_zp)
+        y = bb.emit(R.matmul(xi, wi, out_dtype="int32"))
         if bias is not None:
             y = bb.emit(R.add(y, relax.const(np.asarray(bias, np.int32))))
         y = bb.emit(R.dequantize(y, _scale_const(acc_scale), relax.const(np.zeros(np.shape(acc_scale), np.int32)), axis=requant_axis))

@@ -99,7 +99,8 @@ def _mac_plan(kind: str, oh: int, ow: int, oc: int, ic: int, k: int, seed: int =
                    multiplier=np.full(oc, 1 << 30, np.int32), shift=np.full(oc, -4, np.int32))  # fmt: skip
     if kind == "fc":
         x, y = _ref("x", io, (1, ow, ic)), _ref("y", io + 1, (1, ow, oc))
-        op = FullyConnected("fc", x, y, rng.integers(-128, 128, (oc, ic)).astype(np.int8), **requant,
+        op = FullyConnected("fc", x, y, rng.integers(-128, 128, (oc, ic)).astype(np.int8), requant["bias"],
+                            np.full(oc, 2**52, np.int64), np.full(oc, -60, np.int32),  # scale 2^-8
                             ifm_zero_point=3, ofm_zero_point=-2, act_min=-128, act_max=127)  # fmt: skip
     else:
         pad = (k - 1) // 2

@@ -219,20 +219,23 @@ def test_register_pairs_of_every_kick(tiny):
 
 
 def test_requantize_table_errors(tiny):
-    """A requantize record's shift outside [-31, 30] (read from SRAM, loaded from CONST)."""
+    """A requantize record's shift outside [-31, 30]; an FC record's exponent above -53 or bits
+    23..21 of its third word set (read from SRAM, loaded from CONST)."""
+    fc_words = {(-60 & 0xFF) << 24 | 0x1FFFFF: True, (-128 & 0xFF) << 24: True, (-53 & 0xFF) << 24: True,
+                (-52 & 0xFF) << 24: False, 127 << 24: False, (-60 & 0xFF) << 24 | 1 << 21: False}
     for opcode in (Opcode.CONV, Opcode.DWCONV, Opcode.FC):
         steps, k, regions = op_streams(tiny)[opcode]
         kick = dict(steps[k].registers())
         load = next(s for s in steps[:k] if isinstance(s, Dma) and s.sram_addr == kick[Reg.REQUANT_ADDR])
         channels = kick[Reg.OFM_C]
+        words = fc_words if opcode == Opcode.FC else {v: -31 <= v <= 30 for v in (31, -32, 2**31 - 1, 30, -31)}
         for channel in sorted({0, channels // 2, channels - 1}):
-            for shift in (31, -32, 2**31 - 1, 30, -31):
+            for word, ok in words.items():
                 bad = copy_regions(regions)
                 at = load.ext_addr + channel * isa.REQUANT_RECORD_BYTES + 8
-                bad[int(Region.CONST)][at : at + 4] = np.frombuffer(struct.pack("<i", shift), np.uint8)
+                bad[int(Region.CONST)][at : at + 4] = np.frombuffer(struct.pack("<I", word & 0xFFFFFFFF), np.uint8)
                 expected, _, _ = run_both(encode(steps), bad)
-                ok = -31 <= shift <= 30
-                assert expected.status == (Status.OK if ok else Status.INVALID_PARAMETER)
+                assert expected.status == (Status.OK if ok else Status.INVALID_PARAMETER), (opcode, hex(word))
 
 
 def test_header_command_and_budget_errors(tiny):

@@ -189,29 +189,37 @@ def conv_multipliers(s_in: float, s_w, s_out: float) -> tuple[list[int], list[in
     return [p[0] for p in pairs], [p[1] for p in pairs]
 
 
-def fc_per_tensor_multiplier(s_in: float, s_w: float, s_out: float) -> tuple[int, int]:
-    """GetQuantizedConvolutionMultipler (per-tensor FULLY_CONNECTED): the input x filter
-    product is formed in float32, then divided in double."""
-    product = f32(np.float32(s_in) * np.float32(s_w))
-    return ref_quantize_multiplier(product / f32(s_out))
+def fc_scales(s_in: float, s_w, s_out: float, n_out: int) -> list[float]:
+    """The output scale LiteRT's reference FULLY_CONNECTED multiplies by, per output (its
+    float-scale overloads, per-tensor and per-channel alike): in double from the float32
+    scales, effective = double(s_in) * double(s_w[c]) / double(s_out); one weight scale is
+    broadcast."""
+    s_w = np.atleast_1d(np.asarray(s_w, np.float32))
+    return [f32(s_in) * f32(s_w[0 if s_w.size == 1 else c]) / f32(s_out) for c in range(n_out)]
 
 
-def fc_multipliers(s_in: float, s_w, s_out: float, n_out: int) -> tuple[list[int], list[int]]:
-    """fully_connected.cc Prepare: per-channel (more than one weight scale) as conv; a single
-    weight scale -- per-tensor, or a per-channel array of one -- through
-    GetQuantizedConvolutionMultipler, broadcast to every output."""
-    if np.size(s_w) > 1:
-        return conv_multipliers(s_in, s_w, s_out)
-    m, s = fc_per_tensor_multiplier(s_in, float(np.asarray(s_w).reshape(-1)[0]), s_out)
-    return [m] * n_out, [s] * n_out
+def fc_mantissa_exponent(scales: list[float]) -> tuple[list[int], list[int]]:
+    """Each double as mantissa * 2^exponent, 2^52 <= mantissa < 2^53 (frexp)."""
+    pairs = [math.frexp(v) for v in scales]
+    return [int(q * 2**53) for q, _ in pairs], [e - 53 for _, e in pairs]
 
 
-def ref_fully_connected(x, w_io, bias, zp_in, mult, shift, zp_out, lo, hi):
-    """reference_integer_ops::FullyConnected(PerChannel): x (rows, in), w (in, out)."""
+def c_round(v: float) -> int:
+    """C round() of a double: half away from zero."""
+    r = math.trunc(v)
+    return r + (int(math.copysign(1, v)) if abs(v - r) >= 0.5 else 0)
+
+
+def ref_fully_connected(x, w_io, bias, zp_in, scales, zp_out, lo, hi):
+    """reference_integer_ops::FullyConnected(PerChannel) with float scales: x (rows, in),
+    w (in, out); out = clamp(int32(round(double(acc) * scales[c])) + zp_out, lo, hi)."""
     acc = (x.astype(np.int64) - zp_in) @ w_io.astype(np.int64)
     if bias is not None:
         acc += np.asarray(bias, np.int64)
-    return ref_requantize(acc, mult, shift, zp_out, lo, hi)
+    out = np.empty(acc.shape, np.int64)
+    for idx in np.ndindex(acc.shape):
+        out[idx] = min(max(c_round(float(acc[idx]) * scales[idx[-1]]) + zp_out, lo), hi)
+    return out.astype(np.int8)
 
 
 def ref_sigmoid_table(s_in: float, zp_in: int, s_out: float, zp_out: int) -> list[int]:
@@ -510,6 +518,8 @@ def fc_examples(draw):
     zp_in, zp_out = draw(zero_point), draw(zero_point)
     typical = float(np.exp(np.log(np.atleast_1d(s_w).astype(np.float64)).mean())) * s_in * math.sqrt(n_in) * 74 * 74
     s_out = f32(typical / 40 * 2.0 ** draw(spread))
+    # FC scales s_in * s_w / s_out lie below 1 on the NPU (an output finer than the accumulator)
+    s_out = max(s_out, f32(np.float32(s_in * float(np.max(s_w)) * 1.001)))
     bias = None
     if draw(st.booleans()):
         bound = int(math.sqrt(n_in) * 74 * 74)
@@ -520,14 +530,15 @@ def fc_examples(draw):
         transposed_weight=draw(st.booleans()), input_scale=s_in, input_zp=zp_in,
         output_scale=s_out, output_zp=zp_out, bias=bias, clip=clip,
     )
-    mult, shift = fc_multipliers(s_in, s_w, s_out, n_out)
+    scales = fc_scales(s_in, s_w, s_out, n_out)
+    mantissa, exponent = fc_mantissa_exponent(scales)
     lo, hi = act_range(zp_out, False, clip)
 
     def reference(xs):
-        return ref_fully_connected(xs[0], weight, bias, zp_in, mult, shift, zp_out, lo, hi)
+        return ref_fully_connected(xs[0], weight, bias, zp_in, scales, zp_out, lo, hi)
 
     return Example(
-        expect=dict(multiplier=mult, shift=shift, act_min=lo, act_max=hi),
+        expect=dict(mantissa=mantissa, exponent=exponent, act_min=lo, act_max=hi),
         mod=mod,
         inputs=[[x] for x in int8_inputs(rng, (batch, n_in), zp_in)],
         reference=reference,
@@ -849,24 +860,23 @@ def test_golden_within_one_lsb_of_tvm(kind, data):
 # =============================================================================================
 
 
-def test_fc_per_tensor_weights_use_tflite_multiplier():
-    """FULLY_CONNECTED with one weight scale: LiteRT's Prepare forms float32(s_in * s_w) and
-    divides by s_out in double; with several weight scales it uses the double product. Here
-    the two multipliers differ (1728777914 vs 1728777945, shift -7) and so does the output:
-    acc = 118*127 + 39*1 = 15025, real 94.496 -> TFLite 94, per-channel formula 95."""
+def test_fc_requantizes_with_the_double_scale_of_the_reference_kernel():
+    """LiteRT's reference FULLY_CONNECTED (BUILTIN_REF) multiplies the accumulator by the double
+    s_in * s_w / s_out and rounds once (not MultiplyByQuantizedMultiplier): acc = 118*127 + 39*1
+    = 15025, real 94.496 -> 94. The per-channel fixed-point multiplier of this scale (1728777945,
+    shift -7) would give 95. A case next to a tie is pinned in tests/test_numerics.py."""
     s_in, s_w, s_out = 0.0646376833319664, 0.025568507611751556, 0.26277968287467957
     weight = np.array([[127, 127], [1, 1]], np.int8)  # [in, out]: two outputs, one scale
     mod = rb.qdq_fc(batch=1, in_features=2, out_features=2, weight=weight, weight_scale=np.float32(s_w),
                     input_scale=s_in, input_zp=0, output_scale=s_out, output_zp=0)
-    mult, shift = fc_multipliers(s_in, np.float32(s_w), s_out, 2)
-    assert (mult, shift) == ([1728777914] * 2, [-7] * 2)  # the reference, pinned
+    scales = fc_scales(s_in, np.float32(s_w), s_out, 2)
     x = np.array([[118, 39]], np.int8)
-    ex = Example(mod, [[x]], lambda xs: ref_fully_connected(xs[0], weight, None, 0, mult, shift, 0, I8_MIN, I8_MAX),
+    ex = Example(mod, [[x]], lambda xs: ref_fully_connected(xs[0], weight, None, 0, scales, 0, I8_MIN, I8_MAX),
                  "npu.fully_connected", dict(s_in=s_in, s_w=s_w, s_out=s_out))
     np.testing.assert_array_equal(ex.reference([x]), [[94, 94]])
     plan, order = offload(ex)
     np.testing.assert_array_equal(golden(plan, order, [x]), [[94, 94]])
-    np.testing.assert_array_equal(plan.ops[0].multiplier, mult)
+    np.testing.assert_array_equal(plan.ops[0].mantissa, fc_mantissa_exponent(scales)[0])
 
 
 # =============================================================================================
@@ -929,8 +939,8 @@ def _reference_on_vector(op: str, c: dict):
                        mult, shift, zp_out, lo, hi, depthwise=op == "depthwise_conv2d")
         return y[None]
     if op == "fully_connected":
-        mult, shift = fc_multipliers(s_in, c["weight_scales"], s_out, c["weights"].shape[0])
-        return ref_fully_connected(x, c["weights"].T, c["bias"], zp_in, mult, shift, zp_out, lo, hi)
+        scales = fc_scales(s_in, c["weight_scales"], s_out, c["weights"].shape[0])
+        return ref_fully_connected(x, c["weights"].T, c["bias"], zp_in, scales, zp_out, lo, hi)
     if op == "logistic":
         table = np.clip(ref_sigmoid_table(s_in, zp_in, s_out, zp_out), lo, hi)
         return table[x.astype(np.int64) + 128]

@@ -307,10 +307,12 @@ def one_op_plans(draw):
         op = cls(kind, ifm, ofm, weights, bias, m, s, zp(), zp(), stride, pads, *draw(clamp()))
     elif kind == "fc":
         oc = draw(st.integers(1, 12))
-        bias, m, s, rng = draw(requant(oc))
+        bias, _, _, rng = draw(requant(oc))
+        mantissa = rng.integers(2**52, 2**53, oc, dtype=np.int64)  # FC: a double scale below 1
+        exponent = rng.integers(-72, -58, oc).astype(np.int32)
         ofm = _ref("y", io + 1, (1, W, oc), layout())
         weights = rng.integers(-128, 128, (oc, C)).astype(np.int8)
-        op = FullyConnected("fc", ifm, ofm, weights, bias, m, s, zp(), zp(), *draw(clamp()))
+        op = FullyConnected("fc", ifm, ofm, weights, bias, mantissa, exponent, zp(), zp(), *draw(clamp()))
     elif kind in ("avg", "max"):
         kernel, stride, pads, (oh, ow) = draw(window((H, W), 5, 3))
         ofm = _ref("y", io + 1, (oh, ow, C), layout())

@@ -152,6 +152,19 @@ def ref_conv2d(case, depthwise=False):
     return out
 
 
+def ref_c_round(v: float) -> int:
+    """C's round() of a double: half away from zero (v - trunc(v) is exact in double)."""
+    r = math.trunc(v)
+    return r + (int(math.copysign(1, v)) if abs(v - r) >= 0.5 else 0)
+
+
+def ref_fc_scale(acc: int, s_in, s_w, s_out) -> int:
+    """reference_integer_ops::FullyConnected(PerChannel) with float scales (LiteRT's BUILTIN_REF):
+    int32(round(double(acc) * (double(s_in) * double(s_w) / double(s_out))))."""
+    eff = float(np.float32(s_in)) * float(np.float32(s_w)) / float(np.float32(s_out))
+    return ref_c_round(float(acc) * eff)
+
+
 def ref_fully_connected(case):
     x = case["input"].astype(np.int64)
     w = case["weights"].astype(np.int64)
@@ -162,9 +175,9 @@ def ref_fully_connected(case):
     for b in range(x.shape[0]):
         for o in range(w.shape[0]):
             s_w = case["weight_scales"][0 if per_tensor else o]
-            m, s = ref_requant_params(case["input_scale"], s_w, case["output_scale"], float_product=per_tensor)
             acc = sum(int(w[o, k]) * (int(x[b, k]) - zp) for k in range(w.shape[1]))
-            out[b, o] = ref_output_stage(acc, int(case["bias"][o]), m, s, int(case["output_zero_point"]), lo, hi)
+            v = ref_fc_scale(wrap32(acc + int(case["bias"][o])), case["input_scale"], s_w, case["output_scale"])
+            out[b, o] = min(max(v + int(case["output_zero_point"]), lo), hi)
     return out
 
 
@@ -661,11 +674,39 @@ def test_depthwise_conv2d_bit_exact(case):
 def test_fully_connected_bit_exact(case):
     x = case["input"].astype(np.int64) - int(case["input_zero_point"])
     acc = x @ case["weights"].astype(np.int64).T
-    m, s = nm.fc_requant_params(case["input_scale"], case["weight_scales"], case["output_scale"])
+    m, e = nm.fc_scale_params(case["input_scale"], case["weight_scales"], case["output_scale"])
     lo, hi = act_range(case)
-    got = nm.requantize(acc, case["bias"], m, s, case["output_zero_point"], lo, hi, channel_axis=1)
+    got = nm.fc_requantize(acc, case["bias"], m, e, case["output_zero_point"], lo, hi, channel_axis=1)
     assert_bit_exact(got, case["output"])
     assert_bit_exact(ref_fully_connected(case), case["output"])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(-(2**31), 2**31 - 1), st.floats(1e-4, 0.5), st.floats(1e-4, 0.5), st.floats(1e-3, 1.0),
+       st.booleans())
+def test_fc_scale_is_the_double_product_rounded(acc, s_in, s_w, s_out, near_tie):
+    """numerics.fc_scale (integers only) equals C's round(double(acc) * effective), including
+    accumulators whose product lies next to a half-integer."""
+    eff = float(np.float32(s_in)) * float(np.float32(s_w)) / float(np.float32(s_out))
+    if eff >= 1:
+        return
+    if near_tie:  # an accumulator whose exact product is within one step of k + 1/2
+        acc = max(-(2**31), min(2**31 - 1, int((acc % 2001 - 1000 + 0.5) / eff)))
+    m, e = nm.fc_scale_params(s_in, [s_w], s_out)
+    assert int(nm.fc_scale(acc, m[0], e[0])) == ref_fc_scale(acc, s_in, s_w, s_out)
+
+
+def test_fc_scale_ties_round_away_and_the_double_product_rounds_to_even():
+    half = nm.fc_scale_params(1.0, [0.5], 1.0)
+    assert nm.fc_scale([-3, -1, 1, 3], *half).tolist() == [-2, -1, 1, 2]
+    # (2^31 - 1) * (2^52 + 2^21) = 2^83 - 2^21: exactly 1/2 - 2^-63 at exponent -84 (rounds to 0),
+    # but the double product rounds it onto 1/2, which round() takes to 1
+    acc, mantissa = 2**31 - 1, 2**52 + 2**21
+    assert ref_c_round(float(acc) * (mantissa * 2.0**-84)) == 1
+    assert int(nm.fc_scale(acc, mantissa, -84)) == 1
+    assert int(nm.fc_scale(-acc, mantissa, -84)) == -1
+    with pytest.raises(ValueError, match="not below 1"):
+        nm.fc_scale_params(1.0, [2.0], 1.0)
 
 
 @pytest.mark.parametrize("case", cases_of("logistic"))

@@ -160,6 +160,17 @@ def _requant_table(rng, channels: int):
     return bias, multiplier, shift
 
 
+def _fc_requant_table(rng, channels: int):
+    """FC records: a double scale mantissa * 2^exponent below 1 (numerics.pack_fc_scale)."""
+    bias = rng.integers(-(2**18), 2**18, channels)
+    mantissa = rng.integers(2**52, 2**53, channels, dtype=np.int64)
+    exponent = rng.integers(-80, -60, channels)
+    if rng.random() < 0.2:  # any legal exponent, mantissa 0 too
+        mantissa[0] = 0
+        exponent = rng.integers(-128, -52, channels)
+    return bias, mantissa, exponent
+
+
 def _window(rng, H, W, max_k, max_s):
     while True:
         kh, kw = (int(v) for v in rng.integers(1, max_k + 1, 2))
@@ -212,7 +223,11 @@ def test_mac_array_and_requantize_random_kicks(rtl, kind):
             w = rng.integers(-128, 128, wshape).astype(np.int8)
         x = rng.integers(-128, 128, (H, W, C)).astype(np.int8)
         zp_in, zp_out = (int(v) for v in rng.integers(-128, 128, 2))
-        bias, multiplier, shift = _requant_table(rng, oc)
+        if kind == "fc":  # FC's records hold LiteRT's double scale
+            bias, mantissa, exponent = _fc_requant_table(rng, oc)
+            multiplier, shift = nx.pack_fc_scale(mantissa, exponent)
+        else:
+            bias, multiplier, shift = _requant_table(rng, oc)
         lo, hi = _clamp(rng)
 
         sram = Sram()
@@ -229,7 +244,10 @@ def test_mac_array_and_requantize_random_kicks(rtl, kind):
         assert result.ok, f"case {case}: {result}"
 
         acc = reference_mac(kind, x, w, zp_in, kernel, stride, pads)
-        expect = nx.requantize(acc, bias, multiplier, shift, zp_out, lo, hi)
+        if kind == "fc":
+            expect = nx.fc_requantize(acc, bias, mantissa, exponent, zp_out, lo, hi)
+        else:
+            expect = nx.requantize(acc, bias, multiplier, shift, zp_out, lo, hi)
         np.testing.assert_array_equal(got.reshape(oh, ow, oc), expect,
                                       err_msg=f"{kind} case {case}: {H}x{W}x{C} -> {oh}x{ow}x{oc} k{kernel} s{stride} "
                                               f"p{pads}")  # fmt: skip

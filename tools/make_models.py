@@ -21,7 +21,8 @@ Options::
     --only NAME      build one model only (repeatable): mobilenet_v2_int8, tiny_cnn_int8,
                      tiny_cnn_qdq, resnet_small_int8, densenet_small_int8,
                      mobilenet_v1_batch_none_int8, ds_cnn_int8, op_<op>_int8, ops_uint8,
-                     tiny_cnn_qdq_u8s8, tiny_cnn_uint8, qop_cnn_s8s8, qop_cnn_u8s8, qop_ops
+                     tiny_cnn_qdq_u8s8, tiny_cnn_uint8, qop_cnn_s8s8, qop_cnn_u8s8, qop_ops,
+                     autoencoder_int8, batch2_mean_int8
     --no-data-copy   do not copy the demo models to npu_byoc/data/
     --skip-build     with --verify-tvm: check the existing files only
     --verify-tvm     import every model in TVM (Relax frontends), dump the Relax script to
@@ -94,6 +95,16 @@ resize_nearest_neighbor, pack, tile, gather, shape)
     MatMulInteger), reading integer (and one bool) graph
     inputs; ``qop_ops.npz`` holds ``in:<input>`` (3 random full-range samples) and
     ``out:<output>``, onnxruntime's outputs.
+``autoencoder_int8.tflite``
+    The MLPerf Tiny anomaly-detection autoencoder shape, FULLY_CONNECTED only:
+    640-128-128-128-8-128-128-128-640 (ReLU, linear output), trained 6 epochs to reconstruct
+    5x128 smooth fields, converted with per-channel FC weight scales
+    (``_experimental_disable_per_channel_quantization_for_dense_layers = False``; the build
+    checks the flatbuffer's scale counts). Proves FC's double requantize (docs/numerics.md).
+``batch2_mean_int8.tflite``
+    A batch-2 input [2, 6, 6, 4] (as TFLite-Micro's MEAN tests use): CONV_2D + RELU, MEAN over
+    H, W (keep dims), a 1x1 CONV_2D. Its ``input_0`` / ``output_0`` are (N=3, 2, ...): each
+    sample is a whole batch.
 
 Weights and data
 ----------------
@@ -295,15 +306,26 @@ def calibrate_bn(model, calib: np.ndarray):
         bn.momentum = 0.99
 
 
-def convert_int8(model, calib: np.ndarray) -> bytes:
-    """Full-integer TFLite conversion (int8 in/out) of a Keras model with a batch-1 input."""
+def convert_int8(model, calib: np.ndarray, per_channel_dense: bool = False) -> bytes:
+    """Full-integer TFLite conversion (int8 in/out) of a Keras model with a batch-1 input.
+    ``per_channel_dense``: per-channel FULLY_CONNECTED weights (the converter's default for
+    dense layers is per-tensor)."""
+    import tensorflow as tf
+
+    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    if per_channel_dense:
+        conv._experimental_disable_per_channel_quantization_for_dense_layers = False
+    return quantized_int8(conv, [calib[i : i + 1] for i in range(len(calib))])
+
+
+def quantized_int8(conv, calib_batches) -> bytes:
+    """Run a TFLiteConverter as full-integer int8 (in/out), calibrated on ``calib_batches``."""
     import tensorflow as tf
 
     def rep():
-        for i in range(len(calib)):
-            yield [calib[i : i + 1]]
+        for x in calib_batches:
+            yield [x]
 
-    conv = tf.lite.TFLiteConverter.from_keras_model(model)
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     conv.representative_dataset = rep
     conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
@@ -348,7 +370,8 @@ def tflite_references(path: Path, float_inputs: np.ndarray, meta: dict):
     scale, zp = ind["quantization"]
     lim = np.iinfo(ind["dtype"])
     q = np.clip(np.round(float_inputs / scale) + zp, lim.min, lim.max).astype(ind["dtype"])
-    q = q.reshape(len(float_inputs), *ind["shape"][1:])
+    batch = int(ind["shape"][0])  # batch > 1: float_inputs is (N, batch, ...), kept whole
+    q = q.reshape(len(float_inputs), *ind["shape"][1:]) if batch == 1 else q
 
     act = set()  # activation tensors: graph inputs and op outputs (not constants)
     for op in it._get_ops_details():
@@ -359,10 +382,11 @@ def tflite_references(path: Path, float_inputs: np.ndarray, meta: dict):
     tensors = {}
     details = it.get_tensor_details()
     for n in range(len(q)):
-        it.set_tensor(ind["index"], q[n : n + 1])
+        it.set_tensor(ind["index"], q[n : n + 1] if batch == 1 else q[n])
         it.invoke()
         for k, od in enumerate(outs):
-            results[k].append(it.get_tensor(od["index"])[0].copy())
+            y = it.get_tensor(od["index"])
+            results[k].append((y[0] if batch == 1 else y).copy())
         if n == 0:
             index = [None] * (max(d["index"] for d in details) + 1)
             used = set()
@@ -856,6 +880,92 @@ def _symmetric_fqw(w):
 
     a = float(np.abs(tf.get_static_value(w)).max())
     return tf.quantization.fake_quant_with_min_max_args(w, -a, a * 127 / 128)
+# --------------------------------------------------------------------------- numerics / batch
+AE_DIMS = (128, 128, 128, 8, 128, 128, 128)  # MLPerf Tiny anomaly detection (ToyCar) FC stack
+
+
+def ae_inputs(seeds):
+    """Autoencoder inputs: 5 frames x 128 log-mel-like bins flattened to 640 (smooth fields)."""
+    return np.stack([structured_input(s, 5, 128, 1).reshape(640) for s in seeds])
+
+
+def make_autoencoder(batch_size):
+    import keras
+    from keras import layers as L
+
+    x0 = keras.Input(shape=(640,), batch_size=batch_size, name="input")
+    y = x0
+    for k, units in enumerate(AE_DIMS):
+        y = L.Dense(units, activation="relu", name=f"fc{k}")(y)
+    return keras.Model(x0, L.Dense(640, name="fc_out")(y), name="autoencoder")
+
+
+def build_autoencoder(out: Path):
+    """The FC-only anomaly-detection autoencoder with per-channel int8 FULLY_CONNECTED weights
+    (the converter's default is per-tensor for dense layers; the private flag turns it off)."""
+    import keras
+
+    _set_seeds()
+    xs = ae_inputs(TRAIN_SEEDS)
+    model = make_autoencoder(None)
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+    hist = model.fit(xs, xs, batch_size=32, epochs=6, shuffle=False, verbose=0)
+    loss = float(hist.history["loss"][-1])
+    print(f"  trained 6 epochs: reconstruction mse {loss:.4f}")
+    fixed = make_autoencoder(1)
+    fixed.set_weights(model.get_weights())
+    path = out / "autoencoder_int8.tflite"
+    path.write_bytes(convert_int8(fixed, ae_inputs(CALIB_SEEDS), per_channel_dense=True))
+    scales = fc_weight_scale_counts(path)
+    print(f"  FULLY_CONNECTED weight scales per layer: {scales}")
+    if not all(n > 1 for n in scales):
+        raise SystemExit("autoencoder: the converter did not emit per-channel FC weights")
+    meta = {"model": "FC autoencoder 640-128-128-128-8-128-128-128-640 (MLPerf Tiny AD), "
+                     "per-channel FULLY_CONNECTED weights",
+            "input_shape": [1, 640], "train_mse": round(loss, 5), "fc_weight_scales": scales,
+            **_common_meta()}
+    tflite_references(path, ae_inputs(REF_SEEDS), meta)
+    return path
+
+
+def fc_weight_scale_counts(path: Path) -> list:
+    """Number of quantization scales of each FULLY_CONNECTED's weight tensor (flatbuffer)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    it = Interpreter(model_path=str(path))
+    details = {d["index"]: d for d in it.get_tensor_details()}
+    return [len(details[int(op["inputs"][1])]["quantization_parameters"]["scales"])
+            for op in it._get_ops_details() if op["op_name"] == "FULLY_CONNECTED"]
+
+
+def build_batch2_mean(out: Path):
+    """A batch-2 model as TFLite-Micro's MEAN tests use ([2, H, W, C]): CONV_2D + RELU, then
+    MEAN over H, W (keep dims) and a second CONV_2D on the mean."""
+    import tensorflow as tf
+
+    _set_seeds()
+    rng = np.random.default_rng(11)
+    shape = (6, 6, 4)
+    w1 = tf.constant(rng.normal(size=(3, 3, 4, 8)).astype(np.float32) * 0.3)
+    b1 = tf.constant(rng.normal(size=(8,)).astype(np.float32) * 0.1)
+    w2 = tf.constant(rng.normal(size=(1, 1, 8, 6)).astype(np.float32) * 0.5)
+
+    @tf.function(input_signature=[tf.TensorSpec([2, *shape], tf.float32)])
+    def f(x):
+        y = tf.nn.relu(tf.nn.conv2d(x, w1, 1, "SAME") + b1)
+        m = tf.reduce_mean(y, axis=[1, 2], keepdims=True)
+        return tf.nn.conv2d(m, w2, 1, "VALID")
+
+    calib = nhwc_batch(CALIB_SEEDS, *shape).reshape(-1, 2, *shape)
+    conv = tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()], f)
+    path = out / "batch2_mean_int8.tflite"
+    path.write_bytes(quantized_int8(conv, calib))
+    meta = {"model": "batch-2 CONV_2D + MEAN(H, W) + CONV_2D (tools/make_models.py)",
+            "input_shape": [2, *shape], **_common_meta()}
+    seeds = REF_SEEDS + [s + 10 for s in REF_SEEDS]  # 3 samples of batch 2
+    tflite_references(path, nhwc_batch(seeds, *shape).reshape(2, 3, *shape).transpose(1, 0, 2, 3, 4),
+                      meta)
+    return path
 
 
 TFLITE_OP_MODELS = tuple(f"op_{op}_int8" for op in (
@@ -1326,6 +1436,8 @@ BUILDERS = {
     "qop_cnn_s8s8": lambda out: build_qop_cnn(out, "qop_cnn_s8s8", "QInt8"),
     "qop_cnn_u8s8": lambda out: build_qop_cnn(out, "qop_cnn_u8s8", "QUInt8"),
     "qop_ops": build_qop_ops,
+    "autoencoder_int8": build_autoencoder,
+    "batch2_mean_int8": build_batch2_mean,
 }
 MODELS = tuple(BUILDERS)
 

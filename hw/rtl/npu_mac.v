@@ -90,6 +90,7 @@ module npu_mac #(
 
   // ---- geometry of the kick (FC: a 1x1 convolution over (1, rows, IFM_C))
   reg        dw;
+  reg        is_fc;    // FC: the requantize records hold a double scale (fc_requantize)
   reg [31:0] ih, iw, oc, ow, kw, sh, sw;
   reg signed [31:0] pt, pl;
   reg [31:0] taps;         // K: taps of the reduction
@@ -225,6 +226,7 @@ module npu_mac #(
             logic [31:0] rk [0:R-1];
             fc = opcode == `NPU_OP_FC;
             dw <= opcode == `NPU_OP_DWCONV;
+            is_fc <= fc;
             ih <= fc ? 32'd1 : ifm_h;
             iw <= ifm_w;
             oc <= ofm_c;
@@ -335,7 +337,7 @@ module npu_mac #(
       sc2 <= sc1;
       if (sc2 != '0)
         for (int c = 0; c < C; c++)
-          if (sc2[c] && !shift_ok(rq_shift[c])) scan_bad <= 1'b1;
+          if (sc2[c] && !(is_fc ? fc_record_ok(rq_shift[c][31:21]) : shift_ok(rq_shift[c]))) scan_bad <= 1'b1;
 
       // ---------------------------------------------------------------- tap issue
       if (issue) begin : tap_issue
@@ -536,8 +538,11 @@ module npu_mac #(
         for (int c = 0; c < C; c++) begin
           l_out_en[c] = p2_en[c];
           l_out_addr[c] = p2_oaddr[c];
-          l_out_data[c] = p2_en[c] ? requantize(p2_acc[c], rq_bias[c], rq_multiplier[c], rq_shift[c], ofm_zero_point,
-                                                act_min, act_max) : 8'd0;
+          if (!p2_en[c]) l_out_data[c] = 8'd0;
+          else if (is_fc) l_out_data[c] = fc_requantize(p2_acc[c], rq_bias[c], {rq_shift[c][20:0], rq_multiplier[c]},
+                                                        rq_shift[c][31:24], ofm_zero_point, act_min, act_max);
+          else l_out_data[c] = requantize(p2_acc[c], rq_bias[c], rq_multiplier[c], rq_shift[c], ofm_zero_point,
+                                          act_min, act_max);
         end
         out_addr <= l_out_addr;
         out_data <= l_out_data;

@@ -75,6 +75,61 @@ function automatic logic [7:0] requantize(input logic signed [31:0] fn_acc, inpu
   end
 endfunction
 
+// An FC requantize record's scale words (numerics.pack_fc_scale): word1 = mantissa[31:0],
+// word2 = mantissa[52:32] | exponent << 24. Well formed: word2[23:21] zero, exponent <= -53
+// (the argument is word2[31:21]).
+function automatic logic fc_record_ok(input logic [10:0] fn_word2_hi);
+  begin
+    fc_record_ok = (fn_word2_hi[2:0] == 3'd0) && ($signed(fn_word2_hi[10:3]) <= -8'sd53);
+  end
+endfunction
+
+// LiteRT's reference FULLY_CONNECTED output scaling (numerics.fc_scale):
+//   round_half_away(fl64(x * mantissa * 2^exponent))
+// the exact 85-bit product rounded to 53 significant bits (ties to even, the double product),
+// then rounded half away from zero to an integer. The record is checked (fc_record_ok).
+function automatic logic signed [31:0] fc_scale(input logic signed [31:0] fn_x, input logic [52:0] fn_mantissa,
+                                                input logic signed [7:0] fn_exponent);
+  logic [31:0] a;
+  logic [84:0] p;
+  logic [84:0] rem;
+  logic [84:0] half;
+  logic [53:0] q;
+  logic [31:0] r;
+  int bits;
+  int drop;
+  int k;
+  begin
+    a = fn_x[31] ? 32'(-fn_x) : 32'(fn_x);  // |x|; 2^31 for INT32_MIN
+    p = 85'(a) * 85'(fn_mantissa);
+    bits = 0;
+    for (int i = 0; i < 85; i++) if (p[i]) bits = i + 1;
+    k = -int'(fn_exponent);
+    q = 54'(p);
+    if (bits > 53) begin
+      drop = bits - 53;
+      q = 54'(p >> drop);
+      rem = p & ((85'd1 << drop) - 85'd1);
+      half = 85'd1 << (drop - 1);
+      if (rem > half || (rem == half && q[0])) q = q + 54'd1;
+      k = k - drop;
+    end
+    r = (k >= 55) ? 32'd0 : 32'((q >> k) + ((q >> (k - 1)) & 54'd1));
+    fc_scale = fn_x[31] ? -$signed(r) : $signed(r);
+  end
+endfunction
+
+// FC's requantize: clamp(fc_scale(wrap32(acc + bias), mantissa, exponent) + zero_point, act_min, act_max)
+function automatic logic [7:0] fc_requantize(input logic signed [31:0] fn_acc, input logic signed [31:0] fn_bias,
+                                             input logic [52:0] fn_mantissa, input logic signed [7:0] fn_exponent,
+                                             input logic signed [31:0] fn_zero_point, input logic signed [31:0] fn_act_min,
+                                             input logic signed [31:0] fn_act_max);
+  begin
+    fc_requantize = add_zero_point_clamp(fc_scale(fn_acc + fn_bias, fn_mantissa, fn_exponent), fn_zero_point, fn_act_min,
+                                         fn_act_max);
+  end
+endfunction
+
 // int8 value of a signed 32-bit register in -128..127 (the checks guarantee it before use)
 function automatic logic is_int8(input logic [31:0] fn_v);
   begin

@@ -122,6 +122,7 @@ def generate_source(plan: PartitionPlan, schedule: Schedule, model: str | None =
         scratch_bytes=max(plan.scratch_bytes, 1),
         tensors=tensors,
         n_regions=2 + len(tensors),
+        batch=plan.batch,
     )
 
 

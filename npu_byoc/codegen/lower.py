@@ -22,9 +22,9 @@ from ..errors import LoweringError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import MAX_REGIONS, Region
 from ..patterns import LAYER_ATTR, Reject, extract_composite
-from ..qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QOp, QPool2D, QTensor
+from ..qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QOp, QPool2D
 from ..relax_utils import dtype_of, shape_of
-from ..requant import weighted_requant
+from ..requant import fc_scale, weighted_requant
 from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, NpuOp, Pool, TensorRef
 
 SCRATCH_ALIGN = 16
@@ -48,6 +48,9 @@ class PartitionPlan:
     ops: list[NpuOp]
     scratch_bytes: int = 0
     layers: list[str] = field(default_factory=list)
+    # Images per call: the ops, refs and scratch are one image's; the IO tensors hold `batch`
+    # images back to back and the runner executes the ops once per image (docs/codegen.md).
+    batch: int = 1
 
     @property
     def macs(self) -> int:
@@ -61,6 +64,22 @@ class PartitionPlan:
 def hwc(shape: tuple[int, ...], layout: str) -> tuple[int, int, int]:
     try:  # one definition of the shapes (and the batch) the NPU maps, shared with the checks
         return limits.hwc(shape, layout)
+    except limits.ShapeError as err:
+        raise Reject(str(err)) from None
+
+
+def partition_batch(shapes) -> int:
+    """The images per call of a partition: the common first dimension of its 4-D tensors."""
+    try:
+        return limits.batch_of(shapes)
+    except limits.ShapeError as err:
+        raise Reject(str(err)) from None
+
+
+def per_image(shape: tuple[int, ...], batch: int) -> tuple[int, ...]:
+    """One image's part of a tensor of a batch-``batch`` partition (2-D: its share of the rows)."""
+    try:
+        return limits.per_image(shape, batch)
     except limits.ShapeError as err:
         raise Reject(str(err)) from None
 
@@ -101,7 +120,7 @@ def _lower_conv(name: str, op: QConv2D, ifms: list[TensorRef], ofm: TensorRef) -
 
 
 def _lower_fc(name: str, op: QFullyConnected, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
-    mult, shift = weighted_requant(op)
+    mantissa, exponent = fc_scale(op)
     rows = ofm.shape[0] * ofm.shape[1] * ofm.shape[2] // op.out_features
     return FullyConnected(
         name=name,
@@ -109,8 +128,8 @@ def _lower_fc(name: str, op: QFullyConnected, ifms: list[TensorRef], ofm: Tensor
         ofm=view(ofm, (1, rows, op.out_features)),
         weights=np.ascontiguousarray(op.weight),
         bias=op.bias.astype(np.int32),
-        multiplier=np.ascontiguousarray(mult),
-        shift=np.ascontiguousarray(shift),
+        mantissa=np.ascontiguousarray(mantissa),
+        exponent=np.ascontiguousarray(exponent),
         ifm_zero_point=op.input.zero_point,
         ofm_zero_point=op.output.zero_point,
         act_min=op.act_min,
@@ -233,13 +252,17 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
             if a in params:
                 param_layout.setdefault(a, _layout_of(qop, model_layout))
 
+    try:
+        batch = partition_batch([shape_of(v) for v in (*params, *(b.var for b, _, _ in extracted))])
+    except Reject as err:
+        raise LoweringError(f"{name}: {err}") from None
     next_region = int(Region.IO)
     refs: dict = {}
     inputs: list[IoTensor] = []
     for p in params:
         shape = shape_of(p)
         layout = param_layout.get(p, "NHWC")
-        ref = TensorRef(p.name, next_region, 0, _hwc_or_fail(name, p.name, shape, layout), layout)
+        ref = TensorRef(p.name, next_region, 0, _hwc_or_fail(name, p.name, shape, layout, batch), layout)
         refs[p] = ref
         inputs.append(IoTensor(p.name, shape, dtype_of(p), ref))
         next_region += 1
@@ -253,7 +276,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         layout = _layout_of(qop, model_layout)
         shape = shape_of(b.var)
         try:
-            hwc_shape = hwc(shape, layout)
+            hwc_shape = hwc(per_image(shape, batch), layout)
             if b.var in output_region:
                 ofm = TensorRef(layer, output_region[b.var], 0, hwc_shape, layout)
             else:
@@ -275,7 +298,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         if v not in refs or refs[v].region != output_region.get(v):
             raise LoweringError(f"{name}: output {k} is not produced by an NPU operation")
         outputs.append(IoTensor(f"output_{k}", shape_of(v), dtype_of(v), refs[v]))
-    return PartitionPlan(name, inputs, outputs, ops, scratch, layers)
+    return PartitionPlan(name, inputs, outputs, ops, scratch, layers, batch)
 
 
 def _operand_args(composite: relax.Function, call: relax.Call, qop: QOp) -> list:
@@ -305,9 +328,9 @@ def _check_regions(name: str, input_refs: dict, output_region: dict, extracted: 
     raise LoweringError(f"{name}: {reason}", layer=culprits[-1] if culprits else None, reason=reason)
 
 
-def _hwc_or_fail(partition: str, tensor: str, shape, layout) -> tuple[int, int, int]:
+def _hwc_or_fail(partition: str, tensor: str, shape, layout, batch: int = 1) -> tuple[int, int, int]:
     try:
-        return hwc(shape, layout)
+        return hwc(per_image(shape, batch), layout)
     except Reject as err:
         raise LoweringError(f"{partition}: input '{tensor}': {err}") from None
 

@@ -127,15 +127,17 @@ class DepthwiseConv2D(_NpuOp):
 
 @dataclass(eq=False)
 class FullyConnected(_NpuOp):
-    """Rows of the input (ifm W axis, H = 1) times weights^T, per-channel requantize."""
+    """Rows of the input (ifm W axis, H = 1) times weights^T, per-channel requantize in
+    LiteRT's FULLY_CONNECTED form: the output scale is a double, mantissa[c] * 2^exponent[c]
+    (numerics.fc_requantize), not a (multiplier, shift) pair."""
 
     name: str
     ifm: TensorRef  # (1, rows, in_features)
     ofm: TensorRef  # (1, rows, out_features)
     weights: np.ndarray  # int8 [out_features, in_features]
     bias: np.ndarray
-    multiplier: np.ndarray
-    shift: np.ndarray
+    mantissa: np.ndarray  # int64 [out_features], 0 or in [2^52, 2^53)
+    exponent: np.ndarray  # int32 [out_features], in [-128, -53]
     ifm_zero_point: int
     ofm_zero_point: int
     act_min: int

@@ -37,6 +37,7 @@ from ..errors import LoweringError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import REQUANT_RECORD_BYTES, Opcode, Reg, Region
 from .. import escape
+from .. import numerics as nx
 from .encoder import Dma, Kick, Step, disassemble, encode_with_starts
 from .lower import PartitionPlan
 from .residency import Buffer, largest_gap, place
@@ -160,6 +161,9 @@ def _load(region_offset: int, sram_addr: int, nbytes: int) -> Dma:
 
 
 def _requant_table(op) -> bytes:
+    if isinstance(op, FullyConnected):  # (bias, mantissa low word, mantissa high bits | exponent)
+        table = np.stack([op.bias, *nx.pack_fc_scale(op.mantissa, op.exponent)], axis=1).astype("<i4")
+        return table.tobytes()
     table = np.stack([op.bias, op.multiplier, op.shift], axis=1).astype("<i4")
     return table.tobytes()
 

@@ -53,7 +53,7 @@ class Tally:
     def to_text(self, seed: int, backends) -> str:
         rate = self.cases / self.seconds if self.seconds else 0.0
         lines = [f"npu-byoc fuzz (ops): seed {seed}, backends {','.join(backends)}"]
-        lines.append(f"  per op (kind/convention): ops offloaded to the NPU / stayed on the CPU")
+        lines.append("  per op (kind/convention): ops offloaded to the NPU / stayed on the CPU")
         for label in sorted(self.per_op):
             c = self.per_op[label]
             lines.append(f"    {label:<24} {c['npu']:>6} / {c['cpu']:<6}")

@@ -41,7 +41,6 @@ from ..codegen.lower import PartitionPlan, lower_module
 from ..codegen.npu_ops import Conv2D, DepthwiseConv2D, FullyConnected, Mean, NpuOp
 from ..codegen.schedule import schedule_partition
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
-from ..isa import Region
 from ..patterns import npu_functions, partition_for_npu, partition_log
 from ..runtime import golden
 from . import builder
@@ -158,17 +157,14 @@ class StreamBackends:
             return
         schedule = schedule_partition(plan, self.hw)
         words = schedule.words()
-        const = np.frombuffer(schedule.constants, np.uint8)
         for name, npu in self.npus.items():
-            regions = golden.allocate_regions(plan, inputs)
-            regions[int(Region.CONST)] = const.copy()
-            status = npu.run(words, regions)
+            regions, statuses = golden.run_stream(npu, plan, words, schedule.constants, inputs)
+            status = statuses[-1]
             pair = f"golden-{name}"
             if not status.ok:
                 out.mismatches.append(Mismatch(pair, f"{plan.name}: {name} stopped with {status}"))
                 continue
-            for io, want in zip(plan.outputs, expected):
-                got = regions[io.ref.region].view(np.int8).reshape(io.shape)
+            for io, got, want in zip(plan.outputs, golden.read_outputs(plan, regions), expected):
                 if not np.array_equal(got, want):
                     d = np.abs(got.astype(np.int32) - want.astype(np.int32))
                     out.mismatches.append(Mismatch(pair, f"{plan.name} output '{io.name}': max {int(d.max())} LSB, "

@@ -56,7 +56,8 @@ from tvm import relax
 from .. import escape
 from ..cache import atomic_output, build_lock, cache_dir, content_key, is_intact
 from ..codegen.encoder import encode_with_starts
-from ..codegen.lower import PartitionPlan
+from ..codegen.lower import PartitionPlan, partition_batch
+from ..codegen.lower import per_image as per_image_shape
 from ..codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, NpuOp, Pool
 from ..codegen.schedule import schedule_partition
 from ..errors import NpuByocError
@@ -265,6 +266,14 @@ def _layer_calls(func: relax.Function) -> list[_LayerCall]:
     return out
 
 
+def _images(calls: list[_LayerCall]) -> int:
+    """The batch a partition runs image by image (codegen.lower.partition_batch of its layers)."""
+    try:
+        return partition_batch([c.shape for c in calls])
+    except Exception:  # noqa: BLE001 - lowering reports it
+        return 1
+
+
 def _to_model_shape(hwc: np.ndarray, shape: tuple[int, ...], nchw: bool) -> np.ndarray:
     """An H x W x C feature map (the NPU's view) in the layout and shape of the model tensor."""
     if len(shape) == 4:
@@ -358,16 +367,50 @@ class _Cosim:
         if len(calls) != len(plan.ops):
             raise NpuByocError(f"cosim: {plan.name} has {len(plan.ops)} NPU ops but {len(calls)} composite calls")
         nchw = any(io.ref.layout == "NCHW" for io in [*plan.inputs, *plan.outputs])
-        # the golden model's value of every layer: the intermediate values of the report
+        # the golden model's value of every layer and image: the intermediate values of the report
         t0 = time.perf_counter()
-        expected: list[np.ndarray] = []
-        golden.run_plan(plan, inputs, on_op=lambda op, out: expected.append(np.asarray(out)))
+        expected: list[list[np.ndarray]] = [[] for _ in plan.ops]  # [layer][image]
+        index = {id(op): k for k, op in enumerate(plan.ops)}
+        golden.run_plan(plan, inputs, on_op=lambda op, out: expected[index[id(op)]].append(np.asarray(out)))
         self.seconds["golden"] += time.perf_counter() - t0
-        # the partition on the RTL: the one stream production runs
+        # the partition on the RTL: the one stream production runs, once per image
         schedule = schedule_partition(plan, self.hw)
         words, starts = encode_with_starts(schedule.steps)
         regions = golden.allocate_regions(plan, inputs)
         regions[int(Region.CONST)] = np.frombuffer(schedule.constants, np.uint8)
+        n_img = plan.batch
+        results: list[list[LayerResult]] = []  # [image][layer]
+        for n in range(n_img):  # images one after the other: they share the scratch region
+            image = golden.image_regions(plan, regions, n)
+            first = len(self.layers) + n * len(plan.ops)
+            results.append(self._run_image(plan, schedule, words, starts, image, [e[n] for e in expected], first))
+        model_values = []
+        for k, call in enumerate(calls):
+            shape = per_image_shape(call.shape, n_img)
+            images = [_to_model_shape(e, shape, nchw) for e in expected[k]]
+            value = np.concatenate(images).reshape(call.shape) if n_img > 1 else images[0]
+            model_values.append(to_model(value, call.dtype))
+        for n in range(n_img):
+            for k, (op, call, result) in enumerate(zip(plan.ops, calls, results[n])):
+                if n == 0:  # the layer's inputs as the model has them (TVM's per-layer reference is fed these)
+                    self.layer_inputs[(plan.name, k)] = [
+                        np.asarray(inputs[i]) if kind == "input" else model_values[i] for kind, i in call.sources
+                    ]
+                    self.layer_outputs[(plan.name, k)] = model_values[k]
+                if n_img > 1:
+                    result.name = f"{op.name} [image {n}]"
+                self.layers.append(result)
+                self.keys.append((plan.name, k))
+        for n in range(n_img):
+            for op, e in zip(plan.ops, expected):
+                on_op(op, e[n])
+        self.progress.update(len(self.layers), plan.name)
+        return golden.read_outputs(plan, regions)
+
+    def _run_image(self, plan: PartitionPlan, schedule, words, starts, regions, expected,
+                   first_index: int) -> list[LayerResult]:  # fmt: skip
+        """One image's run of the partition's stream on the RTL; per layer its cycles and, where
+        its output went to external memory, its difference from the golden model."""
         t0 = time.perf_counter()
         status = self.npu.run(words, regions, trace=True)
         self.seconds["rtl"] += time.perf_counter() - t0
@@ -375,23 +418,13 @@ class _Cosim:
             k = schedule.step_op[bisect.bisect_right(starts, status.word_index) - 1] if starts else 0
             raise NpuByocError(f"cosim: {plan.name}: the RTL stopped with {status.status.name} at word "
                                f"{status.word_index} (layer '{plan.ops[k].name}')")  # fmt: skip
-        results = _layer_results(plan, schedule, starts, len(words), status, self.hw, len(self.layers))
-        model_values = [to_model(_to_model_shape(v, call.shape, nchw), call.dtype) for v, call in zip(expected, calls)]
-        for k, (op, call, result) in enumerate(zip(plan.ops, calls, results)):
-            # the layer's inputs as the model has them (TVM's per-layer reference is fed these)
-            self.layer_inputs[(plan.name, k)] = [
-                np.asarray(inputs[i]) if kind == "input" else model_values[i] for kind, i in call.sources
-            ]
+        results = _layer_results(plan, schedule, starts, len(words), status, self.hw, first_index)
+        for k, (op, result) in enumerate(zip(plan.ops, results)):
             if op.name not in schedule.resident:  # its output went to external memory: compare it
                 got = golden.read_tensor(regions, op.ofm)
                 result.max_diff_golden = int(np.max(np.abs(got.astype(np.int64) - expected[k].reshape(got.shape)),
                                                     initial=0))  # fmt: skip
-            self.layers.append(result)
-            self.keys.append((plan.name, k))
-            self.layer_outputs[(plan.name, k)] = model_values[k]
-            on_op(op, expected[k])
-        self.progress.update(len(self.layers), plan.name)
-        return golden.read_outputs(plan, regions)
+        return results
 
 
 def _layer_results(plan: PartitionPlan, schedule, starts: list[int], n_words: int, status, hw: HwConfig,
@@ -467,7 +500,7 @@ def cosim(
     part = mod if partition_log(mod) is not None or npu_functions(mod) else partition_for_npu(mod, hw=hw)
     funcs = npu_functions(part)
     calls = {name: _layer_calls(f) for name, f in funcs.items()}
-    total = sum(len(c) for c in calls.values())
+    total = sum(len(c) * _images(c) for c in calls.values())  # one row per layer and image
     bar = progress if isinstance(progress, Progress) else Progress(total, enabled=bool(progress))
     bar.total = max(total, 1)
 

@@ -61,7 +61,7 @@ def depthwise_conv2d(op: DepthwiseConv2D, x: np.ndarray) -> np.ndarray:
 def fully_connected(op: FullyConnected, x: np.ndarray) -> np.ndarray:
     rows = x.reshape(-1, x.shape[-1]).astype(np.int64) - op.ifm_zero_point
     acc = rows @ op.weights.astype(np.int64).T
-    out = nx.requantize(acc, op.bias, op.multiplier, op.shift, op.ofm_zero_point, op.act_min, op.act_max)
+    out = nx.fc_requantize(acc, op.bias, op.mantissa, op.exponent, op.ofm_zero_point, op.act_min, op.act_max)
     return out.reshape(op.ofm.shape)
 
 
@@ -122,20 +122,46 @@ def allocate_regions(plan: PartitionPlan, inputs: Sequence[np.ndarray]) -> Regio
             raise ValueError(f"{plan.name}: input '{io.name}' must be {io.dtype} {io.shape}, got {x.dtype} {x.shape}")
         regions[io.ref.region] = to_npu(x).reshape(-1).view(np.uint8).copy()
     for io in plan.outputs:
-        regions[io.ref.region] = np.zeros(io.ref.nbytes, np.uint8)
+        regions[io.ref.region] = np.zeros(io.ref.nbytes * plan.batch, np.uint8)
     return regions
 
 
+def image_regions(plan: PartitionPlan, regions: Regions, n: int) -> Regions:
+    """Image ``n`` of a batch: each IO region narrowed (a view) to that image's bytes."""
+    out = dict(regions)
+    for io in [*plan.inputs, *plan.outputs]:
+        size = io.ref.nbytes
+        out[io.ref.region] = regions[io.ref.region][n * size : (n + 1) * size]
+    return out
+
+
 def run_plan(plan: PartitionPlan, inputs: Sequence[np.ndarray], on_op=None) -> list[np.ndarray]:
-    """Execute a whole partition; returns its outputs in their model shapes.
+    """Execute a whole partition, once per image of its batch; returns its outputs in their
+    model shapes.
 
     ``on_op(op, output)`` is called after each op (per-layer comparisons use it)."""
     regions = allocate_regions(plan, inputs)
-    for op in plan.ops:
-        out = run_op(op, regions)
-        if on_op is not None:
-            on_op(op, out)
+    for n in range(plan.batch):
+        image = image_regions(plan, regions, n)
+        for op in plan.ops:
+            out = run_op(op, image)
+            if on_op is not None:
+                on_op(op, out)
     return read_outputs(plan, regions)
+
+
+def run_stream(npu, plan: PartitionPlan, words, constants: bytes, inputs: Sequence[np.ndarray]):
+    """The partition's command stream run by ``npu`` (stream machine, C model or RTL) once per
+    image of its batch, as the generated entry point does; returns (regions, per-image statuses)
+    and stops at the first image that fails."""
+    regions = allocate_regions(plan, inputs)
+    regions[int(Region.CONST)] = np.frombuffer(constants, np.uint8).copy()
+    statuses = []
+    for n in range(plan.batch):
+        statuses.append(npu.run(words, image_regions(plan, regions, n)))
+        if not statuses[-1].ok:
+            break
+    return regions, statuses
 
 
 def read_outputs(plan: PartitionPlan, regions: Regions) -> list[np.ndarray]:

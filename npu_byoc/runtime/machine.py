@@ -266,8 +266,14 @@ class Machine:
                   (ifm[1] + pads[1] + pads[3] - kernel[1]) // stride[1] + 1)  # fmt: skip
         _param(ofm[:2] == expect, f"OFM {ofm[0]}x{ofm[1]}, the window gives {expect[0]}x{expect[1]}")
 
-    def _requant_table(self, span: tuple[int, int], channels: int) -> np.ndarray:
+    def _requant_table(self, span: tuple[int, int], channels: int, fc: bool = False) -> np.ndarray:
         table = np.frombuffer(self.sram[span[0] : span[1]].tobytes(), "<i4").reshape(channels, 3).astype(np.int64)
+        if fc:  # (bias, mantissa, exponent): nx.pack_fc_scale's words
+            lo, hi = table[:, 1] & 0xFFFFFFFF, table[:, 2] & 0xFFFFFFFF
+            exponent = ((hi >> 24) ^ 0x80) - 0x80
+            bad = ((hi >> 21) & 7 != 0) | (exponent > nx.FC_EXPONENT_MAX)
+            _param(not bad.any(), f"FC requantize record {np.flatnonzero(bad)[:1]}: exponent above -53 or bits 23..21 set")
+            return np.stack([table[:, 0], lo | ((hi & 0x1FFFFF) << 32), exponent], axis=1)
         bad = (table[:, 2] < SHIFT_MIN) | (table[:, 2] > SHIFT_MAX)
         _param(not bad.any(), f"requantize shift {table[bad, 2][:1]} outside [{SHIFT_MIN}, {SHIFT_MAX}]")
         return table
@@ -302,7 +308,7 @@ class Machine:
         }
         out = self._sram("OFM", r[Reg.OFM_ADDR], math.prod(ofm))
         self._no_overlap(out, spans)
-        table = self._requant_table(spans["requant table"], ofm[2])
+        table = self._requant_table(spans["requant table"], ofm[2], fc=opcode == Opcode.FC)
 
         x = self._tile(spans["IFM"], ifm).astype(np.int64) - r[Reg.IFM_ZERO_POINT]
         w = self._tile(spans["weights"], weights_shape).astype(np.int64)
@@ -321,7 +327,8 @@ class Machine:
                 else:
                     acc += patch @ w.T
         acc = ((acc + 2**31) & WORD_MASK) - 2**31  # the int32 accumulator wraps
-        out_tile = nx.requantize(acc, table[:, 0], table[:, 1], table[:, 2], r[Reg.OFM_ZERO_POINT], *act)
+        requantize = nx.fc_requantize if opcode == Opcode.FC else nx.requantize
+        out_tile = requantize(acc, table[:, 0], table[:, 1], table[:, 2], r[Reg.OFM_ZERO_POINT], *act)
         self._tile(out, ofm)[...] = out_tile
 
     def _conv(self) -> None:

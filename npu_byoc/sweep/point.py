@@ -132,7 +132,6 @@ def verify(model: ModelRef, hw_fields: dict) -> dict:
     """Every NPU partition's whole stream on the RTL (Verilator, built or fetched from the cache
     for this configuration under its build lock) with seeded random int8 inputs: the RTL's
     cycles against the analytic model's, its outputs against the golden model's."""
-    from ..isa import Region
     from ..runtime import golden
     from ..runtime.cycles import stream_cycles
     from ..runtime.verilator import VerilatorNpu
@@ -143,16 +142,16 @@ def verify(model: ModelRef, hw_fields: dict) -> dict:
     rows = []
     for name, (plan, schedule) in scheduled.items():
         rng = np.random.default_rng(_seed(model, name))
-        inputs = [rng.integers(-128, 128, size=io.shape, dtype=np.int8) for io in plan.inputs]
+        inputs = [rng.integers(np.iinfo(io.dtype).min, np.iinfo(io.dtype).max + 1, size=io.shape, dtype=io.dtype)
+                  for io in plan.inputs]  # fmt: skip
         expected = golden.run_plan(plan, inputs)
-        regions = golden.allocate_regions(plan, inputs)
-        regions[int(Region.CONST)] = np.frombuffer(schedule.constants, np.uint8).copy()
-        status = npu.run(schedule.words(), regions)
-        got = [regions[io.ref.region].view(np.int8).reshape(io.shape) for io in plan.outputs]
+        regions, statuses = golden.run_stream(npu, plan, schedule.words(), schedule.constants, inputs)
+        status = statuses[-1]
+        got = golden.read_outputs(plan, regions)
         diff = max((int(np.max(np.abs(g.astype(np.int64) - e.astype(np.int64)), initial=0))
                     for g, e in zip(got, expected)), default=0)  # fmt: skip
-        rows.append({"partition": name, "status": status.status.name, "rtl_cycles": status.cycles,
-                     "predicted_cycles": stream_cycles(schedule.steps, hw), "max_diff_golden": diff})  # fmt: skip
+        rows.append({"partition": name, "status": status.status.name, "rtl_cycles": sum(st.cycles for st in statuses),
+                     "predicted_cycles": plan.batch * stream_cycles(schedule.steps, hw), "max_diff_golden": diff})  # fmt: skip
     ok = all(r["status"] == "OK" and r["rtl_cycles"] == r["predicted_cycles"] and r["max_diff_golden"] == 0
              for r in rows)  # fmt: skip
     return {

@@ -103,16 +103,20 @@ void npu_subgraph_0(tvm::ffi::TensorView input0, tvm::ffi::TensorView output0) {
   static const int64_t output0_shape[4] = {1, 4, 4, 4};
   check_tensor(output0, "output 'output_0'", output0_shape, 4, false);
   std::vector<unsigned char> scratch(k_scratch_bytes);
-  npu_buffer_t regions[4] = {
-      {const_cast<unsigned char*>(k_constants), 128},  // CONST (never written by the NPU)
-      {scratch.data(), scratch.size()},  // SCRATCH
-      {data_of(input0), 32},  // IO0: input 'x' (NHWC)
-      {data_of(output0), 64},  // IO1: output 'output_0' (NHWC)
-  };
-  npu_result_t result;
-  if (npu_submit(k_stream, 79, regions, 4, &result) != NPU_STATUS_OK) {
-    TVM_FFI_THROW(RuntimeError) << "npu_subgraph_0: the NPU stopped with status " << npu_status_name(result.status)
-                                << " at command word " << result.word_index;
+  // The stream computes one image; a batch of 1 runs it once per image, each IO region
+  // offset to that image's bytes.
+  for (size_t n = 0; n < 1; ++n) {
+    npu_buffer_t regions[4] = {
+        {const_cast<unsigned char*>(k_constants), 128},  // CONST (never written by the NPU)
+        {scratch.data(), scratch.size()},  // SCRATCH
+        {static_cast<char*>(data_of(input0)) + n * 32, 32},  // IO0: input 'x' (NHWC)
+        {static_cast<char*>(data_of(output0)) + n * 64, 64},  // IO1: output 'output_0' (NHWC)
+    };
+    npu_result_t result;
+    if (npu_submit(k_stream, 79, regions, 4, &result) != NPU_STATUS_OK) {
+      TVM_FFI_THROW(RuntimeError) << "npu_subgraph_0: the NPU stopped with status " << npu_status_name(result.status)
+                                  << " at command word " << result.word_index;
+    }
   }
 }
 

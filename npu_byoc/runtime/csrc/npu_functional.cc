@@ -187,6 +187,35 @@ inline int32_t mbqm(int32_t x, int32_t multiplier, int32_t shift) {
     return rdbpot(srdhm(shifted, multiplier), right);
 }
 
+// An FC requantize record's output scale, mantissa * 2^exponent (numerics.pack_fc_scale):
+// word1 = mantissa[31:0], word2 = mantissa[52:32] | exponent << 24. False when malformed.
+inline bool fc_record(int32_t word1, int32_t word2, uint64_t *mantissa, int *exponent) {
+    const uint32_t hi = static_cast<uint32_t>(word2);
+    *mantissa = static_cast<uint64_t>(static_cast<uint32_t>(word1)) | (static_cast<uint64_t>(hi & 0x1FFFFF) << 32);
+    *exponent = static_cast<int8_t>(hi >> 24);
+    return ((hi >> 21) & 7) == 0 && *exponent <= -53;
+}
+
+// round_half_away(fl64(x * mantissa * 2^exponent)): LiteRT's reference FULLY_CONNECTED output
+// scaling in integers (numerics.fc_scale). exponent <= -53, mantissa < 2^53.
+inline int32_t fc_scale(int32_t x, uint64_t mantissa, int exponent) {
+    const uint64_t a = x < 0 ? static_cast<uint64_t>(-static_cast<int64_t>(x)) : static_cast<uint64_t>(x);
+    unsigned __int128 p = static_cast<unsigned __int128>(a) * mantissa;  // < 2^84
+    if (p == 0) return 0;
+    int bits = 0;
+    for (unsigned __int128 t = p; t != 0; t >>= 1) ++bits;
+    const int drop = bits - 53;
+    if (drop > 0) {  // the double product: 53 significant bits, ties to even
+        const unsigned __int128 q = p >> drop, rem = p & ((static_cast<unsigned __int128>(1) << drop) - 1);
+        const unsigned __int128 half = static_cast<unsigned __int128>(1) << (drop - 1);
+        p = q + ((rem > half || (rem == half && (q & 1))) ? 1 : 0);
+        exponent += drop;
+    }
+    const int k = -exponent;  // >= 22; p < 2^54
+    const uint64_t r = k >= 64 ? 0 : static_cast<uint64_t>((p >> k) + ((p >> (k - 1)) & 1));
+    return static_cast<int32_t>(x < 0 ? -static_cast<int64_t>(r) : static_cast<int64_t>(r));
+}
+
 inline int32_t clamp_i32(int64_t v, int64_t lo, int64_t hi) {
     return static_cast<int32_t>(v < lo ? lo : (v > hi ? hi : v));
 }
@@ -558,7 +587,11 @@ uint32_t Machine::mac(uint32_t opcode) {
         m_.table[3 * c + 0] = read_le_i32(rec);
         m_.table[3 * c + 1] = read_le_i32(rec + 4);
         m_.table[3 * c + 2] = read_le_i32(rec + 8);
-        if (m_.table[3 * c + 2] < -31 || m_.table[3 * c + 2] > 30) return NPU_STATUS_INVALID_PARAMETER;
+        uint64_t mantissa;
+        int exponent;
+        if (opcode == NPU_OP_FC ? !fc_record(m_.table[3 * c + 1], m_.table[3 * c + 2], &mantissa, &exponent)
+                                : (m_.table[3 * c + 2] < -31 || m_.table[3 * c + 2] > 30))
+            return NPU_STATUS_INVALID_PARAMETER;
     }
 
     // Operands as int16: x - zero_point (padding then contributes 0 and is skipped), weights.
@@ -584,7 +617,16 @@ uint32_t Machine::mac(uint32_t opcode) {
         for (uint64_t c = 0; c < channels; ++c) {
             const int32_t *rec = m_.table + 3 * c;
             const int32_t biased = wrap_i32(static_cast<uint64_t>(acc[c]) + static_cast<uint32_t>(rec[0]));
-            const int64_t v = static_cast<int64_t>(mbqm(biased, rec[1], rec[2])) + zp_out;
+            int32_t scaled;
+            if (opcode == NPU_OP_FC) {
+                uint64_t mantissa;
+                int exponent;
+                fc_record(rec[1], rec[2], &mantissa, &exponent);
+                scaled = fc_scale(biased, mantissa, exponent);
+            } else {
+                scaled = mbqm(biased, rec[1], rec[2]);
+            }
+            const int64_t v = static_cast<int64_t>(scaled) + zp_out;
             out[c] = as_u8(clamp_i32(v, act_min, act_max));
         }
     };
