@@ -205,3 +205,49 @@ def test_qdq_npu_is_the_float_formula_exactly(backend):
         want = _formula_lsb(inputs[0])
         for k in range(len(outputs)):
             np.testing.assert_array_equal(_lsb(got[k], k), want[k], err_msg=_qdq_meta()["outputs"][k]["op"])
+
+
+# ------------------------------------------------------------------------------- reasons
+def _relax_hard_swish(s_in: float, s_out: float, offset: float = 3.0):
+    """TVM's TFLite HARD_SWISH form, hand-written: one dequantize used twice."""
+    from tvm import relax
+    from tvm.script import relax as R
+
+    from .relax_builders import _build, _requantize_tail, _scale_const, _tensor, _zp_const
+
+    x = _tensor("x", (1, 8, 8, 4), "int8")
+
+    def body(bb):
+        xd = bb.emit(R.dequantize(x, _scale_const(s_in), _zp_const(0), axis=-1))
+        r = bb.emit(R.clip(R.add(xd, relax.const(offset, "float32")), 0.0, 6.0))
+        y = bb.emit(R.divide(R.multiply(xd, r), relax.const(6.0, "float32")))
+        return _requantize_tail(bb, y, s_out, 0, "int8")
+
+    return _build([x], body)
+
+
+def test_rejected_hard_swish_reason_names_the_operator():
+    mod = npu_byoc.partition_for_npu(_relax_hard_swish(1.0, 0.004))
+    from npu_byoc.patterns import partition_log
+
+    (d,) = [d for d in partition_log(mod) if d.pattern == "npu.hard_swish"]
+    assert not d.accepted and d.reason.startswith("HARD_SWISH: output scale 0.004")
+    assert not npu_functions(mod)
+
+
+def test_hard_swish_form_with_other_constants_is_not_hard_swish():
+    mod = npu_byoc.partition_for_npu(_relax_hard_swish(0.05, 0.05, offset=2.0))
+    from npu_byoc.patterns import partition_log
+
+    (d,) = [d for d in partition_log(mod) if d.pattern == "npu.hard_swish"]
+    assert d.reason == "HARD_SWISH: not a hard_swish: hard_swish offset is 2.0, not 3.0"
+
+
+def test_hand_written_relax_takes_tflite_numerics():
+    """A Relax module has no source runtime: its tables follow LiteRT (the HARD_SWISH fixture
+    pins that table); a TFLite model records "tflite", an ONNX model "onnx"."""
+    mod = npu_byoc.partition_for_npu(_relax_hard_swish(0.05, 0.05))
+    (c,) = [c for f in npu_functions(mod).values() for _, c in composite_functions(f)]
+    op = extract_composite(c)
+    assert op.function == "hard_swish" and op.numerics == "tflite"
+    assert lut_ops.numerics_for("onnx") == "onnx" and lut_ops.numerics_for("tflite") == "tflite"
