@@ -257,15 +257,24 @@ def _elu_onnx(x, p):
     return np.where(x >= 0, x, np.float32(p["alpha"]) * e).astype(np.float32)
 
 
-def _tflite_elu(op: QLut) -> np.ndarray:
-    """The converter keeps ELU in float: DEQUANTIZE (float(double(s_in)·(v − zp_in))), float
-    ELU (x < 0 ? expm1f(x) : x), QUANTIZE (round_half_away(x / float(s_out)) + zp_out)."""
-    x = (float(np.float32(op.input.scale)) * (VALUES - op.input.zero_point)).astype(np.float32)
-    alpha = np.float32(dict(op.params)["alpha"])
-    y = np.where(x < 0, alpha * np.expm1(x.astype(np.float64)).astype(np.float32), x).astype(np.float32)
-    scaled = (y / np.float32(op.output.scale)).astype(np.float32).astype(np.float64)
-    rounded = np.where(scaled >= 0, np.floor(scaled + 0.5), -np.floor(-scaled + 0.5))
-    return _clamp8(rounded.astype(np.int64) + op.output.zero_point)
+def tflite_float_wrapped(fn: Callable[[np.ndarray, dict], np.ndarray]) -> Table:
+    """An op the converter keeps in float (ELU, NEG): DEQUANTIZE (float(double(s_in)·(v −
+    zp_in))), the float32 kernel ``fn(x, params)``, QUANTIZE (round_half_away(x / float(s_out))
+    + zp_out, saturated)."""
+
+    def build(op: QLut) -> np.ndarray:
+        x = (float(np.float32(op.input.scale)) * (VALUES - op.input.zero_point)).astype(np.float32)
+        y = fn(x, dict(op.params)).astype(np.float32)
+        scaled = (y / np.float32(op.output.scale)).astype(np.float32).astype(np.float64)
+        rounded = np.where(scaled >= 0, np.floor(scaled + 0.5), -np.floor(-scaled + 0.5))
+        return _clamp8(rounded.astype(np.int64) + op.output.zero_point)
+
+    return build
+
+
+def _elu_tflite(x, p):
+    # LiteRT's float ELU: x < 0 ? alpha · expm1f(x) : x
+    return np.where(x < 0, np.float32(p["alpha"]) * np.expm1(x.astype(np.float64)).astype(np.float32), x)
 
 
 def _leaky_relu_onnx(x, p):
@@ -421,7 +430,7 @@ FUNCTIONS: dict[str, LutFunction] = {
             summary="int8 ELU through a lookup table",
             ops={"tflite": "ELU", "onnx": "Elu"},
             forms=(_ELU_FORM,),
-            tables={"tflite": _tflite_elu, "onnx": onnx_float(_elu_onnx)},
+            tables={"tflite": tflite_float_wrapped(_elu_tflite), "onnx": onnx_float(_elu_onnx)},
             params=_elu_alpha,
         ),
         LutFunction(
