@@ -434,6 +434,13 @@ FUNCTIONS: dict[str, LutFunction] = {
             params=_elu_alpha,
         ),
         LutFunction(
+            name="neg",
+            summary="int8 negation through a lookup table",
+            ops={"tflite": "NEG", "onnx": "Neg"},
+            forms=(_unary("relax.negative"),),
+            tables={"tflite": tflite_float_wrapped(lambda x, p: -x), "onnx": onnx_float(lambda x, p: -x)},
+        ),
+        LutFunction(
             name="abs",
             summary="int8 absolute value through a lookup table",
             ops={"tflite": "ABS", "onnx": "Abs"},

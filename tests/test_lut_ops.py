@@ -29,6 +29,7 @@ TFLITE = {
     "hard_swish": ("HARD_SWISH", "npu.hard_swish"),
     "leaky_relu": ("LEAKY_RELU", "npu.leaky_relu"),
     "elu": ("ELU", "npu.elu"),
+    "neg": ("NEG", "npu.neg"),
     "abs": ("ABS", "npu.abs"),
     "relu": ("RELU", "npu.relu"),
     "relu6": ("RELU6", "npu.relu"),

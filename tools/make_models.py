@@ -771,6 +771,7 @@ def _lut_op_models():
         "abs": (tf.abs, 2.0),
         "exp": (tf.exp, 2.0),
         "elu": (tf.nn.elu, 3.0),  # kept in float by the converter: DEQUANTIZE -> ELU -> QUANTIZE
+        "neg": (tf.negative, 2.0),  # kept in float too
         # CONCATENATION needs one scale: LOGISTIC's and TANH's fixed output scales are
         # requantized by int8 -> int8 QUANTIZE ops.
         "quantize": (lambda y: tf.concat([tf.nn.sigmoid(y), tf.nn.tanh(y)], axis=3), 4.0),
@@ -813,7 +814,7 @@ def build_lut_op_model(op: str, out: Path):
 
 LUT_OP_MODELS = tuple(f"op_{op}_int8" for op in (
     "logistic", "tanh", "hard_swish", "leaky_relu", "relu", "relu6", "relu_n1_to_1", "abs", "exp",
-    "elu", "quantize"))
+    "elu", "neg", "quantize"))
 
 
 TFLITE_OP_MODELS = tuple(f"op_{op}_int8" for op in (
