@@ -69,12 +69,12 @@ resize_nearest_neighbor, pack, tile, gather, shape)
     (outputs: the first half, then the second). SQUEEZE (batch and width open) and SHAPE
     (batch open) keep their op only with open dimensions. TILE's references use LiteRT's
     builtin kernels without delegates (its reference resolver has no int8 TILE).
-``op_<op>_int8.tflite`` (logistic, tanh, exp, hard_swish, leaky_relu, elu, abs, relu, relu6,
-relu_n1_to_1, quantize)
+``op_<op>_int8.tflite`` (logistic, tanh, exp, hard_swish, leaky_relu, elu, neg, abs, relu,
+relu6, relu_n1_to_1, quantize)
     One int8 -> int8 elementwise op (the NPU's LUT unit) on the int8 input and after a
     quantized 1x1 CONV_2D; reference sample 0 holds each of the 256 int8 input values once.
     QUANTIZE int8 -> int8 appears where CONCATENATION joins LOGISTIC's and TANH's fixed output
-    scales. ELU stays float in the converter (DEQUANTIZE -> ELU -> QUANTIZE) and LiteRT's
+    scales. ELU and NEG stay float in the converter (DEQUANTIZE -> op -> QUANTIZE); LiteRT's
     reference resolver has no ELU: its references use the builtin kernels.
 ``lut_ops_qdq.onnx``
     Hand-written ONNX QDQ branches (chosen scales): Sigmoid, Tanh, HardSwish, LeakyRelu, Abs,
