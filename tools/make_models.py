@@ -301,6 +301,23 @@ def convert_int8(model, calib: np.ndarray) -> bytes:
     return conv.convert()
 
 
+def convert_function_int8(f, calib: np.ndarray) -> bytes:
+    """Full-integer TFLite conversion (int8 in/out) of a tf.function with a batch-1 input."""
+    import tensorflow as tf
+
+    def rep():
+        for i in range(len(calib)):
+            yield [calib[i : i + 1]]
+
+    conv = tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()], f)
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.representative_dataset = rep
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    conv.inference_input_type = tf.int8
+    conv.inference_output_type = tf.int8
+    return conv.convert()
+
+
 def tflite_op_counts(path: Path) -> dict:
     from ai_edge_litert.interpreter import Interpreter
 
@@ -701,18 +718,8 @@ def build_op_model(op: str, out: Path):
     shape = tuple(8 if d is None else d for d in shape)  # the data's shape
     calib = nhwc_batch(CALIB_SEEDS, *shape)
 
-    def rep():
-        for i in range(len(calib)):
-            yield [calib[i : i + 1]]
-
-    conv = tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()], f)
-    conv.optimizations = [tf.lite.Optimize.DEFAULT]
-    conv.representative_dataset = rep
-    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    conv.inference_input_type = tf.int8
-    conv.inference_output_type = tf.int8
     path = out / f"op_{op}_int8.tflite"
-    path.write_bytes(conv.convert())
+    path.write_bytes(convert_function_int8(f, calib))
     meta = {"model": f"single-op {op.upper()} after a quantized CONV_2D (tools/make_models.py)",
             "input_shape": [batch, *shape], **_common_meta()}
     tflite_references(path, nhwc_batch(REF_SEEDS, *shape), meta)
@@ -781,7 +788,6 @@ def _lut_op_models():
 def build_lut_op_model(op: str, out: Path):
     """One int8 elementwise op on the int8 input and on a quantized 1x1 CONV_2D's output; the
     reference inputs start with a sample holding each of the 256 int8 values once."""
-    import tensorflow as tf
     from ai_edge_litert.interpreter import Interpreter
 
     _set_seeds()
@@ -790,18 +796,8 @@ def build_lut_op_model(op: str, out: Path):
     f = _op_model(body, shape)
     calib = span * nhwc_batch(CALIB_SEEDS, *shape)
 
-    def rep():
-        for i in range(len(calib)):
-            yield [calib[i : i + 1]]
-
-    conv = tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()], f)
-    conv.optimizations = [tf.lite.Optimize.DEFAULT]
-    conv.representative_dataset = rep
-    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    conv.inference_input_type = tf.int8
-    conv.inference_output_type = tf.int8
     path = out / f"op_{op}_int8.tflite"
-    path.write_bytes(conv.convert())
+    path.write_bytes(convert_function_int8(f, calib))
     scale, zp = Interpreter(model_path=str(path)).get_input_details()[0]["quantization"]
     levels = np.random.default_rng(SEED).permutation(np.arange(-128, 128))
     sweep = (scale * (levels - zp)).astype(np.float32).reshape(1, *shape)
