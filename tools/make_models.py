@@ -285,31 +285,18 @@ def calibrate_bn(model, calib: np.ndarray):
 
 
 def convert_int8(model, calib: np.ndarray) -> bytes:
-    """Full-integer TFLite conversion (int8 in/out) of a Keras model with a batch-1 input."""
+    """Full-integer TFLite conversion (int8 in/out) of a Keras model or a tf.function with a
+    batch-1 input."""
     import tensorflow as tf
 
     def rep():
         for i in range(len(calib)):
             yield [calib[i : i + 1]]
 
-    conv = tf.lite.TFLiteConverter.from_keras_model(model)
-    conv.optimizations = [tf.lite.Optimize.DEFAULT]
-    conv.representative_dataset = rep
-    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    conv.inference_input_type = tf.int8
-    conv.inference_output_type = tf.int8
-    return conv.convert()
-
-
-def convert_function_int8(f, calib: np.ndarray) -> bytes:
-    """Full-integer TFLite conversion (int8 in/out) of a tf.function with a batch-1 input."""
-    import tensorflow as tf
-
-    def rep():
-        for i in range(len(calib)):
-            yield [calib[i : i + 1]]
-
-    conv = tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()], f)
+    if isinstance(model, tf.types.experimental.GenericFunction):
+        conv = tf.lite.TFLiteConverter.from_concrete_functions([model.get_concrete_function()], model)
+    else:
+        conv = tf.lite.TFLiteConverter.from_keras_model(model)
     conv.optimizations = [tf.lite.Optimize.DEFAULT]
     conv.representative_dataset = rep
     conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
@@ -719,7 +706,7 @@ def build_op_model(op: str, out: Path):
     calib = nhwc_batch(CALIB_SEEDS, *shape)
 
     path = out / f"op_{op}_int8.tflite"
-    path.write_bytes(convert_function_int8(f, calib))
+    path.write_bytes(convert_int8(f, calib))
     meta = {"model": f"single-op {op.upper()} after a quantized CONV_2D (tools/make_models.py)",
             "input_shape": [batch, *shape], **_common_meta()}
     tflite_references(path, nhwc_batch(REF_SEEDS, *shape), meta)
@@ -797,7 +784,7 @@ def build_lut_op_model(op: str, out: Path):
     calib = span * nhwc_batch(CALIB_SEEDS, *shape)
 
     path = out / f"op_{op}_int8.tflite"
-    path.write_bytes(convert_function_int8(f, calib))
+    path.write_bytes(convert_int8(f, calib))
     scale, zp = Interpreter(model_path=str(path)).get_input_details()[0]["quantization"]
     levels = np.random.default_rng(SEED).permutation(np.arange(-128, 128))
     sweep = (scale * (levels - zp)).astype(np.float32).reshape(1, *shape)
