@@ -252,3 +252,38 @@ def test_hand_written_relax_takes_tflite_numerics():
     op = extract_composite(c)
     assert op.function == "hard_swish" and op.numerics == "tflite"
     assert lut_ops.numerics_for("onnx") == "onnx" and lut_ops.numerics_for("tflite") == "tflite"
+
+
+# ------------------------------------------------------------------------------- scales
+# LiteRT single-op vectors at several input ranges (tools/make_op_vectors.py; each case feeds
+# the 256 int8 values): every branch of the integer kernels (HARD_SWISH's left- and
+# right-shifted reluish multiplier, LEAKY_RELU's alpha above and below 1, ABS with and without
+# a rescale) and the float tables.
+VECTOR_OPS = {"logistic": "sigmoid", "tanh": "tanh", "hard_swish": "hard_swish",
+              "leaky_relu": "leaky_relu", "abs": "abs", "exp": "exp"}
+
+
+def _vector_cases():
+    from .test_numerics import load_cases
+
+    return [pytest.param(op, c, id=f"{op}{i}") for op in VECTOR_OPS for i, c in enumerate(load_cases(op))]
+
+
+@pytest.mark.parametrize("op,case", _vector_cases())
+def test_table_is_litert_at_every_scale(op, case):
+    x = case["input"]
+    params = (("alpha", float(case["alpha"])),) if "alpha" in case else ()
+    qlut = QLut(VECTOR_OPS[op], QTensor(x.shape, "int8", float(case["input_scale"]), int(case["input_zero_point"])),
+                QTensor(x.shape, "int8", float(case["output_scale"]), int(case["output_zero_point"])),
+                -128, 127, params=params)
+    np.testing.assert_array_equal(lut_ops.lut_lookup(x, qlut), case["output"])
+
+
+def test_vectors_reach_both_hard_swish_shift_branches():
+    from .test_numerics import load_cases
+
+    exponents = set()
+    for c in load_cases("hard_swish"):
+        t = QTensor((1, 256), "int8", float(c["input_scale"]), 0)
+        exponents.add(np.sign(lut_ops.hard_swish_params(QLut("hard_swish", t, t, -128, 127))[3]))
+    assert {-1, 1} <= exponents
