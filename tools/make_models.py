@@ -21,7 +21,7 @@ Options::
     --only NAME      build one model only (repeatable): mobilenet_v2_int8, tiny_cnn_int8,
                      tiny_cnn_qdq, resnet_small_int8, densenet_small_int8,
                      mobilenet_v1_batch_none_int8, ds_cnn_int8, op_<op>_int8, ops_uint8,
-                     lut_ops_qdq
+                     lut_ops_qdq, mobilenet_v3_small_int8
     --no-data-copy   do not copy the demo models to npu_byoc/data/
     --skip-build     with --verify-tvm: check the existing files only
     --verify-tvm     import every model in TVM (Relax frontends), dump the Relax script to
@@ -418,6 +418,26 @@ def build_mobilenet_v2(out: Path):
     path.write_bytes(convert_int8(model, calib))
     meta = {"model": "keras.applications.MobileNetV2", "alpha": alpha, "input_shape": [1, *shape],
             "classes": 10, "train_accuracy": round(acc, 4), **_common_meta()}
+    tflite_references(path, nhwc_batch(REF_SEEDS, *shape), meta)
+    return path
+
+
+def build_mobilenet_v3_small(out: Path):
+    """keras.applications.MobileNetV3Small (alpha 0.75, 96x96, random weights, BN calibrated):
+    19 HARD_SWISH and the squeeze-excite MULs between its convs — the LUT glue fixture."""
+    import keras
+
+    _set_seeds()
+    shape, alpha = (96, 96, 3), 0.75
+    model = keras.applications.MobileNetV3Small(
+        alpha=alpha, weights=None, classes=10, include_preprocessing=False,
+        input_tensor=keras.Input(shape=shape, batch_size=1, name="input"))
+    calib = nhwc_batch(CALIB_SEEDS, *shape)
+    calibrate_bn(model, calib)
+    path = out / "mobilenet_v3_small_int8.tflite"
+    path.write_bytes(convert_int8(model, calib))
+    meta = {"model": "keras.applications.MobileNetV3Small (random weights)", "alpha": alpha,
+            "input_shape": [1, *shape], "classes": 10, **_common_meta()}
     tflite_references(path, nhwc_batch(REF_SEEDS, *shape), meta)
     return path
 
@@ -1084,6 +1104,7 @@ BUILDERS = {
     **{name: (lambda out, op=name[3:-5]: build_op_model(op, out)) for name in TFLITE_OP_MODELS},
     **{name: (lambda out, op=name[3:-5]: build_lut_op_model(op, out)) for name in LUT_OP_MODELS},
     "lut_ops_qdq": build_lut_ops_qdq,
+    "mobilenet_v3_small_int8": build_mobilenet_v3_small,
     "ops_uint8": build_ops_uint8,
 }
 MODELS = tuple(BUILDERS)
