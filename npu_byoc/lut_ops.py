@@ -238,7 +238,11 @@ def hard_swish_exponent(op: QLut, hw) -> str | None:
 
 
 def _f32(fn):
-    return lambda x, p=None: fn(x.astype(np.float64)).astype(np.float32)
+    def f(x, p=None):
+        with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf, sqrt(-1) = NaN: as in C
+            return fn(x.astype(np.float64)).astype(np.float32)
+
+    return f
 
 
 def _sigmoid(x, p=None):
@@ -270,6 +274,17 @@ def tflite_float_wrapped(fn: Callable[[np.ndarray, dict], np.ndarray]) -> Table:
         return _clamp8(rounded.astype(np.int64) + op.output.zero_point)
 
     return build
+
+
+def _tflite_sqrt(op: QLut) -> np.ndarray:
+    """LiteRT's int8 SQRT (measured against BUILTIN_REF on tests/fixtures/ops/sqrt.npz): the
+    float32 sqrt of the dequantized input, divided by s_out and truncated (no rounding)."""
+    x = np.float32(op.input.scale) * (VALUES - op.input.zero_point).astype(np.float32)
+    with np.errstate(invalid="ignore"):
+        y = np.sqrt(x.astype(np.float64)).astype(np.float32)
+    q = np.trunc((y / np.float32(op.output.scale)).astype(np.float32))
+    q = np.where(np.isfinite(q), q, nx.INT32_MIN).astype(np.int64)  # sqrt(x < 0) = NaN
+    return _clamp8(q + op.output.zero_point)
 
 
 def _elu_tflite(x, p):
@@ -432,6 +447,27 @@ FUNCTIONS: dict[str, LutFunction] = {
             forms=(_ELU_FORM,),
             tables={"tflite": tflite_float_wrapped(_elu_tflite), "onnx": onnx_float(_elu_onnx)},
             params=_elu_alpha,
+        ),
+        LutFunction(
+            name="log",
+            summary="int8 natural log through a lookup table",
+            ops={"tflite": "LOG", "onnx": "Log"},
+            forms=(_unary("relax.log"),),
+            tables={"tflite": tflite_lut_populate(_f32(np.log)), "onnx": onnx_float(_f32(np.log))},
+        ),
+        LutFunction(
+            name="sqrt",
+            summary="int8 square root through a lookup table",
+            ops={"tflite": "SQRT", "onnx": "Sqrt"},
+            forms=(_unary("relax.sqrt"),),
+            tables={"tflite": _tflite_sqrt, "onnx": onnx_float(_f32(np.sqrt))},
+        ),
+        LutFunction(
+            name="sin",
+            summary="int8 sine through a lookup table",
+            ops={"tflite": "SIN", "onnx": "Sin"},
+            forms=(_unary("relax.sin"),),
+            tables={"tflite": tflite_float_wrapped(_f32(np.sin)), "onnx": onnx_float(_f32(np.sin))},
         ),
         LutFunction(
             name="neg",

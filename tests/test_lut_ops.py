@@ -30,6 +30,9 @@ TFLITE = {
     "leaky_relu": ("LEAKY_RELU", "npu.leaky_relu"),
     "elu": ("ELU", "npu.elu"),
     "neg": ("NEG", "npu.neg"),
+    "sin": ("SIN", "npu.sin"),
+    "sqrt": ("SQRT", "npu.sqrt"),
+    "log": ("LOG", "npu.log"),
     "abs": ("ABS", "npu.abs"),
     "relu": ("RELU", "npu.relu"),
     "relu6": ("RELU6", "npu.relu"),
@@ -260,7 +263,7 @@ def test_hand_written_relax_takes_tflite_numerics():
 # right-shifted reluish multiplier, LEAKY_RELU's alpha above and below 1, ABS with and without
 # a rescale) and the float tables.
 VECTOR_OPS = {"logistic": "sigmoid", "tanh": "tanh", "hard_swish": "hard_swish",
-              "leaky_relu": "leaky_relu", "abs": "abs", "exp": "exp"}
+              "leaky_relu": "leaky_relu", "abs": "abs", "exp": "exp", "log": "log", "sqrt": "sqrt"}
 
 
 def _vector_cases():

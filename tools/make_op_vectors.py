@@ -437,6 +437,16 @@ def build_abs(seed=100):
     return _build_table_op(tf.abs, "ABS", [(-2.0, 2.0), (-1.0, 3.0), (-0.2, 0.1)], seed)
 
 
+def build_log(seed=110):
+    tf = _tf()
+    return _build_table_op(tf.math.log, "LOG", [(0.05, 4.0), (0.5, 30.0), (0.0, 1.0)], seed)
+
+
+def build_sqrt(seed=115):
+    tf = _tf()
+    return _build_table_op(tf.math.sqrt, "SQRT", [(0.0, 4.0), (0.0, 50.0), (0.2, 1.0)], seed)
+
+
 def build_exp(seed=105):
     tf = _tf()
     return _build_table_op(tf.exp, "EXP", [(-4.0, 2.0), (-1.0, 1.0), (-8.0, 0.0)], seed)
@@ -593,6 +603,8 @@ BUILDERS = {
     "leaky_relu": build_leaky_relu,
     "abs": build_abs,
     "exp": build_exp,
+    "log": build_log,
+    "sqrt": build_sqrt,
     "avg_pool": build_avg_pool,
     "max_pool": build_max_pool,
     "mean": build_mean,
