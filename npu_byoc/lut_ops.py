@@ -352,6 +352,11 @@ def _elu_alpha(body, bindings, tail) -> dict:
     return {"alpha": -alpha}
 
 
+def _square_exponent(body, bindings, tail) -> dict:
+    _expect("power exponent", _scalar(resolve(body, bindings).args[1], bindings), 2.0)
+    return {}
+
+
 def _leaky_relu_alpha(body, bindings, tail) -> dict:
     return {"alpha": float(resolve(body, bindings).attrs.alpha)}
 
@@ -468,6 +473,14 @@ FUNCTIONS: dict[str, LutFunction] = {
             ops={"tflite": "SIN", "onnx": "Sin"},
             forms=(_unary("relax.sin"),),
             tables={"tflite": tflite_float_wrapped(_f32(np.sin)), "onnx": onnx_float(_f32(np.sin))},
+        ),
+        LutFunction(
+            name="square",
+            summary="int8 square through a lookup table",
+            ops={"tflite": "SQUARE", "onnx": "Pow"},
+            forms=(Form("qdq", "TFLite", lambda x: is_op("relax.power")(x(), wildcard()), "dequantize(x) → power(x, 2)"),),
+            tables={"tflite": tflite_float_wrapped(lambda x, p: x * x), "onnx": onnx_float(lambda x, p: x * x)},
+            params=_square_exponent,
         ),
         LutFunction(
             name="neg",

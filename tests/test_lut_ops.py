@@ -31,6 +31,7 @@ TFLITE = {
     "elu": ("ELU", "npu.elu"),
     "neg": ("NEG", "npu.neg"),
     "sin": ("SIN", "npu.sin"),
+    "square": ("SQUARE", "npu.square"),
     "sqrt": ("SQRT", "npu.sqrt"),
     "log": ("LOG", "npu.log"),
     "abs": ("ABS", "npu.abs"),

@@ -69,12 +69,12 @@ resize_nearest_neighbor, pack, tile, gather, shape)
     (outputs: the first half, then the second). SQUEEZE (batch and width open) and SHAPE
     (batch open) keep their op only with open dimensions. TILE's references use LiteRT's
     builtin kernels without delegates (its reference resolver has no int8 TILE).
-``op_<op>_int8.tflite`` (logistic, tanh, exp, hard_swish, leaky_relu, elu, neg, sin, sqrt, log,
+``op_<op>_int8.tflite`` (logistic, tanh, exp, hard_swish, leaky_relu, elu, neg, sin, square, sqrt, log,
 abs, relu, relu6, relu_n1_to_1, quantize)
     One int8 -> int8 elementwise op (the NPU's LUT unit) on the int8 input and after a
     quantized 1x1 CONV_2D; reference sample 0 holds each of the 256 int8 input values once.
     QUANTIZE int8 -> int8 appears where CONCATENATION joins LOGISTIC's and TANH's fixed output
-    scales. ELU, NEG and SIN stay float in the converter (DEQUANTIZE -> op -> QUANTIZE); LiteRT's
+    scales. ELU, NEG, SIN and SQUARE stay float in the converter (DEQUANTIZE -> op -> QUANTIZE); LiteRT's
     reference resolver has no ELU: its references use the builtin kernels.
 ``lut_ops_qdq.onnx``
     Hand-written ONNX QDQ branches (chosen scales): Sigmoid, Tanh, HardSwish, LeakyRelu, Abs,
@@ -787,6 +787,7 @@ def _lut_op_models():
         "elu": (tf.nn.elu, 3.0),  # kept in float by the converter: DEQUANTIZE -> ELU -> QUANTIZE
         "neg": (tf.negative, 2.0),  # kept in float too
         "sin": (tf.math.sin, 3.0),  # kept in float too
+        "square": (tf.math.square, 2.0),  # kept in float too
         "sqrt": (lambda y: tf.math.sqrt(tf.abs(y)), 2.0),  # ABS -> SQRT: two LUTs
         # LOG needs positive inputs: ABS, then an ADD of a constant (on the CPU), then LOG
         "log": (lambda y: tf.math.log(tf.abs(y) + 0.05), 2.0),
@@ -821,7 +822,7 @@ def build_lut_op_model(op: str, out: Path):
 
 LUT_OP_MODELS = tuple(f"op_{op}_int8" for op in (
     "logistic", "tanh", "hard_swish", "leaky_relu", "relu", "relu6", "relu_n1_to_1", "abs", "exp",
-    "elu", "neg", "sin", "sqrt", "log", "quantize"))
+    "elu", "neg", "sin", "square", "sqrt", "log", "quantize"))
 
 
 TFLITE_OP_MODELS = tuple(f"op_{op}_int8" for op in (
