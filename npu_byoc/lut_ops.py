@@ -530,6 +530,14 @@ def table(op: QLut) -> np.ndarray:
     return np.clip(values, op.act_min, op.act_max).astype(np.int8)
 
 
+def int8_to_int8(op: QLut, hw) -> str | None:
+    """The input and output are int8 (the LUT unit indexes its table with v + 128)."""
+    for role, t in (("input", op.input), ("output", op.output)):
+        if t.dtype != "int8":
+            return f"{role} dtype {t.dtype}: the LUT unit maps int8 to int8"
+    return None
+
+
 def has_table(op: QLut, hw) -> str | None:
     """The function has a table for the model's numerics (TFLite or ONNX)."""
     fn = FUNCTIONS.get(op.function)
