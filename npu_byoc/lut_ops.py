@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-from tvm.relax.dpl import DFPattern, is_op, wildcard
+from tvm.relax.dpl import DFPattern, is_const, is_op, wildcard
 
 from . import numerics as nx
 from .qops import QLut
@@ -148,6 +148,34 @@ def _tflite_leaky_relu(op: QLut) -> np.ndarray:
     pos = _requant(x, float(s_in / s_out), op.output.zero_point)
     neg = _requant(x, float((s_in * alpha) / s_out), op.output.zero_point)
     return _clamp8(np.where(x >= 0, pos, neg))
+
+
+def _constant(op: QLut) -> tuple[int, float, int]:
+    """The scalar constant operand of ADD / SUB / MUL: (int8 value, scale, zero point)."""
+    p = dict(op.params)
+    return int(p["constant"]), float(p["constant_scale"]), int(p["constant_zero_point"])
+
+
+def _tflite_add_scalar(op: QLut, sign: int = 1) -> np.ndarray:
+    """ADD (SUB: sign −1) of a scalar constant, ``reference_integer_ops::AddFunc``; SUB is ADD
+    with the second input's multiplier negated (PrepareGeneralSubOp)."""
+    c, s_c, zp_c = _constant(op)
+    p = nx.add_params(op.input.scale, s_c, op.output.scale)
+    p = p._replace(input2_multiplier=sign * p.input2_multiplier)
+    return nx.add(VALUES, c, op.input.zero_point, zp_c, op.output.zero_point, p).astype(np.int64)
+
+
+def _tflite_mul_scalar(op: QLut) -> np.ndarray:
+    """MUL by a scalar constant (``MulElementwise``): zp_out + MBQM((v − zp_in)·(c − zp_c)),
+    multiplier of s_in·s_c/s_out."""
+    c, s_c, zp_c = _constant(op)
+    real = float(np.float32(op.input.scale)) * float(np.float32(s_c)) / float(np.float32(op.output.scale))
+    return _clamp8(_requant((VALUES - op.input.zero_point) * (c - zp_c), real, op.output.zero_point))
+
+
+def _scalar_float(op: QLut) -> np.float32:
+    c, s_c, zp_c = _constant(op)
+    return np.float32(s_c) * np.float32(c - zp_c)
 
 
 def _tflite_abs(op: QLut) -> np.ndarray:
@@ -357,6 +385,17 @@ def _square_exponent(body, bindings, tail) -> dict:
     return {}
 
 
+def _scalar_operand(body, bindings, tail) -> dict:
+    """op(dequantize(x), dequantize(c)) with c a one-value constant: c, its scale and zero point."""
+    d = resolve(resolve(body, bindings).args[1], bindings)
+    c = np.asarray(const_eval(d.args[0], bindings))
+    scale, zp = np.asarray(const_eval(d.args[1], bindings)), np.asarray(const_eval(d.args[2], bindings))
+    if c.size != 1 or scale.size != 1 or zp.size != 1:
+        raise NotThisFunction(f"the constant operand has {c.size} values: one table needs a scalar")
+    return {"constant": int(c.reshape(-1)[0]), "constant_scale": float(scale.reshape(-1)[0]),
+            "constant_zero_point": int(zp.reshape(-1)[0])}
+
+
 def _leaky_relu_alpha(body, bindings, tail) -> dict:
     return {"alpha": float(resolve(body, bindings).attrs.alpha)}
 
@@ -376,6 +415,14 @@ _ELU_FORM = Form(
     ),
     "dequantize(x) → add(multiply(−alpha, relu(subtract(1, exp(x)))), relu(x))",
 )
+
+def _scalar_form(relax_op: str) -> Form:
+    """x op c, c a quantized constant (TFLite's ADD / SUB / MUL with a constant operand)."""
+    const = is_op("relax.dequantize")(is_const(), wildcard(), wildcard())
+    short = relax_op.removeprefix("relax.")
+    return Form("qdq-constant", "TFLite, ONNX QDQ", lambda x: is_op(relax_op)(x(), const),
+                f"dequantize(x), dequantize(constant c) → {short}(x, c)")
+
 
 _REQUANT_FORM = Form("qdq", "TFLite, ONNX QDQ", lambda x: x(), "dequantize(x)")
 
@@ -481,6 +528,31 @@ FUNCTIONS: dict[str, LutFunction] = {
             forms=(Form("qdq", "TFLite", lambda x: is_op("relax.power")(x(), wildcard()), "dequantize(x) → power(x, 2)"),),
             tables={"tflite": tflite_float_wrapped(lambda x, p: x * x), "onnx": onnx_float(lambda x, p: x * x)},
             params=_square_exponent,
+        ),
+        LutFunction(
+            name="add_scalar",
+            summary="int8 ADD of a scalar constant through a lookup table",
+            ops={"tflite": "ADD", "onnx": "Add"},
+            forms=(_scalar_form("relax.add"),),
+            tables={"tflite": _tflite_add_scalar, "onnx": lambda op: onnx_float(lambda x, p: x + _scalar_float(op))(op)},
+            params=_scalar_operand,
+        ),
+        LutFunction(
+            name="sub_scalar",
+            summary="int8 SUB of a scalar constant through a lookup table",
+            ops={"tflite": "SUB", "onnx": "Sub"},
+            forms=(_scalar_form("relax.subtract"),),
+            tables={"tflite": lambda op: _tflite_add_scalar(op, -1),
+                    "onnx": lambda op: onnx_float(lambda x, p: x - _scalar_float(op))(op)},
+            params=_scalar_operand,
+        ),
+        LutFunction(
+            name="mul_scalar",
+            summary="int8 MUL by a scalar constant through a lookup table",
+            ops={"tflite": "MUL", "onnx": "Mul"},
+            forms=(_scalar_form("relax.multiply"),),
+            tables={"tflite": _tflite_mul_scalar, "onnx": lambda op: onnx_float(lambda x, p: x * _scalar_float(op))(op)},
+            params=_scalar_operand,
         ),
         LutFunction(
             name="neg",

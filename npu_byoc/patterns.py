@@ -514,13 +514,22 @@ def _lut_entry(fn: lut_ops.LutFunction) -> NpuPattern:
     )
 
 
+def _is_constant(expr, bindings) -> bool:
+    try:
+        const_eval(expr, bindings)
+    except NotConstant:
+        return False
+    return True
+
+
 def _dequantize_leaves(body, bindings) -> list:
     """The dequantize calls a float body reads (each use of x has its own copy)."""
     out, stack = [], [body]
     while stack:
         e = resolve(stack.pop(), bindings)
         if op_name(e) == "relax.dequantize":
-            out.append(e)
+            if not _is_constant(e.args[0], bindings):  # a constant operand is a parameter
+                out.append(e)
         elif isinstance(e, relax.Call):
             stack.extend(e.args)
     if not out:

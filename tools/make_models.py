@@ -70,7 +70,7 @@ resize_nearest_neighbor, pack, tile, gather, shape)
     (batch open) keep their op only with open dimensions. TILE's references use LiteRT's
     builtin kernels without delegates (its reference resolver has no int8 TILE).
 ``op_<op>_int8.tflite`` (logistic, tanh, exp, hard_swish, leaky_relu, elu, neg, sin, square, sqrt, log,
-abs, relu, relu6, relu_n1_to_1, quantize)
+add_scalar, sub_scalar, mul_scalar, abs, relu, relu6, relu_n1_to_1, quantize)
     One int8 -> int8 elementwise op (the NPU's LUT unit) on the int8 input and after a
     quantized 1x1 CONV_2D; reference sample 0 holds each of the 256 int8 input values once.
     QUANTIZE int8 -> int8 appears where CONCATENATION joins LOGISTIC's and TANH's fixed output
@@ -788,6 +788,11 @@ def _lut_op_models():
         "neg": (tf.negative, 2.0),  # kept in float too
         "sin": (tf.math.sin, 3.0),  # kept in float too
         "square": (tf.math.square, 2.0),  # kept in float too
+        # a scalar constant operand: on the model input the converter folds these into the
+        # input's quantization, so only the op after the conv remains
+        "add_scalar": (lambda y: y + 0.75, 2.0),
+        "sub_scalar": (lambda y: y - 0.6, 2.0),
+        "mul_scalar": (lambda y: y * 0.37, 2.0),
         "sqrt": (lambda y: tf.math.sqrt(tf.abs(y)), 2.0),  # ABS -> SQRT: two LUTs
         # LOG needs positive inputs: ABS, then an ADD of a constant (on the CPU), then LOG
         "log": (lambda y: tf.math.log(tf.abs(y) + 0.05), 2.0),
@@ -822,7 +827,7 @@ def build_lut_op_model(op: str, out: Path):
 
 LUT_OP_MODELS = tuple(f"op_{op}_int8" for op in (
     "logistic", "tanh", "hard_swish", "leaky_relu", "relu", "relu6", "relu_n1_to_1", "abs", "exp",
-    "elu", "neg", "sin", "square", "sqrt", "log", "quantize"))
+    "elu", "neg", "sin", "square", "sqrt", "log", "add_scalar", "sub_scalar", "mul_scalar", "quantize"))
 
 
 TFLITE_OP_MODELS = tuple(f"op_{op}_int8" for op in (
