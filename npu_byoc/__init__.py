@@ -7,12 +7,34 @@
     outputs = model.run([x])
 """
 
-from .codegen import c_codegen as _c_codegen  # noqa: F401  (registers relax.ext.npu)
-from .coverage import CoverageReport, coverage_report
-from .errors import LoweringError, ModelLoadError, NpuByocError, UnsupportedModelError
-from .frontend import ModelInfo, SourceOp, TensorInfo, annotate_provenance, load_model, model_info
-from .patterns import PATTERN_TABLE, partition_for_npu
-from .runtime.build import BACKENDS, CompiledModel, build, run
+# The API is loaded on first use (PEP 562), not at ``import npu_byoc``: importing TVM takes
+# seconds, and commands that do not need it (``npu-byoc hw``, a fully cached ``npu-byoc
+# sweep``) should not pay for it. The first access to any name below loads them all, the C
+# codegen (which registers relax.ext.npu with TVM) included.
+_EXPORTS = {
+    "NpuByocError": ".errors", "ModelLoadError": ".errors", "UnsupportedModelError": ".errors",
+    "LoweringError": ".errors", "ModelInfo": ".frontend", "SourceOp": ".frontend", "TensorInfo": ".frontend",
+    "annotate_provenance": ".frontend", "load_model": ".frontend", "model_info": ".frontend",
+    "PATTERN_TABLE": ".patterns", "partition_for_npu": ".patterns", "CoverageReport": ".coverage",
+    "coverage_report": ".coverage", "BACKENDS": ".runtime.build", "CompiledModel": ".runtime.build",
+    "build": ".runtime.build", "run": ".runtime.build",
+}  # fmt: skip
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'npu_byoc' has no attribute '{name}'")
+    import importlib
+
+    importlib.import_module(".codegen.c_codegen", __name__)  # registers relax.ext.npu
+    for attr, module in _EXPORTS.items():
+        globals()[attr] = getattr(importlib.import_module(module, __name__), attr)
+    return globals()[name]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "NpuByocError",

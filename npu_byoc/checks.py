@@ -30,10 +30,10 @@ def _tensors(op: QOp) -> list[tuple[str, QTensor]]:
 
 
 def activations_int8(op: QOp, hw: HwConfig) -> str | None:
-    """Activations (inputs and outputs) are int8."""
+    """Activations (inputs and outputs) are int8, or uint8 run as their int8 equivalent."""
     for role, t in _tensors(op):
         if t.dtype not in ACTIVATION_DTYPES:
-            return f"{role} dtype {t.dtype}: NPU activations are int8"
+            return f"{role} dtype {t.dtype}: NPU activations are int8 or uint8"
     return None
 
 
@@ -60,7 +60,12 @@ def zero_points_in_range(op: QOp, hw: HwConfig) -> str | None:
 
 
 def weights_int8(op: QOp, hw: HwConfig) -> str | None:
-    """Weights are int8."""
+    """Weights are int8 (uint8 weights with zero point 128 run as int8 weights with zero point 0)."""
+    if op.weight.dtype == np.uint8:
+        zp = np.asarray(op.weight_zero_point)
+        c = int(np.argmax(zp != 128))
+        return (f"uint8 weight zero point {int(zp.flat[c])} on channel {c}: NPU weights are symmetric int8 "
+                "(uint8 weights need zero point 128)")
     if op.weight.dtype != np.int8:
         return f"weight dtype {op.weight.dtype}: NPU weights are int8"
     return None
@@ -192,6 +197,25 @@ def pool_same_quantization(op: QPool2D, hw: HwConfig) -> str | None:
             f"{op.kind}_pool2d rescales (input scale {op.input.scale:.6g} zp {op.input.zero_point}, "
             f"output scale {op.output.scale:.6g} zp {op.output.zero_point}): NPU pooling keeps the quantization"
         )
+    return None
+
+
+def pool_uint8_rounding(op: QPool2D, hw: HwConfig) -> str | None:
+    """Integer average pooling of uint8 tensors (TFLite) runs when every window holds an odd
+    number of elements: TFLite rounds a uint8 average half up, the NPU (int8, the uint8 bytes
+    flipped) half away from zero, and the two differ at exact ties, which need an even count."""
+    if op.kind != "avg" or op.convention == "qdq" or op.input.source_dtype != "uint8":
+        return None
+    spatial = (1, 2) if op.layout == "NHWC" else (2, 3)
+    t, l, b, r = op.padding
+    for axis, k, s, lo, hi in zip(spatial, op.pool_size, op.strides, (t, l), (b, r)):
+        n = op.input.shape[axis]
+        for start in range(-lo, n + hi - k + 1, s):
+            count = min(start + k, n) - max(start, 0)
+            if count % 2 == 0:
+                return (f"avg_pool2d of uint8 over windows of {count} valid elements along an axis: TFLite "
+                        "rounds uint8 averages half up, the NPU's int8 average half away from zero "
+                        "(they differ at ties; odd window counts only)")
     return None
 
 

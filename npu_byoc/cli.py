@@ -8,9 +8,13 @@
     npu-byoc cosim MODEL --input x.npy [--reference ref.npy] [--report r.json] [--csv l.csv] [--plot u.png]
     npu-byoc partition MODEL [-o FILE]              the partitioned Relax module (TVMScript)
     npu-byoc patterns [--format text|md]            the NPU pattern table
+    npu-byoc hw [--format text|toml|json]           the hardware configuration in effect
+    npu-byoc sweep MODEL... --grid FIELD=v1,v2 [--jobs N] [--ray [ADDR]] [--verify N] [--plot p.png]
 
 Every command that loads a MODEL takes ``--input-shape NAME=d0,d1,...`` (repeatable) or
-``--input-shape N`` to fix the open dimensions of a model's inputs (batch 1 by default).
+``--input-shape N`` to fix the open dimensions of a model's inputs (batch 1 by default), and
+``--hw FIELD=VALUE`` (repeatable) / ``--hw-file cfg.toml`` to target another hardware
+configuration (docs/hardware.md).
 """
 
 from __future__ import annotations
@@ -66,10 +70,18 @@ def _load(args):
     return load_model(args.model, input_shapes=given or batch)
 
 
+def _hw(args):
+    """The HwConfig of the --hw-file and --hw options (the default configuration without them)."""
+    from .hwopts import config_from, parse_assignment
+
+    return config_from([parse_assignment(a) for a in args.hw or []], args.hw_file)
+
+
 def cmd_coverage(args) -> int:
     from . import coverage_report
 
-    report = coverage_report(_load(args))
+    hw = _hw(args)
+    report = coverage_report(_load(args), hw=hw)
     from .coverage import RENDERERS
 
     _emit(RENDERERS[args.format](report), args.output)
@@ -108,8 +120,9 @@ def _save_outputs(outputs, path: str | None) -> None:
 def cmd_run(args) -> int:
     from .runtime.build import build
 
+    hw = _hw(args)
     inputs = _load_inputs(args.input)
-    model = build(_load(args), args.backend)
+    model = build(_load(args), args.backend, hw=hw)
     _save_outputs(model.run(inputs), args.output)
     return 0
 
@@ -117,9 +130,10 @@ def cmd_run(args) -> int:
 def cmd_compare(args) -> int:
     from .runtime.compare import compare
 
+    hw = _hw(args)
     inputs = _load_inputs(args.input)
     reference = _load_inputs(args.reference) if args.reference else None
-    report = compare(_load(args), inputs, reference)
+    report = compare(_load(args), inputs, reference, hw=hw)
     _emit(report.to_json() + "\n" if args.format == "json" else report.to_text(), args.output)
     return 0
 
@@ -127,11 +141,12 @@ def cmd_compare(args) -> int:
 def cmd_cosim(args) -> int:
     from .runtime.cosim import CosimMismatch, cosim
 
+    hw = _hw(args)
     inputs = _load_inputs(args.input)
     reference = _load_inputs(args.reference) if args.reference else None
     failure = None
     try:
-        report = cosim(_load(args), inputs, reference, progress=not args.no_progress)
+        report = cosim(_load(args), inputs, reference, hw=hw, progress=not args.no_progress)
     except CosimMismatch as err:  # the report is complete: show and write it, then fail
         report, failure = err.report, str(err)
     sys.stdout.write(report.to_text(layers=not args.summary_only))
@@ -149,7 +164,8 @@ def cmd_cosim(args) -> int:
 def cmd_compile(args) -> int:
     from .runtime.build import build
 
-    model = build(_load(args), args.backend, output=args.output)
+    hw = _hw(args)
+    model = build(_load(args), args.backend, hw=hw, output=args.output)
     print(f"wrote {model.extra['library']} ({len(model.plans)} NPU partition(s), backend {args.backend})")
     return 0
 
@@ -157,7 +173,8 @@ def cmd_compile(args) -> int:
 def cmd_partition(args) -> int:
     from . import partition_for_npu
 
-    mod = partition_for_npu(_load(args))
+    hw = _hw(args)
+    mod = partition_for_npu(_load(args), hw=hw)
     _emit(mod.script(show_meta=False), args.output)
     return 0
 
@@ -167,6 +184,19 @@ def cmd_patterns(args) -> int:
 
     _emit(pattern_table_markdown() if args.format == "md" else pattern_table_text(), args.output)
     return 0
+
+
+def cmd_hw(args) -> int:
+    from .hwopts import render
+
+    _emit(render(_hw(args), args.format), args.output)
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    from .sweep.command import run
+
+    return run(args, _hw(args))
 
 
 def cmd_demo(args) -> int:
@@ -264,6 +294,24 @@ def build_parser() -> argparse.ArgumentParser:
             help="fix an input's open dimensions (repeatable); a plain N fixes every open batch "
             "(default 1)",
         )
+
+    h = sub.add_parser("hw", help="print the hardware configuration in effect (with --hw / --hw-file)")
+    h.add_argument("--format", default="text", choices=["text", "toml", "json"])
+    h.add_argument("-o", "--output")
+    h.set_defaults(func=cmd_hw)
+
+    from .sweep.command import add_arguments as add_sweep_arguments
+
+    sw = sub.add_parser("sweep", help="models x hardware configurations: cycles, area, Pareto front (docs/sweep.md)")
+    add_sweep_arguments(sw)
+    sw.set_defaults(func=cmd_sweep)
+
+    for q in (c, k, r, cp, cs, pt, h, sw):
+        q.add_argument(
+            "--hw", action="append", metavar="FIELD=VALUE",
+            help="a hardware configuration field (repeatable), e.g. --hw array_rows=16 --hw sram_bytes=512K",
+        )
+        q.add_argument("--hw-file", metavar="CFG.toml", help="hardware configuration fields from a TOML file")
 
     t = sub.add_parser("patterns", help="print the NPU pattern table")
     t.add_argument("--format", default="text", choices=["text", "md"])

@@ -32,6 +32,14 @@ class OpCoverage:
     reason: str | None
     macs: int
     producers: list[int] = field(default_factory=list)
+    convention: str | None = None  # how an offloaded op was read: "qdq+bias, uint8 activations (U8S8)"
+
+    @property
+    def detail(self) -> str | None:
+        """The pattern (and convention) of an offloaded op, else the reason."""
+        if not self.offloaded:
+            return self.reason
+        return f"{self.pattern} ({self.convention})" if self.convention else self.pattern
 
 
 @dataclass
@@ -70,10 +78,9 @@ class CoverageReport:
         lines.append(f"  {'#':>3}  {'name':<{w}}  {'op':<{k}}  {'where':<5}  {'MACs':>10}  pattern / reason")
         for o in self.ops:
             where = "NPU" if o.offloaded else "CPU"
-            detail = o.pattern if o.offloaded else o.reason
             name = escape.text_column(o.name, w)
             lines.append(f"  {o.index:>3}  {name:<{w}}  {escape.text(o.op):<{k}}  {where:<5}  {o.macs:>10,}  "
-                         f"{escape.text(detail, 400)}")
+                         f"{escape.text(o.detail, 400)}")
         return "\n".join(lines) + "\n"
 
     def to_markdown(self) -> str:
@@ -90,10 +97,9 @@ class CoverageReport:
             "| ---: | --- | --- | --- | ---: | --- |",
         ]
         for o in self.ops:
-            detail = o.pattern if o.offloaded else o.reason
             out.append(
                 f"| {o.index} | {escape.markdown(o.name)} | {escape.markdown(o.op)} | {'NPU' if o.offloaded else 'CPU'} "
-                f"| {o.macs:,} | {escape.markdown(detail or '')} |"
+                f"| {o.macs:,} | {escape.markdown(o.detail or '')} |"
             )
         return "\n".join(out) + "\n"
 
@@ -163,7 +169,8 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
         decision = next((accepted[v] for v in op.vars if v in accepted), None)
         macs = sum(macs_of_binding.get(v, 0) for v in op.vars)
         if decision is not None:
-            ops.append(OpCoverage(op.index, op.name, op.op, True, decision.pattern, None, macs, producers))
+            ops.append(OpCoverage(op.index, op.name, op.op, True, decision.pattern, None, macs, producers,
+                                  _convention(decision)))
             continue
         reasons = []
         for v in op.vars:
@@ -184,6 +191,11 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
         "qdq_nodes": len(qdq),
     }
     return CoverageReport(model=Path(info.path).name, format=info.format, summary=summary, ops=ops)
+
+
+def _convention(d) -> str:
+    """The convention a match came in and how its activations were read."""
+    return ", ".join(x for x in (d.convention, d.activations) if x)
 
 
 def _skip_qdq(producers, info: ModelInfo, qdq: set[int]) -> list[int]:

@@ -53,6 +53,9 @@ def pattern_table_markdown() -> str:
         "- Activations are quantized per-tensor (one scale and zero point).",
         "- Biases are int32 with scale input_scale × weight_scale and zero point 0.",
         "- A shared `dequantize` (ONNX QDQ) is split per consumer before matching.",
+        "- uint8 activations (TFLite uint8 models, onnxruntime's default U8S8 QDQ) run as their int8",
+        "  equivalent: q − 128 with zero point z − 128; the bytes are flipped at each partition's",
+        "  inputs and outputs (docs/numerics.md, \"uint8 activations\").",
     ]
     return "\n".join(out) + "\n"
 

@@ -7,7 +7,7 @@ derived from it, so they cannot disagree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 
 @dataclass(frozen=True)
@@ -17,6 +17,8 @@ class HwConfig:
     array_cols: int = 32
     # On-chip SRAM; layers that do not fit are tiled by the compiler.
     sram_bytes: int = 256 * 1024
+    # External memory: bytes the DMA moves per cycle on a contiguous row (one request each).
+    dma_bytes_per_cycle: int = 16
 
     # Convolution unit limits (also used by depthwise).
     max_kernel: int = 11  # kh, kw <= max_kernel
@@ -38,4 +40,53 @@ class HwConfig:
         return min(self.max_fc_features, self.max_channels)
 
 
+# The values each field may take: what the RTL, the C model and the scheduler are built and
+# tested for. A configuration outside them is refused with the field, value and range.
+FIELD_RANGES: dict[str, tuple[int, int]] = {
+    "array_rows": (1, 128),
+    "array_cols": (1, 128),
+    "sram_bytes": (1024, 1 << 32),  # SRAM addresses are 32-bit registers
+    "dma_bytes_per_cycle": (1, 64),
+    "max_kernel": (1, 32),
+    "max_stride": (1, 16),
+    "max_channels": (1, 65535),
+    "max_pool_window": (1, 64),
+    "max_pool_stride": (1, 64),
+    "max_mean_elements": (1, 1 << 24),
+    "max_fc_features": (1, 65536),
+    "accumulator_bits": (32, 32),  # the numerics are int32 (numerics.py)
+}
+
+
+class HwConfigError(ValueError):
+    """A hardware configuration field or value that the NPU cannot have."""
+
+
+def field_names() -> list[str]:
+    return [f.name for f in fields(HwConfig)]
+
+
+def check_value(name: str, value: object) -> int:
+    """``value`` as the integer field ``name``, or HwConfigError naming field, value and range."""
+    if name not in FIELD_RANGES:
+        raise HwConfigError(f"unknown hardware field '{name}' (fields: {', '.join(field_names())})")
+    lo, hi = FIELD_RANGES[name]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise HwConfigError(f"{name}={value!r}: expected an integer in [{lo}, {hi}]")
+    if not lo <= value <= hi:
+        raise HwConfigError(f"{name}={value}: must be in [{lo}, {hi}]")
+    return value
+
+
+def configure(base: HwConfig | None = None, **overrides: int) -> HwConfig:
+    """``base`` (default: the default configuration) with ``overrides``, every value checked."""
+    return replace(base or DEFAULT_CONFIG, **{k: check_value(k, v) for k, v in overrides.items()})
+
+
+def overrides_of(hw: HwConfig) -> dict[str, int]:
+    """The fields where ``hw`` differs from the default configuration."""
+    return {n: getattr(hw, n) for n in field_names() if getattr(hw, n) != getattr(DEFAULT_CONFIG, n)}
+
+
 DEFAULT_CONFIG = HwConfig()
+assert set(FIELD_RANGES) == set(field_names()), "every HwConfig field needs a range"

@@ -50,6 +50,7 @@ _CONFIG_DOC = {
     "array_rows": "MAC array rows: output channels computed in parallel",
     "array_cols": "MAC array columns: output pixels (or FC rows) computed in parallel",
     "sram_bytes": "on-chip SRAM in bytes; the compiler tiles layers to fit",
+    "dma_bytes_per_cycle": "external memory bytes per DMA request (one per cycle on a contiguous row)",
     "max_kernel": "CONV/DWCONV: KERNEL_H, KERNEL_W <= this",
     "max_stride": "CONV/DWCONV: STRIDE_H, STRIDE_W <= this",
     "max_channels": "CONV/DWCONV/FC: IFM_C, OFM_C <= this",
@@ -59,6 +60,12 @@ _CONFIG_DOC = {
     "max_fc_features": "FC: input and output features <= this",
     "accumulator_bits": "MAC accumulator width (int32, wraps)",
 }
+
+
+def config_doc(name: str) -> str:
+    """What the HwConfig field ``name`` means."""
+    return _CONFIG_DOC.get(name, name.replace("_", " "))
+
 
 _REGION_DOC = {
     isa.Region.CONST: "weights, requantize tables, LUTs of the partition (read-only)",
@@ -114,7 +121,7 @@ def region_bits() -> int:
 def constant_groups(hw: HwConfig = DEFAULT_CONFIG) -> list[Group]:
     """Every number of the configuration and the ISA, grouped, in the order both files list them."""
     config = [
-        Const(f"NPU_{f.name.upper()}", int(getattr(hw, f.name)), _CONFIG_DOC.get(f.name, f.name.replace("_", " ")))
+        Const(f"NPU_{f.name.upper()}", int(getattr(hw, f.name)), config_doc(f.name))
         for f in dataclasses.fields(hw)
     ]
     config += [

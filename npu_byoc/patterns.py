@@ -30,6 +30,7 @@ from . import checks as C
 from . import lut_ops
 from .hwconfig import DEFAULT_CONFIG, HwConfig
 from .qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QOp, QPool2D, QTensor
+from .uint8 import activations_label, int8_equivalent
 from .relax_utils import NotConstant, const_eval, dtype_of, int_list, op_name, prim_value, resolve, shape_of
 
 PARTITION_LOG_ATTR = "npu_byoc.partition_log"
@@ -82,7 +83,7 @@ class NpuPattern:
 
     def _evaluate(self, root, bindings, hw, numerics):
         try:
-            op = self.extract(root, bindings)
+            op = int8_equivalent(self.extract(root, bindings))
         except Reject as err:
             return None, str(err)
         if hasattr(op, "numerics"):  # records whose meaning depends on the source runtime
@@ -351,8 +352,11 @@ def _int32_requant(requant, bindings, x, out_channels: int, channel_axis: int, r
             f"axis {channel_axis}: NPU requantizes per output channel"
         )
     acc_scale = np.broadcast_to(scale.reshape(-1), (out_channels,)).astype(np.float64)
-    inp = QTensor(shape=shape_of(x), dtype="int8", scale=1.0, zero_point=0)
+    inp = QTensor(shape=shape_of(x), dtype=dtype_of(x), scale=1.0, zero_point=0)
     return inp, acc_scale, np.zeros(out_channels, np.int64)
+
+
+_INT_ACTIVATIONS = ("int8", "uint8")  # integer forms: uint8 runs as int8 with zero point -128
 
 
 def _split_bias(body, core_op: str, bindings):
@@ -384,7 +388,7 @@ def _extract_conv2d(root, bindings) -> QConv2D:
     kernel_layout = str(attrs.kernel_layout)
     if int32_form:
         x = conv.args[0]
-        if dtype_of(x) != "int8" or dtype_of(conv) != "int32":
+        if dtype_of(x) not in _INT_ACTIVATIONS or dtype_of(conv) != "int32":
             raise Reject(f"integer conv2d of {dtype_of(x)} into {dtype_of(conv)}: NPU accumulates int8 into int32")
         w = _const(conv.args[1], bindings, "weight")
         perm = [kernel_layout.index(c) for c in "OHWI"]
@@ -395,7 +399,7 @@ def _extract_conv2d(root, bindings) -> QConv2D:
         x_deq = resolve(conv.args[0], bindings)
         x = x_deq.args[0]
         inp = _activation(x_deq, bindings, "input", x)
-        w, w_scale, w_zp, _ = _weights(conv.args[1], bindings, kernel_layout)
+        w, w_scale, w_zp, per_tensor = _weights(conv.args[1], bindings, kernel_layout)
         convention = "qdq"
     oc = w.shape[0]
     acc_scale_vec = inp.scale * w_scale
@@ -406,6 +410,7 @@ def _extract_conv2d(root, bindings) -> QConv2D:
     )
     out = tail.output(bindings)
     act_min, act_max = tail.clamp(out, bindings)
+    per_tensor = False if int32_form else per_tensor
     return QConv2D(
         layout=layout,
         input=inp,
@@ -422,6 +427,7 @@ def _extract_conv2d(root, bindings) -> QConv2D:
         act_max=act_max,
         convention=convention,
         operands=(x,),
+        weight_per_tensor=per_tensor,
     )
 
 
@@ -436,7 +442,7 @@ def _extract_fc(root, bindings) -> QFullyConnected:
     mm, bias_expr = _split_bias(body, "relax.matmul", bindings)
     if int32_form:
         x = mm.args[0]
-        if dtype_of(x) != "int8" or dtype_of(mm) != "int32":
+        if dtype_of(x) not in _INT_ACTIVATIONS or dtype_of(mm) != "int32":
             raise Reject(f"integer matmul of {dtype_of(x)} into {dtype_of(mm)}: NPU accumulates int8 into int32")
         w = _const(mm.args[1], bindings, "weight")
         if w.ndim != 2:
@@ -741,7 +747,7 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
         anchor_ops=("relax.nn.avg_pool2d",),
         conventions=_pool_conventions("avg"),
         extract=_extract_pool("avg"),
-        checks=(*C.COMMON, C.pool_window, C.pool_padding_semantics, C.pool_same_quantization),
+        checks=(*C.COMMON, C.pool_window, C.pool_padding_semantics, C.pool_same_quantization, C.pool_uint8_rounding),
     ),
     NpuPattern(
         name="npu.max_pool2d",
@@ -793,6 +799,7 @@ class Decision:
     reason: str | None
     macs: int = 0
     layer: str | None = None  # the source operator the match offloads
+    activations: str = ""  # how the activations were read: "uint8 activations (U8S8)"
 
 
 class _Recorder:
@@ -843,6 +850,7 @@ class _Recorder:
                         reason=reason,
                         macs=int(getattr(op, "macs", 0) or 0),
                         layer=layer,
+                        activations=activations_label(op) if op is not None else "",
                     )
                 )
             self._last_layer = layer

@@ -29,6 +29,9 @@ class QTensor:
     dtype: str
     scale: float | None
     zero_point: int
+    # "uint8": the model stores this tensor as uint8 and the record holds its int8 equivalent
+    # (zero point - 128; npu_byoc.uint8). None: the model's dtype is ``dtype``.
+    source_dtype: str | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,6 +53,11 @@ class QConv2D:
     # The Relax expressions of the quantized inputs, in the order of the record's inputs
     # (lowering maps them to the composite's arguments). Not part of the op's meaning.
     operands: tuple = field(default=(), compare=False, repr=False)
+    # The model gives one weight scale: TFLite's uint8 conv kernels then take the per-tensor
+    # multiplier of GetQuantizedConvolutionMultipler (s_in * s_w in float32).
+    weight_per_tensor: bool = False
+    # "uint8": the model's weights are uint8 with zero point 128, held here as int8 (zero point 0).
+    weight_source_dtype: str | None = None
 
     @property
     def depthwise(self) -> bool:
@@ -95,6 +103,8 @@ class QFullyConnected:
     # The Relax expressions of the quantized inputs, in the order of the record's inputs
     # (lowering maps them to the composite's arguments). Not part of the op's meaning.
     operands: tuple = field(default=(), compare=False, repr=False)
+    # "uint8": the model's weights are uint8 with zero point 128, held here as int8 (zero point 0).
+    weight_source_dtype: str | None = None
 
     @property
     def out_features(self) -> int:

@@ -20,6 +20,11 @@ def weighted_requant(op: QConv2D | QFullyConnected) -> tuple[np.ndarray, np.ndar
     """Per-output-channel int32 (multiplier, shift) of a conv / depthwise / fully connected op."""
     if op.convention == "int32-accumulate":  # the requantize scale s_x*s_w[c] is given whole
         return _from_acc_scale(op.weight_scale, op.output)
+    if isinstance(op, QConv2D) and op.weight_per_tensor and op.input.source_dtype == "uint8":
+        # TFLite's uint8 conv / depthwise kernels read the legacy per-tensor multiplier
+        # (GetQuantizedConvolutionMultipler: s_in * s_w in float32); int8 conv takes the
+        # per-channel formula even for one scale.
+        return _broadcast(nx.fc_requant_params(op.input.scale, op.weight_scale[:1], op.output.scale), op.out_channels)
     if isinstance(op, QFullyConnected):
         # One weight scale in the model: TFLite's per-tensor formula (float32 s_in * s_w).
         scales = op.weight_scale[:1] if op.weight_per_tensor else op.weight_scale
@@ -28,3 +33,8 @@ def weighted_requant(op: QConv2D | QFullyConnected) -> tuple[np.ndarray, np.ndar
         return np.broadcast_to(m, (n,)).astype(np.int32), np.broadcast_to(s, (n,)).astype(np.int32)
     m, s = nx.conv_requant_params(op.input.scale, op.weight_scale, op.output.scale)
     return m.astype(np.int32), s.astype(np.int32)
+
+
+def _broadcast(params: tuple[np.ndarray, np.ndarray], n: int) -> tuple[np.ndarray, np.ndarray]:
+    m, s = params
+    return np.broadcast_to(m, (n,)).astype(np.int32), np.broadcast_to(s, (n,)).astype(np.int32)

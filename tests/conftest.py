@@ -33,6 +33,38 @@ def reference(name: str) -> dict:
     }
 
 
+def onnx_tensor_lookup(mod, name: str):
+    """``tensor_of(layer, hwc)``: onnxruntime's recorded quantized tensor (NAME.tensors.npz)
+    of an NPU layer (named after its ONNX node, whose QuantizeLinear output it is) or of a
+    partition input, in the NPU's H x W x C view."""
+    import onnx
+
+    from npu_byoc.frontend import model_info
+
+    graph = onnx.load(MODELS / name).graph
+    t = np.load(MODELS / (Path(name).stem + ".tensors.npz"))
+    consumers: dict = {}
+    for n in graph.node:
+        for i in n.input:
+            consumers.setdefault(i, []).append(n)
+    nodes = {n.name: n for n in graph.node}
+
+    def quantized_output(node):
+        out = node.output[0]
+        while node.op_type != "QuantizeLinear":
+            node = next((c for c in consumers[out] if c.op_type == "QuantizeLinear"), consumers[out][0])
+            out = node.output[0]
+        return out
+
+    source = {v: o.name for o in model_info(mod).ops for v in o.vars}
+
+    def tensor_of(ref_name, hwc):
+        x = t[quantized_output(nodes[source.get(ref_name, ref_name)])]
+        return x[0].transpose(1, 2, 0) if x.ndim == 4 else x.reshape(hwc)
+
+    return tensor_of
+
+
 _imported: dict = {}
 _partitioned: dict = {}
 

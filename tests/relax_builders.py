@@ -153,6 +153,7 @@ def qdq_conv2d(
     weight_dtype: str = "int8",
     weights_as_param: bool = False,
     act_dtype: str = "int8",
+    output_dtype: str | None = None,
     input_scale=0.5,
     input_zp: int = 3,
     input_scale_as_param: bool = False,
@@ -215,7 +216,8 @@ def qdq_conv2d(
             if layout == "NCHW":
                 b = bb.emit(R.reshape(b, (1, out_channels, 1, 1)))
             y = bb.emit(R.add(y, b))
-        return _requantize_tail(bb, y, output_scale, output_zp, act_dtype, relu=relu, float_clip=float_clip, clip=clip)
+        out_dtype = output_dtype or act_dtype
+        return _requantize_tail(bb, y, output_scale, output_zp, out_dtype, relu=relu, float_clip=float_clip, clip=clip)
 
     return _build(params, body)
 
@@ -477,14 +479,15 @@ def cast_avg_pool(
     ceil_mode: bool = False,
     count_include_pad: bool = False,
     clip=None,
+    dtype: str = "int8",
 ) -> tvm.IRModule:
-    """astype(x, int32) -> nn.avg_pool2d -> astype(int8) -> [clip] (TFLite's integer AveragePool)."""
-    x = _tensor("x", _act_shape(layout, input_hw, channels), "int8")
+    """astype(x, int32) -> nn.avg_pool2d -> astype(dtype) -> [clip] (TFLite's integer AveragePool)."""
+    x = _tensor("x", _act_shape(layout, input_hw, channels), dtype)
 
     def body(bb):
         xi = bb.emit(R.astype(x, "int32"))
         y = bb.emit(R.nn.avg_pool2d(xi, **_pool_kwargs(pool_size, strides, padding, ceil_mode, count_include_pad, layout)))
-        q = bb.emit(R.astype(y, "int8"))
+        q = bb.emit(R.astype(y, dtype))
         if clip is not None:
             q = bb.emit(R.clip(q, int(clip[0]), int(clip[1])))
         return q

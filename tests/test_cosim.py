@@ -172,9 +172,9 @@ def test_progress_bar_off_a_terminal():
 @pytest.mark.slow
 def test_mobilenet_cosimulates_within_targets():
     """MobileNetV2 (64 NPU layers) end to end on the RTL: bit-exact with the golden model,
-    within 1 LSB of TVM per layer, and issue 5's targets: >= 90% utilization on standard and
-    pointwise convolutions and >= 50% on depthwise while the array computes, >= 0.5 M
-    simulated cycles/s, <= 30 s wall (warm build cache)."""
+    within 1 LSB of TVM per layer, and issue 5's utilization targets: >= 90% on standard and
+    pointwise convolutions and >= 50% on depthwise while the array computes (cycle counts,
+    not timings: simulation speed and wall time are bench/cosim.py's figures)."""
     report = run_cosim("mobilenet_v2_int8.tflite")
     check_layers(report)
     s = report.summary
@@ -182,6 +182,4 @@ def test_mobilenet_cosimulates_within_targets():
     assert s["per_class"]["conv"]["utilization"] >= 0.9
     assert s["per_class"]["pointwise"]["utilization"] >= 0.9
     assert s["per_class"]["depthwise"]["utilization"] >= 0.5
-    assert s["simulated_cycles_per_second"] >= 0.5e6
-    assert s["wall_seconds"] <= 30
     assert s["outputs"][0]["max_diff"] <= 1

@@ -130,20 +130,17 @@ def test_functional_equals_machine_random_ops(plan_hw, seed):
     np.testing.assert_array_equal(out, golden.run_plan(plan, inputs)[0])
 
 
-def test_functional_is_fast_on_mobilenet(plans):
-    """The whole MobileNetV2 partition (10.7 M MACs) in tens of milliseconds."""
-    import time
-
+def test_functional_runs_the_whole_mobilenet_partition(plans):
+    """The whole MobileNetV2 partition (10.7 M MACs) in one stream: the golden model's bytes.
+    (Its speed is bench/build.py's figure; tests do not time.)"""
     plan = plans("mobilenet_v2_int8.tflite")["npu_subgraph_0"]
     schedule = schedule_partition(plan, DEFAULT)
-    words, regions = schedule.words(), bind(plan, schedule, random_inputs(plan))
-    npu = FunctionalNpu(DEFAULT)
-    best = float("inf")
-    for _ in range(3):
-        start = time.perf_counter()
-        assert npu.run(words, regions).ok
-        best = min(best, time.perf_counter() - start)
-    assert best < 0.25, f"MobileNetV2 on the functional model took {best * 1e3:.0f} ms"
+    inputs = random_inputs(plan)
+    regions = bind(plan, schedule, inputs)
+    assert FunctionalNpu(DEFAULT).run(schedule.words(), regions).ok
+    io = plan.outputs[0]
+    got = regions[io.ref.region][io.ref.offset:io.ref.offset + io.ref.nbytes].view(np.int8).reshape(io.shape)
+    np.testing.assert_array_equal(got, golden.run_plan(plan, inputs)[0])
 
 
 # =============================================================================================
@@ -611,7 +608,7 @@ SANITIZER_HARNESS = textwrap.dedent(
     #include "npu_driver.h"
     typedef struct npu_functional_config {
         uint64_t sram_bytes; uint32_t array_rows, array_cols, max_kernel, max_stride, max_channels,
-        max_pool_window, max_pool_stride, max_mean_elements, max_fc_features, reserved;
+        max_pool_window, max_pool_stride, max_mean_elements, max_fc_features, dma_bytes_per_cycle;
         uint64_t max_commands, max_cycles;
     } npu_functional_config_t;
     extern "C" uint32_t npu_functional_submit(const npu_functional_config_t *, const uint32_t *, size_t,
@@ -634,7 +631,7 @@ SANITIZER_HARNESS = textwrap.dedent(
         for (uint32_t k = 0; k < count; ++k) {
             npu_functional_config_t cfg = {u64(), NPU_ARRAY_ROWS, NPU_ARRAY_COLS, NPU_MAX_KERNEL, NPU_MAX_STRIDE,
                 NPU_MAX_CHANNELS, NPU_MAX_POOL_WINDOW, NPU_MAX_POOL_STRIDE, NPU_MAX_MEAN_ELEMENTS,
-                NPU_MAX_FC_FEATURES, 0, 10000, UINT64_MAX};
+                NPU_MAX_FC_FEATURES, NPU_DMA_BYTES_PER_CYCLE, 10000, UINT64_MAX};
             const uint32_t n = u32();
             uint32_t *words = new uint32_t[n ? n : 1];  // exactly sized: ASan sees any overrun
             std::memcpy(words, &data[pos], 4 * (size_t)n);

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import onnx
 import pytest
 
 import npu_byoc
@@ -16,7 +15,7 @@ from npu_byoc.runtime import golden
 from npu_byoc.runtime.build import build
 from npu_byoc.runtime.compare import compare
 
-from .conftest import MODELS, reference
+from .conftest import MODELS, onnx_tensor_lookup, reference
 
 TFLITE = ["tiny_cnn_int8.tflite", "mobilenet_v2_int8.tflite"]
 
@@ -61,30 +60,7 @@ def test_every_op_bit_exact_with_litert(imported, partitioned, name):
 def test_onnx_ops_within_one_lsb_of_onnxruntime(imported, partitioned):
     """onnxruntime runs QDQ in float (ties to even): the integer NPU is within 1 LSB."""
     name = "tiny_cnn_qdq.onnx"
-    graph = onnx.load(MODELS / name).graph
-    t = np.load(MODELS / "tiny_cnn_qdq.tensors.npz")
-    consumers = {}
-    for n in graph.node:
-        for i in n.input:
-            consumers.setdefault(i, []).append(n)
-    nodes = {n.name: n for n in graph.node}
-
-    def quantized_output(node):
-        out = node.output[0]
-        if node.op_type == "QuantizeLinear":
-            return out
-        while True:
-            q = [c for c in consumers[out] if c.op_type == "QuantizeLinear"]
-            if q:
-                return q[0].output[0]
-            out = consumers[out][0].output[0]
-
-    info = model_info(imported(name))
-    source = {v: o.name for o in info.ops for v in o.vars}
-
-    def tensor_of(ref_name, hwc):
-        x = t[quantized_output(nodes[source.get(ref_name, ref_name)])]
-        return x[0].transpose(1, 2, 0) if x.ndim == 4 else x.reshape(hwc)
+    tensor_of = onnx_tensor_lookup(imported(name), name)
 
     diffs = _per_op_diffs(partitioned, name, tensor_of)
     assert len(diffs) == 13  # Tanh included

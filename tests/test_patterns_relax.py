@@ -358,16 +358,18 @@ NEGATIVE = [
         lambda: rb.qdq_conv2d(input_scale=[0.5, 0.25, 0.5, 0.25]),
         "input is quantized per-channel (4 scales): NPU activations are per-tensor",
     ),
-    ("activation_uint8", lambda: rb.qdq_conv2d(act_dtype="uint8", input_zp=128, output_zp=128), "input dtype uint8: NPU activations are int8"),
-    ("activation_int16", lambda: rb.qdq_conv2d(act_dtype="int16", input_zp=0, output_zp=0), "input dtype int16: NPU activations are int8"),
-    ("sigmoid_uint8", lambda: rb.qdq_sigmoid(act_dtype="uint8", input_zp=128, output_zp=0), "input dtype uint8: NPU activations are int8"),
+    ("activation_int16", lambda: rb.qdq_conv2d(act_dtype="int16", input_zp=0, output_zp=0), "input dtype int16: NPU activations are int8 or uint8"),
     # weights
     (
         "weight_zero_point_nonzero",
         lambda: rb.qdq_conv2d(weight_zp=[0, 0, 0, 5, 0, 0, 0, 0]),
         "weight zero point 5 on channel 3: NPU weights need zero point 0",
     ),
-    ("weight_uint8", lambda: rb.qdq_conv2d(weight_dtype="uint8"), "weight dtype uint8: NPU weights are int8"),
+    (
+        "weight_uint8_asymmetric",
+        lambda: rb.qdq_conv2d(weight_dtype="uint8"),
+        "uint8 weight zero point 0 on channel 0: NPU weights are symmetric int8 (uint8 weights need zero point 128)",
+    ),
     (
         "weight_quantized_along_input_channels",
         lambda: rb.qdq_conv2d(in_channels=8, out_channels=8, weight_axis=2),

@@ -17,7 +17,6 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
@@ -410,9 +409,7 @@ int main(void) {{
 def test_a_warm_build_is_not_rebuilt():
     path = V.build_library(HW)
     mtime = path.stat().st_mtime_ns
-    t0 = time.perf_counter()
-    assert V.build_library(HW) == path
-    assert time.perf_counter() - t0 < 2.0
+    assert V.build_library(HW) == path  # the cached entry, not rebuilt (same file, same mtime)
     assert path.stat().st_mtime_ns == mtime
     assert V.build_key(HW) != V.build_key(HwConfig(sram_bytes=8192))
 
@@ -489,6 +486,26 @@ def test_a_small_configuration_builds_and_equals_the_machine(plans):
     got, _ = same_as_machine(npu, encode(steps), {0: np.zeros(64, np.uint8)}, hw=hw)
     assert got.status == Status.ADDRESS_OUT_OF_RANGE
 
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dma_bytes", [3, 64])
+def test_dma_width_is_a_configuration(plans, dma_bytes):
+    """dma_bytes_per_cycle reaches the RTL's memory port, the C model and the cycle model: the
+    tiny CNN's streams give the machine's bytes, and the RTL's cycles are the formula's
+    (hand-derived in predicted_cycles) and the C model's."""
+    from npu_byoc.runtime.functional import FunctionalNpu
+
+    hw = HwConfig(sram_bytes=16384, dma_bytes_per_cycle=dma_bytes)
+    npu, c_model = V.VerilatorNpu(hw), FunctionalNpu(hw)
+    for name, plan in plans("tiny_cnn_int8.tflite").items():
+        schedule = schedule_partition(plan, hw)
+        words, regions = schedule.words(), bind(plan, schedule, random_inputs(plan, 5))
+        got, _ = same_as_machine(npu, words, regions, hw=hw)
+        sets = sum(1 for i, op in _commands(words) if op == Opcode.SET_REG)
+        want = 3 + 2 * sets + sum(predicted_cycles(s, hw) for s in schedule.steps) + 1
+        assert got.ok and got.cycles == want, f"{name}: {got}, predicted {want}"
+        assert c_model.run(words, {r: a.copy() for r, a in regions.items()}).cycles == want
 
 
 # =============================================================================================
@@ -585,7 +602,6 @@ def test_region_binding_errors(rtl, head):
 
 
 LANES = 4  # npu_top's weight lanes
-DMA_BYTES = 16
 
 
 def mac_blocks(pixels: int, channel_blocks: int, cols: int, lanes: int = LANES) -> int:
@@ -610,7 +626,7 @@ def predicted_cycles(step, hw=HW) -> int:
     """Clock cycles of one command (fetch of its word included), docs/cosim.md §5."""
     R, C = hw.array_rows, hw.array_cols
     if isinstance(step, Dma):
-        beats = -(-step.n0 // DMA_BYTES) if step.stride0 == 1 else step.n0
+        beats = -(-step.n0 // hw.dma_bytes_per_cycle) if step.stride0 == 1 else step.n0
         return 6 + step.n2 * step.n1 * beats
     r = dict(step.regs)
     if step.opcode in (Opcode.CONV, Opcode.DWCONV, Opcode.FC):

@@ -21,7 +21,7 @@ Options::
     --only NAME      build one model only (repeatable): mobilenet_v2_int8, tiny_cnn_int8,
                      tiny_cnn_qdq, resnet_small_int8, densenet_small_int8,
                      mobilenet_v1_batch_none_int8, ds_cnn_int8, op_<op>_int8, ops_uint8,
-                     lut_ops_qdq, mobilenet_v3_small_int8
+                     tiny_cnn_qdq_u8s8, tiny_cnn_uint8, lut_ops_qdq, mobilenet_v3_small_int8
     --no-data-copy   do not copy the demo models to npu_byoc/data/
     --skip-build     with --verify-tvm: check the existing files only
     --verify-tvm     import every model in TVM (Relax frontends), dump the Relax script to
@@ -83,6 +83,15 @@ add_scalar, sub_scalar, mul_scalar, abs, relu, relu6, relu_n1_to_1, quantize)
 ``ops_uint8.tflite``
     uint8 PAD, PADV2, TRANSPOSE, STRIDED_SLICE, RESIZE_NEAREST_NEIGHBOR, GATHER, PACK made
     with the legacy converter (fake-quant graph, inference_type uint8).
+``tiny_cnn_qdq_u8s8.onnx``
+    The tiny CNN's float ONNX graph quantized with onnxruntime's default activation type
+    (``activation_type=QUInt8``, ``weight_type=QInt8``: "U8S8"), per-channel; its dilated
+    conv is given dilation 1 (pads 1, the same shapes) so that every MAC op is NPU-supported.
+``tiny_cnn_uint8.tflite``
+    A small uint8 CNN (1x16x16x3) made with the legacy converter from a fake-quant graph:
+    CONV_2D (ReLU6, none), DEPTHWISE_CONV_2D (ReLU), ADD, MAX_POOL_2D, AVERAGE_POOL_2D 3x3/1,
+    CONCATENATION (not an NPU op), MEAN, LOGISTIC, FULLY_CONNECTED. Weights fake-quantized
+    over [-a, a*127/128] (uint8 zero point 128), activations over their calibrated range.
 
 Weights and data
 ----------------
@@ -733,6 +742,19 @@ def build_op_model(op: str, out: Path):
     return path
 
 
+def _convert_legacy_uint8(graph, x, outs) -> bytes:
+    """The legacy converter on a fake-quant graph: inference_type uint8, input ``x`` with
+    scale 1/128 and zero point 128."""
+    import tensorflow as tf
+    import tensorflow.compat.v1 as v1
+
+    with v1.Session(graph=graph) as sess:
+        conv = v1.lite.TFLiteConverter.from_session(sess, [x], outs)
+        conv.inference_type = tf.uint8
+        conv.quantized_input_stats = {"x": (128.0, 128.0)}  # (mean, std): scale 1/128, zp 128
+        return conv.convert()
+
+
 def build_ops_uint8(out: Path):
     """uint8 (TFLite 1.x style: fake-quant graph, the legacy converter with inference_type
     uint8) data-movement ops on the uint8 input: TVM's frontend refuses them all."""
@@ -756,11 +778,7 @@ def build_ops_uint8(out: Path):
             tf.stack([y, y], axis=2),
         ]
         outs = [v1.identity(fq(o), name=f"out{k}") for k, o in enumerate(outs)]
-        with v1.Session(graph=g) as sess:
-            conv = v1.lite.TFLiteConverter.from_session(sess, [x], outs)
-            conv.inference_type = tf.uint8
-            conv.quantized_input_stats = {"x": (128.0, 128.0)}  # (mean, std): scale 1/128, zp 128
-            data = conv.convert()
+        data = _convert_legacy_uint8(g, x, outs)
     path = out / "ops_uint8.tflite"
     path.write_bytes(data)
     meta = {"model": "uint8 data-movement ops (tools/make_models.py, legacy converter)",
@@ -828,6 +846,89 @@ def build_lut_op_model(op: str, out: Path):
 LUT_OP_MODELS = tuple(f"op_{op}_int8" for op in (
     "logistic", "tanh", "hard_swish", "leaky_relu", "relu", "relu6", "relu_n1_to_1", "abs", "exp",
     "elu", "neg", "sin", "square", "sqrt", "log", "add_scalar", "sub_scalar", "mul_scalar", "quantize"))
+
+
+def _tiny_cnn_uint8_graph(x, fq, fqw):
+    """The body of tiny_cnn_uint8: conv (ReLU6), depthwise (ReLU), 1x1 conv, residual ADD,
+    MAX_POOL, AVERAGE_POOL 3x3/1 VALID (9 elements a window), CONCATENATION (CPU), MEAN,
+    LOGISTIC, FULLY_CONNECTED. ``fq(t, key)`` quantizes an activation, ``fqw(w)`` a weight."""
+    import tensorflow as tf
+
+    rng = np.random.default_rng(SEED)
+
+    def weight(*shape):
+        return fqw(tf.constant(rng.normal(0, 0.4, shape).astype(np.float32)))
+
+    def bias(n):
+        return tf.constant(rng.normal(0, 0.1, n).astype(np.float32))
+
+    def conv(t, k, cin, cout):
+        return tf.nn.bias_add(tf.nn.conv2d(t, weight(k, k, cin, cout), 1, "SAME"), bias(cout))
+
+    a = fq(tf.nn.relu6(conv(x, 3, 3, 8)), "conv")
+    dw = tf.nn.depthwise_conv2d(a, weight(3, 3, 8, 1), [1, 1, 1, 1], "SAME")
+    b = fq(tf.nn.relu(tf.nn.bias_add(dw, bias(8))), "dw")
+    c = fq(conv(b, 1, 8, 8), "pw")
+    d = fq(a + c, "add")
+    # pooling keeps its input's quantization (TFLite requires it)
+    e = fq(tf.nn.max_pool2d(d, 2, 2, "VALID"), "add")  # 8x8
+    f = fq(tf.nn.avg_pool2d(e, 3, 1, "VALID"), "add")  # 6x6, 9 elements a window
+    g = fq(tf.concat([f, f], 3), "add")  # not an NPU op: a second partition, uint8 boundaries
+    h = fq(tf.reduce_mean(g, [1, 2], keepdims=True), "mean")
+    s = fq(tf.sigmoid(fq(conv(h, 1, 16, 8), "logit")), "sigmoid")
+    flat = tf.reshape(s, [-1, 8])
+    return fq(tf.matmul(flat, weight(8, 10)) + bias(10), "fc")
+
+
+def build_tiny_cnn_uint8(out: Path):
+    """A uint8 (TFLite 1.x style) CNN: fake-quant graph, the legacy converter with
+    inference_type uint8. Weights are fake-quantized symmetrically (range [-a, a·127/128]:
+    uint8 zero point 128), activations over their calibrated float range."""
+    import tensorflow as tf
+    import tensorflow.compat.v1 as v1
+
+    _set_seeds()
+    shape = (16, 16, 3)
+    calib = nhwc_batch(CALIB_SEEDS, *shape)
+
+    ranges: dict = {}
+    g = v1.Graph()  # pass 1: the float graph, to calibrate the activation ranges
+    with g.as_default():
+        x = v1.placeholder(tf.float32, [None, *shape], name="x")
+        taps = {}
+
+        def record(t, key):
+            taps.setdefault(key, t)  # a pool reuses its input's key: keep the first
+            return t
+
+        with v1.Session(graph=g) as sess:
+            _tiny_cnn_uint8_graph(x, record, lambda w: w)
+            vals = sess.run(taps, {x: calib})
+    for key, v in vals.items():
+        lo, hi = min(float(v.min()), 0.0), max(float(v.max()), 0.0)
+        ranges[key] = (0.0, 255 / 256) if key == "sigmoid" else (lo, hi)
+
+    g = v1.Graph()
+    with g.as_default():
+        x = v1.placeholder(tf.float32, [1, *shape], name="x")
+        y = tf.quantization.fake_quant_with_min_max_args(x, -1.0, 127 / 128)
+        fq = lambda t, key: tf.quantization.fake_quant_with_min_max_args(t, *ranges[key])  # noqa: E731
+        out_t = v1.identity(_tiny_cnn_uint8_graph(y, fq, _symmetric_fqw), name="logits")
+        data = _convert_legacy_uint8(g, x, [out_t])
+    path = out / "tiny_cnn_uint8.tflite"
+    path.write_bytes(data)
+    meta = {"model": "uint8 tiny CNN (tools/make_models.py, legacy converter)",
+            "input_shape": [1, *shape], **_common_meta()}
+    tflite_references(path, nhwc_batch(REF_SEEDS, *shape), meta)
+    return path
+
+
+def _symmetric_fqw(w):
+    """A weight constant fake-quantized over [-a, a·127/128]: uint8 zero point 128."""
+    import tensorflow as tf
+
+    a = float(np.abs(tf.get_static_value(w)).max())
+    return tf.quantization.fake_quant_with_min_max_args(w, -a, a * 127 / 128)
 
 
 TFLITE_OP_MODELS = tuple(f"op_{op}_int8" for op in (
@@ -936,6 +1037,29 @@ def _with_all_outputs(model):
 
 
 def build_tiny_cnn_qdq(out: Path):
+    return _build_tiny_cnn_onnx(out, "tiny_cnn_qdq", "QInt8")
+
+
+def build_tiny_cnn_qdq_u8s8(out: Path):
+    """onnxruntime's default U8S8: uint8 activations, int8 per-channel weights. The dilated
+    conv gets dilation 1 (pads 1, same output shape) so that every MAC op is NPU-supported."""
+    return _build_tiny_cnn_onnx(out, "tiny_cnn_qdq_u8s8", "QUInt8", undilate=True)
+
+
+def _undilate(model):
+    """conv_dilated with dilation 1 and pads 1: the same shapes, an NPU-supported conv."""
+    from onnx import helper
+
+    for n in model.graph.node:
+        if n.name == "conv_dilated":
+            keep = [a for a in n.attribute if a.name not in ("dilations", "pads")]
+            del n.attribute[:]
+            n.attribute.extend(keep + [helper.make_attribute("dilations", [1, 1]),
+                                       helper.make_attribute("pads", [1, 1, 1, 1])])
+    return model
+
+
+def _build_tiny_cnn_onnx(out: Path, stem: str, activation_type: str, undilate: bool = False):
     import onnx
     import onnxruntime
     from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
@@ -952,6 +1076,8 @@ def build_tiny_cnn_qdq(out: Path):
                            for i in range(len(kx))])
     err = float(np.abs(fout - kref).max())
     assert err < 1e-4, f"float ONNX differs from Keras by {err}"
+    if undilate:
+        fmodel = _undilate(fmodel)
 
     class Reader(CalibrationDataReader):
         def __init__(self):
@@ -960,13 +1086,13 @@ def build_tiny_cnn_qdq(out: Path):
         def get_next(self):
             return next(self.it, None)
 
-    path = out / "tiny_cnn_qdq.onnx"
+    path = out / f"{stem}.onnx"
     with tempfile.TemporaryDirectory() as td:
         fpath = Path(td) / "tiny_cnn_float.onnx"
         onnx.save(fmodel, str(fpath))
         quantize_static(str(fpath), str(Path(td) / "q.onnx"), Reader(),
                         quant_format=QuantFormat.QDQ, per_channel=True,
-                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+                        activation_type=QuantType[activation_type], weight_type=QuantType.QInt8)
         qmodel = onnx.load(str(Path(td) / "q.onnx"))
     qmodel.producer_name = "npu_byoc tools/make_models.py (onnxruntime.quantization)"
     onnx.save(qmodel, str(path))
@@ -995,19 +1121,20 @@ def build_tiny_cnn_qdq(out: Path):
                           "zero_point": int(qinits[n.input[2]])})
         else:
             out_q.append({"name": name})
-    meta = {"model": "tiny_cnn ONNX QDQ (tools/make_models.py)", "input_shape": [1, 3, 32, 32],
+    meta = {"model": f"tiny_cnn ONNX QDQ (tools/make_models.py){' conv_dilated: dilation 1' if undilate else ''}",
+            "input_shape": [1, 3, 32, 32],
             "layout": "NCHW", "train_accuracy": round(acc, 4), **_common_meta(),
             "onnxruntime": onnxruntime.__version__,
             "quantize_static": {"quant_format": "QDQ", "per_channel": True,
-                                "activation_type": "QInt8", "weight_type": "QInt8"},
+                                "activation_type": activation_type, "weight_type": "QInt8"},
             "outputs": out_q, "reference": ref, "versions": _versions()}
     arrays = {"input_0": x}
     for k, o in enumerate(outs):
         arrays[f"output_{k}"] = o
     arrays["reference"] = np.array(ref)
     arrays["meta"] = np.array(json.dumps(meta, sort_keys=True))
-    save_npz(out / "tiny_cnn_qdq.npz", arrays)
-    save_npz(out / "tiny_cnn_qdq.tensors.npz", tensors)
+    save_npz(out / f"{stem}.npz", arrays)
+    save_npz(out / f"{stem}.tensors.npz", tensors)
     print(f"  reference: {ref}; {len(names) + 1} tensors saved")
     for k, o in enumerate(outs):
         q = out_q[k]
@@ -1107,6 +1234,7 @@ BUILDERS = {
     "mobilenet_v2_int8": build_mobilenet_v2,
     "tiny_cnn_int8": build_tiny_cnn_int8,
     "tiny_cnn_qdq": build_tiny_cnn_qdq,
+    "tiny_cnn_qdq_u8s8": build_tiny_cnn_qdq_u8s8,
     "resnet_small_int8": build_resnet_small,
     "densenet_small_int8": build_densenet_small,
     "mobilenet_v1_batch_none_int8": build_mobilenet_v1_batch_none,
@@ -1116,6 +1244,7 @@ BUILDERS = {
     "lut_ops_qdq": build_lut_ops_qdq,
     "mobilenet_v3_small_int8": build_mobilenet_v3_small,
     "ops_uint8": build_ops_uint8,
+    "tiny_cnn_uint8": build_tiny_cnn_uint8,
 }
 MODELS = tuple(BUILDERS)
 
@@ -1128,7 +1257,7 @@ def verify_tvm(out: Path, names):
 
     results = {}
     for name in names:
-        ext = ".onnx" if name.endswith("_qdq") else ".tflite"
+        ext = ".onnx" if "_qdq" in name else ".tflite"
         path = out / (name + ext)
         if not path.exists():
             continue

@@ -11,6 +11,7 @@
 `define NPU_ARRAY_ROWS 8             // MAC array rows: output channels computed in parallel
 `define NPU_ARRAY_COLS 32            // MAC array columns: output pixels (or FC rows) computed in parallel
 `define NPU_SRAM_BYTES 262144        // on-chip SRAM in bytes; the compiler tiles layers to fit
+`define NPU_DMA_BYTES_PER_CYCLE 16   // external memory bytes per DMA request (one per cycle on a contiguous row)
 `define NPU_MAX_KERNEL 11            // CONV/DWCONV: KERNEL_H, KERNEL_W <= this
 `define NPU_MAX_STRIDE 3             // CONV/DWCONV: STRIDE_H, STRIDE_W <= this
 `define NPU_MAX_CHANNELS 4096        // CONV/DWCONV/FC: IFM_C, OFM_C <= this

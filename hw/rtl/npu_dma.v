@@ -20,7 +20,8 @@
 module npu_dma #(
     parameter longint SRAM_BYTES = `NPU_SRAM_BYTES,
     parameter int AW = 19,         // SRAM address bits (npu_sram)
-    parameter int DMA_BYTES = 16   // bytes per external memory request
+    parameter int DMA_BYTES = `NPU_DMA_BYTES_PER_CYCLE,  // bytes per external memory request
+    parameter int LW = $clog2(DMA_BYTES + 1)             // bits of a request's byte count
 ) (
     input  wire        clk,
     input  wire        rst_n,
@@ -49,7 +50,7 @@ module npu_dma #(
     output reg         mem_write,
     output reg  [`NPU_REGION_BITS-1:0] mem_region,
     output reg  [63:0] mem_addr,
-    output reg  [4:0]  mem_len,
+    output reg  [LW-1:0] mem_len,
     output wire [8*DMA_BYTES-1:0] mem_wdata,
     input  wire [8*DMA_BYTES-1:0] mem_rdata,
     // SRAM ports
@@ -58,7 +59,7 @@ module npu_dma #(
     input  wire [8*DMA_BYTES-1:0] sram_rd_data,
     output wire          sram_wr_en,
     output wire [AW-1:0] sram_wr_addr,
-    output wire [4:0]    sram_wr_len,
+    output wire [LW-1:0] sram_wr_len,
     output wire [8*DMA_BYTES-1:0] sram_wr_data
 );
   localparam longint SAT = 2 * SRAM_BYTES;
@@ -83,10 +84,10 @@ module npu_dma #(
   // pipeline: DMA_IN read in flight (its SRAM destination), DMA_OUT SRAM read in flight
   reg          in_valid;
   reg [AW-1:0] in_sram_addr;
-  reg [4:0]    in_len;
+  reg [LW-1:0] in_len;
   reg          out_valid;
   reg [63:0]   out_addr;
-  reg [4:0]    out_len;
+  reg [LW-1:0] out_len;
   reg [1:0]    tail;  // cycles left after the last request
 
   wire signed [63:0] s0 = 64'($signed(dma_stride0));
@@ -94,7 +95,7 @@ module npu_dma #(
   wire signed [63:0] s2 = 64'($signed(dma_stride2));
   wire contiguous = dma_stride0 == 32'd1;
   wire [31:0] row_left = dma_n0 - i0;
-  wire [4:0]  chunk = !contiguous ? 5'd1 : (row_left >= 32'(DMA_BYTES)) ? 5'(DMA_BYTES) : 5'(row_left);
+  wire [LW-1:0] chunk = !contiguous ? LW'(1) : (row_left >= 32'(DMA_BYTES)) ? LW'(DMA_BYTES) : LW'(row_left);
 
   assign sram_wr_en = in_valid;
   assign sram_wr_addr = in_sram_addr;

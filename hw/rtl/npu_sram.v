@@ -22,7 +22,7 @@ module npu_sram #(
     parameter longint SRAM_BYTES = `NPU_SRAM_BYTES,
     parameter longint GUARD = 64,
     parameter int AW = 19,
-    parameter int DMA_BYTES = 16,
+    parameter int DMA_BYTES = `NPU_DMA_BYTES_PER_CYCLE,
     parameter int VEC_BYTES = 32,
     parameter int R = `NPU_ARRAY_ROWS,
     parameter int C = `NPU_ARRAY_COLS,
@@ -36,7 +36,7 @@ module npu_sram #(
     output reg  [8*DMA_BYTES-1:0] dma_rd_data,
     input  wire          dma_wr_en,
     input  wire [AW-1:0] dma_wr_addr,
-    input  wire [4:0]    dma_wr_len,
+    input  wire [$clog2(DMA_BYTES + 1)-1:0] dma_wr_len,
     input  wire [8*DMA_BYTES-1:0] dma_wr_data,
     // vector unit
     input  wire          vec_rd_a_en,
@@ -121,7 +121,7 @@ module npu_sram #(
     end
     // writes
     if (dma_wr_en)
-      for (int i = 0; i < DMA_BYTES; i++) if (5'(i) < dma_wr_len) mem[dma_wr_addr + AW'(i)] <= dma_wr_data[8*i +: 8];
+      for (int i = 0; i < DMA_BYTES; i++) if ($clog2(DMA_BYTES + 1)'(i) < dma_wr_len) mem[dma_wr_addr + AW'(i)] <= dma_wr_data[8*i +: 8];
     if (vec_wr_en)
       for (int i = 0; i < VEC_BYTES; i++) if (VEC_LW'(i) < vec_wr_len) mem[vec_wr_addr + AW'(i)] <= vec_wr_data[i];
     if (out_any)

@@ -18,7 +18,7 @@ module npu_top #(
     parameter int R = `NPU_ARRAY_ROWS,
     parameter int C = `NPU_ARRAY_COLS,
     parameter int LANES = 4,        // weight lanes of the MAC engine
-    parameter int DMA_BYTES = 16,   // external memory bytes per request
+    parameter int DMA_BYTES = `NPU_DMA_BYTES_PER_CYCLE,  // external memory bytes per request
     parameter longint GUARD = 64 + longint'(C) + longint'(R),  // SRAM bytes after the end, for the over-read of wide reads
     parameter int AW = $clog2(SRAM_BYTES + GUARD)
 ) (
@@ -48,7 +48,7 @@ module npu_top #(
     output wire        mem_write,
     output wire [`NPU_REGION_BITS-1:0] mem_region,
     output wire [63:0] mem_addr,
-    output wire [4:0]  mem_len,
+    output wire [$clog2(DMA_BYTES + 1)-1:0] mem_len,
     output wire [8*DMA_BYTES-1:0] mem_wdata,
     input  wire [8*DMA_BYTES-1:0] mem_rdata,
     // trace
@@ -235,7 +235,7 @@ module npu_top #(
   // ---- SRAM ports
   wire          dma_rd_en, dma_wr_en;
   wire [AW-1:0] dma_rd_addr, dma_wr_addr;
-  wire [4:0]    dma_wr_len;
+  wire [$clog2(DMA_BYTES + 1)-1:0] dma_wr_len;
   wire [8*DMA_BYTES-1:0] dma_rd_data, dma_wr_data;
   wire          vec_rd_a_en, vec_rd_b_en, vec_wr_en;
   wire [AW-1:0] vec_rd_a_addr, vec_rd_b_addr, vec_wr_addr;

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 #include "Vnpu_top.h"
 #include "verilated.h"
@@ -19,7 +20,28 @@
 
 namespace {
 
-constexpr size_t kDmaBytes = 16;  // npu_top's DMA_BYTES: mem_rdata / mem_wdata width
+constexpr size_t kDmaBytes = NPU_DMA_BYTES_PER_CYCLE;  // npu_top's DMA_BYTES: mem_rdata / mem_wdata width
+
+// mem_rdata / mem_wdata are 8 * kDmaBytes bits: Verilator makes that an integer up to 64 bits
+// and a VlWide (32-bit words, least significant first) beyond. Bytes are little-endian in both.
+template <std::size_t N>
+void to_bytes(const VlWide<N> &signal, uint8_t *bytes) {
+    std::memcpy(bytes, signal.data(), kDmaBytes);
+}
+template <typename T, typename = std::enable_if_t<std::is_integral_v<T>>>
+void to_bytes(T signal, uint8_t *bytes) {
+    for (size_t i = 0; i < kDmaBytes; ++i) bytes[i] = static_cast<uint8_t>(static_cast<uint64_t>(signal) >> (8 * i));
+}
+template <std::size_t N>
+void from_bytes(VlWide<N> &signal, const uint8_t *bytes) {
+    std::memcpy(signal.data(), bytes, kDmaBytes);
+}
+template <typename T, typename = std::enable_if_t<std::is_integral_v<T>>>
+void from_bytes(T &signal, const uint8_t *bytes) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < kDmaBytes; ++i) v |= static_cast<uint64_t>(bytes[i]) << (8 * i);
+    signal = static_cast<T>(v);
+}
 
 struct Region {
     uint8_t *data = nullptr;
@@ -140,11 +162,11 @@ class Harness {
         }
         uint8_t bytes[kDmaBytes] = {0};
         if (top_->mem_write) {
-            std::memcpy(bytes, top_->mem_wdata.data(), kDmaBytes);
+            to_bytes(top_->mem_wdata, bytes);
             std::memcpy(table[r].data + addr, bytes, len);
         } else {
             std::memcpy(bytes, table[r].data + addr, len);
-            std::memcpy(top_->mem_rdata.data(), bytes, kDmaBytes);
+            from_bytes(top_->mem_rdata, bytes);
         }
         return true;
     }
@@ -153,7 +175,7 @@ class Harness {
     std::unique_ptr<Vnpu_top> top_;
 };
 
-static_assert(sizeof(uint32_t) * 4 == kDmaBytes, "mem_rdata is 4 words");
+static_assert(sizeof(Vnpu_top::mem_rdata) * 8 >= 8 * kDmaBytes, "mem_rdata holds a request");
 
 }  // namespace
 

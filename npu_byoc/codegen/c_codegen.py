@@ -20,6 +20,7 @@ from .. import escape
 from ..errors import LoweringError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import HEADER_WORDS, Opcode, opcode_of
+from ..uint8 import FLIPPED_DTYPES
 from .encoder import disassemble, encode_with_starts
 from .lower import PartitionPlan, lower_partition
 from .schedule import Schedule, schedule_partition
@@ -103,6 +104,7 @@ def generate_source(plan: PartitionPlan, schedule: Schedule, model: str | None =
                     shape=[int(d) for d in io.shape],
                     nbytes=io.ref.nbytes,
                     layout=io.ref.layout,
+                    flip=io.dtype in FLIPPED_DTYPES,  # uint8: flipped to int8 at the boundary
                 )
             )
     layers = [

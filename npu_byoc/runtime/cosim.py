@@ -40,7 +40,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -59,7 +58,9 @@ from ..errors import NpuByocError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import Opcode, Region
 from ..patterns import LAYER_ATTR, npu_functions, partition_for_npu, partition_log
+from ..progress import Progress
 from ..relax_utils import dtype_of, shape_of
+from ..uint8 import to_model
 from . import cycles as cycle_model
 from . import golden
 
@@ -188,6 +189,11 @@ class CosimReport:
         lines.append(f"  cycles: {s['cycles']} (compute {s['compute_cycles']}, DMA {s['dma_cycles']}, header/SET_REG/STOP "
                      f"{s['control_cycles']}); analytic model {s['predicted_cycles']} "
                      f"({'exact' if s['cycle_model_exact'] else 'DIFFERS'})")  # fmt: skip
+        if "bound_cycles" in s:
+            lines.append(f"  roofline bound: {s['bound_cycles']:.0f} cycles = max(MACs / {hw['array_rows'] * hw['array_cols']} "
+                         f"= {s['compute_bound_cycles']:.0f}, {s['minimum_external_bytes']} external bytes / "
+                         f"{hw.get('dma_bytes_per_cycle', 16)} per cycle = {s['memory_bound_cycles']:.0f}); "
+                         f"cycles / bound = {s['cycles'] / max(s['bound_cycles'], 1):.2f}")  # fmt: skip
         lines.append(f"  max LSB difference: vs golden model {s['max_diff_golden']} "
                      f"({'every layer bit-exact' if s['max_diff_golden'] == 0 else 'MISMATCH'}); vs TVM CPU "
                      f"(same inputs) {_num(s['max_diff_tvm'])}")  # fmt: skip
@@ -207,57 +213,6 @@ def _pct(x: float | None) -> str:
 
 def _num(x) -> str:
     return "-" if x is None else f"{x:g}"
-
-
-# ---------------------------------------------------------------------------------------------
-# Progress bar (stderr, no dependency)
-
-
-class Progress:
-    """``[#####.....]  12/64 layers  1.3 s  name``, redrawn in place on a terminal; elsewhere a
-    line every 10%."""
-
-    def __init__(self, total: int, stream=None, enabled: bool = True, width: int = 28):
-        self.total, self.width, self.enabled = max(total, 1), width, enabled
-        self.stream = stream if stream is not None else sys.stderr
-        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
-        self.t0 = time.perf_counter()
-        self.last_decile = -1
-        self.drawn = False
-
-    def note(self, text: str) -> None:
-        if self.enabled:
-            self._clear()
-            print(text, file=self.stream, flush=True)
-
-    def update(self, done: int, label: str = "") -> None:
-        if not self.enabled:
-            return
-        decile = 10 * done // self.total
-        if not self.tty and decile == self.last_decile and done != self.total:
-            return
-        self.last_decile = decile
-        fill = self.width * done // self.total
-        bar = "#" * fill + "." * (self.width - fill)
-        label = escape.text_column(label, 40)
-        text = f"cosim [{bar}] {done:>4}/{self.total} layers {time.perf_counter() - self.t0:6.1f} s  {label}"
-        if self.tty:
-            self.stream.write("\r" + text.ljust(110)[:110])
-            self.stream.flush()
-            self.drawn = True
-        else:
-            print(text, file=self.stream, flush=True)
-
-    def _clear(self) -> None:
-        if self.drawn:
-            self.stream.write("\r" + " " * 110 + "\r")
-            self.drawn = False
-
-    def close(self) -> None:
-        if self.enabled and self.drawn:
-            self.stream.write("\n")
-            self.stream.flush()
-            self.drawn = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -392,11 +347,11 @@ class _Cosim:
             result.max_diff_golden = diff
             self.layers.append(result)
             self.keys.append((plan.name, k))
-            model_values.append(_to_model_shape(got, call.shape, nchw))
+            model_values.append(to_model(_to_model_shape(got, call.shape, nchw), call.dtype))
             self.layer_outputs[(plan.name, k)] = model_values[-1]
             on_op(op, got)
             self.progress.update(len(self.layers), op.name)
-        return [regions[io.ref.region].view(np.int8).reshape(io.shape).copy() for io in plan.outputs]
+        return golden.read_outputs(plan, regions)
 
     def _run_layer(self, plan: PartitionPlan, k: int, op: NpuOp, regions) -> tuple[np.ndarray, LayerResult]:
         one = PartitionPlan(f"{plan.name}.{k}", [], [], [op], plan.scratch_bytes, [op.name])
@@ -500,7 +455,7 @@ def cosim(
 
     report = CosimReport(
         model=Path(info.path).name if info else "<module>",
-        hw={"array_rows": hw.array_rows, "array_cols": hw.array_cols, "sram_bytes": hw.sram_bytes},
+        hw=asdict(hw),  # every field: a report says which configuration it measured
         layers=runner.layers,
     )
     out_rows = []
@@ -513,6 +468,7 @@ def cosim(
     seconds = {"build_rtl": t_build, "compile": t_compile, "run": t_run, "rtl": runner.seconds["rtl"],
                "golden": runner.seconds["golden"], "tvm_layers": t_tvm}  # fmt: skip
     report.summary = summarize(report.layers, hw, wall=time.perf_counter() - t_start, seconds=seconds)
+    report.summary.update(roofline(model.plans.values(), hw))
     report.summary["outputs"] = out_rows
     report.summary["model_outputs"] = [list(y.shape) for y in outputs]
     if strict and report.mismatches:
@@ -520,6 +476,29 @@ def cosim(
         raise CosimMismatch(f"the RTL differs from the golden model on {len(report.mismatches)} layer(s): {bad}",
                             report)  # fmt: skip
     return report
+
+
+def minimum_external_bytes(plans, hw: HwConfig) -> int:
+    """Bytes every execution of the partitions must move between external memory and the NPU:
+    their constants (weights, requantize tables, LUTs) once, their inputs once, their outputs
+    once. Spills that the SRAM size forces are not counted, so this is a lower bound."""
+    total = 0
+    for plan in plans:
+        total += len(schedule_partition(plan, hw).constants)
+        total += sum(io.ref.nbytes for io in [*plan.inputs, *plan.outputs])
+    return total
+
+
+def roofline(plans, hw: HwConfig) -> dict:
+    """``bound_cycles``: max(MACs / (rows · cols), minimum external bytes / dma_bytes_per_cycle),
+    the cycles no schedule of these partitions on ``hw`` can beat."""
+    plans = list(plans)
+    macs = sum(plan.macs for plan in plans)
+    ext = minimum_external_bytes(plans, hw)
+    compute_bound = macs / (hw.array_rows * hw.array_cols)
+    memory_bound = ext / hw.dma_bytes_per_cycle
+    return {"minimum_external_bytes": ext, "compute_bound_cycles": compute_bound,
+            "memory_bound_cycles": memory_bound, "bound_cycles": max(compute_bound, memory_bound)}  # fmt: skip
 
 
 def summarize(layers: Sequence[LayerResult], hw: HwConfig, wall: float = 0.0, seconds: dict | None = None) -> dict:

@@ -13,9 +13,10 @@ lanes of the vector unit):
 =========  ==================================================================================
 fetch      1 cycle per stream word: the header's 3 words, SET_REG 2, every other command 1
            (a kick's fetch is the first cycle of the RTL trace entry of that kick)
-DMA        ``DMA_SETUP_CYCLES + N2·N1·ceil(N0 / DMA_BURST_BYTES)`` when ``DMA_STRIDE0 == 1``
-           (a row is contiguous on both sides), else ``DMA_SETUP_CYCLES + N2·N1·N0`` (one byte
-           per cycle); setup = the two check cycles, start, the first request and done
+DMA        ``DMA_SETUP_CYCLES + N2·N1·ceil(N0 / D)`` when ``DMA_STRIDE0 == 1`` (a row is
+           contiguous on both sides), else ``DMA_SETUP_CYCLES + N2·N1·N0`` (one byte per
+           cycle); D = ``hw.dma_bytes_per_cycle``; setup = the two check cycles, start, the
+           first request and done
 CONV,      ``MAC_SETUP_CYCLES + ceil(OFM_C/C) + R + (B − 1)·max(K, R) + K`` with K the taps of
 DWCONV,    the reduction (CONV ``KH·KW·IFM_C``, DWCONV ``KH·KW``, FC ``IFM_C``) and B the
 FC         blocks of the kick (``mac_blocks``): the ``P·ceil(OFM_C/R)`` items (P output pixels,
@@ -44,7 +45,6 @@ from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import Opcode, Reg
 
 DMA_SETUP_CYCLES = 5  # fixed cycles of a DMA: its checks (2), start, the first request's latency, done
-DMA_BURST_BYTES = 16  # bytes per cycle of a contiguous row (npu_top's DMA_BYTES)
 MAC_SETUP_CYCLES = 14  # checks 3, start 1, table-scan pipeline 3, first block 1, array pipeline 2,
 #                       last drain's tail 3, done 1 (docs/cosim.md §5)
 MAC_WEIGHT_LANES = 4  # channel blocks one MAC block may span (npu_top's LANES)
@@ -56,10 +56,10 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def dma_cycles(n0: int, n1: int = 1, n2: int = 1, stride0: int = 1) -> int:
+def dma_cycles(n0: int, n1: int = 1, n2: int = 1, stride0: int = 1, hw: HwConfig = DEFAULT_CONFIG) -> int:
     """Cycles of a DMA of n2 × n1 × n0 bytes whose region-side innermost stride is ``stride0``
     (not counting the fetch of its word)."""
-    beats = _ceil_div(n0, DMA_BURST_BYTES) if stride0 == 1 else n0
+    beats = _ceil_div(n0, hw.dma_bytes_per_cycle) if stride0 == 1 else n0
     return DMA_SETUP_CYCLES + n2 * n1 * beats
 
 
@@ -97,7 +97,7 @@ def kick_cycles(opcode: Opcode, regs: Mapping[Reg, int], hw: HwConfig = DEFAULT_
     rows, cols = max(hw.array_rows, 1), max(hw.array_cols, 1)
     lanes = cols  # the vector unit has one lane per array column
     if opcode in (Opcode.DMA_IN, Opcode.DMA_OUT):
-        return dma_cycles(r[Reg.DMA_N0], r[Reg.DMA_N1], r[Reg.DMA_N2], r[Reg.DMA_STRIDE0])
+        return dma_cycles(r[Reg.DMA_N0], r[Reg.DMA_N1], r[Reg.DMA_N2], r[Reg.DMA_STRIDE0], hw)
     if opcode in (Opcode.NOP, Opcode.STOP, Opcode.SET_REG):
         return 0
     if opcode in (Opcode.CONV, Opcode.DWCONV, Opcode.FC):
@@ -140,7 +140,6 @@ def stream_cycles(steps: Iterable, hw: HwConfig = DEFAULT_CONFIG) -> int:
 
 __all__ = [
     "DMA_SETUP_CYCLES",
-    "DMA_BURST_BYTES",
     "MAC_SETUP_CYCLES",
     "MAC_WEIGHT_LANES",
     "VECTOR_SETUP_CYCLES",

@@ -56,6 +56,7 @@ _CONFIG_MACROS = {
     "max_pool_stride": "NPU_FUNCTIONAL_MAX_POOL_STRIDE",
     "max_mean_elements": "NPU_FUNCTIONAL_MAX_MEAN_ELEMENTS",
     "max_fc_features": "NPU_FUNCTIONAL_MAX_FC_FEATURES",
+    "dma_bytes_per_cycle": "NPU_FUNCTIONAL_DMA_BYTES_PER_CYCLE",
 }
 
 
@@ -134,7 +135,6 @@ class _Config(ctypes.Structure):
     _fields_ = [
         ("sram_bytes", ctypes.c_uint64),
         *[(name, ctypes.c_uint32) for name in list(_CONFIG_MACROS)[1:]],
-        ("reserved", ctypes.c_uint32),
         ("max_commands", ctypes.c_uint64),
         ("max_cycles", ctypes.c_uint64),
     ]
@@ -188,7 +188,7 @@ class FunctionalNpu:
         self._lib = _library()
 
     def _config(self, max_commands: int, max_cycles: int | None) -> _Config:
-        cfg = _Config(sram_bytes=self.hw.sram_bytes, reserved=0)
+        cfg = _Config(sram_bytes=self.hw.sram_bytes)
         for name in list(_CONFIG_MACROS)[1:]:
             setattr(cfg, name, min(int(getattr(self.hw, name)), 0xFFFFFFFF))
         cfg.max_commands = min(max(int(max_commands), 0), _UINT64_MAX)

@@ -15,6 +15,7 @@ from .. import numerics as nx
 from ..codegen.lower import PartitionPlan
 from ..codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, NpuOp, Pool, TensorRef
 from ..isa import Region
+from ..uint8 import to_model, to_npu
 
 Regions = dict[int, np.ndarray]  # region id -> uint8 buffer
 
@@ -110,15 +111,16 @@ def run_op(op: NpuOp, regions: Regions) -> np.ndarray:
 
 
 def allocate_regions(plan: PartitionPlan, inputs: Sequence[np.ndarray]) -> Regions:
-    """Scratch and IO regions of a partition, inputs copied in (in the caller's layout)."""
+    """Scratch and IO regions of a partition, inputs copied in (in the caller's layout; uint8
+    inputs flipped to int8, as the generated C++ entry does: npu_byoc.uint8)."""
     if len(inputs) != len(plan.inputs):
         raise ValueError(f"{plan.name}: expected {len(plan.inputs)} inputs, got {len(inputs)}")
     regions: Regions = {int(Region.SCRATCH): np.zeros(max(plan.scratch_bytes, 1), np.uint8)}
     for io, x in zip(plan.inputs, inputs):
         x = np.ascontiguousarray(x)
-        if tuple(x.shape) != tuple(io.shape) or x.dtype != np.int8:
-            raise ValueError(f"{plan.name}: input '{io.name}' must be int8 {io.shape}, got {x.dtype} {x.shape}")
-        regions[io.ref.region] = x.reshape(-1).view(np.uint8).copy()
+        if tuple(x.shape) != tuple(io.shape) or str(x.dtype) != io.dtype:
+            raise ValueError(f"{plan.name}: input '{io.name}' must be {io.dtype} {io.shape}, got {x.dtype} {x.shape}")
+        regions[io.ref.region] = to_npu(x).reshape(-1).view(np.uint8).copy()
     for io in plan.outputs:
         regions[io.ref.region] = np.zeros(io.ref.nbytes, np.uint8)
     return regions
@@ -133,6 +135,9 @@ def run_plan(plan: PartitionPlan, inputs: Sequence[np.ndarray], on_op=None) -> l
         out = run_op(op, regions)
         if on_op is not None:
             on_op(op, out)
-    return [
-        regions[io.ref.region].view(np.int8).reshape(io.shape).copy() for io in plan.outputs
-    ]
+    return read_outputs(plan, regions)
+
+
+def read_outputs(plan: PartitionPlan, regions: Regions) -> list[np.ndarray]:
+    """The partition's outputs in their model shapes and dtypes (uint8 flipped back)."""
+    return [to_model(regions[io.ref.region].view(np.int8).reshape(io.shape), io.dtype).copy() for io in plan.outputs]

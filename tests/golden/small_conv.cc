@@ -79,15 +79,15 @@ alignas(16) const unsigned char k_constants[129] =
 // Region SCRATCH: intermediate tensors, 1 bytes.
 constexpr size_t k_scratch_bytes = 1;
 
-void check_tensor(const tvm::ffi::TensorView& t, const char* what, const int64_t* shape, int ndim) {
-  bool ok = t.ndim() == ndim && t.dtype().code == kDLInt && t.dtype().bits == 8 && t.dtype().lanes == 1 &&
-            t.device().device_type == kDLCPU && t.IsContiguous();
+void check_tensor(const tvm::ffi::TensorView& t, const char* what, const int64_t* shape, int ndim, bool is_uint8) {
+  bool ok = t.ndim() == ndim && t.dtype().code == (is_uint8 ? kDLUInt : kDLInt) && t.dtype().bits == 8 &&
+            t.dtype().lanes == 1 && t.device().device_type == kDLCPU && t.IsContiguous();
   for (int i = 0; ok && i < ndim; ++i) ok = t.size(i) == shape[i];
   if (!ok) {
     std::string expected;
     for (int i = 0; i < ndim; ++i) expected += (i ? ", " : "") + std::to_string(shape[i]);
-    TVM_FFI_THROW(ValueError) << "npu_subgraph_0: " << what << " must be a contiguous int8 CPU tensor of shape ["
-                              << expected << "]";
+    TVM_FFI_THROW(ValueError) << "npu_subgraph_0: " << what << " must be a contiguous " << (is_uint8 ? "uint8" : "int8")
+                              << " CPU tensor of shape [" << expected << "]";
   }
 }
 
@@ -99,9 +99,9 @@ void* data_of(const tvm::ffi::TensorView& t) { return static_cast<char*>(t.data_
 void npu_subgraph_0(tvm::ffi::TensorView input0, tvm::ffi::TensorView output0) {
   using namespace npu_subgraph_0_data;
   static const int64_t input0_shape[4] = {1, 4, 4, 2};
-  check_tensor(input0, "input 'x'", input0_shape, 4);
+  check_tensor(input0, "input 'x'", input0_shape, 4, false);
   static const int64_t output0_shape[4] = {1, 4, 4, 4};
-  check_tensor(output0, "output 'output_0'", output0_shape, 4);
+  check_tensor(output0, "output 'output_0'", output0_shape, 4, false);
   std::vector<unsigned char> scratch(k_scratch_bytes);
   npu_buffer_t regions[4] = {
       {const_cast<unsigned char*>(k_constants), 128},  // CONST (never written by the NPU)

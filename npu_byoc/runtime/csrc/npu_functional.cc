@@ -71,6 +71,9 @@
 #ifndef NPU_FUNCTIONAL_MAX_FC_FEATURES
 #define NPU_FUNCTIONAL_MAX_FC_FEATURES NPU_MAX_FC_FEATURES
 #endif
+#ifndef NPU_FUNCTIONAL_DMA_BYTES_PER_CYCLE
+#define NPU_FUNCTIONAL_DMA_BYTES_PER_CYCLE NPU_DMA_BYTES_PER_CYCLE
+#endif
 
 extern "C" {
 
@@ -89,14 +92,14 @@ typedef struct npu_functional_config {
     uint32_t max_pool_stride;
     uint32_t max_mean_elements;
     uint32_t max_fc_features;
-    uint32_t reserved;        // 0
+    uint32_t dma_bytes_per_cycle;  // 1 .. 64: bytes per DMA request (cycle) on a contiguous row
     uint64_t max_commands;    // CYCLE_LIMIT before the command after this many (golden model: 2^22)
     uint64_t max_cycles;      // CYCLE_LIMIT before the first command once the cycles exceed this
 } npu_functional_config_t;
 
 // As npu_submit() with configuration *config. kicks, if not NULL, receives 256 counters: the
 // kicks executed per opcode (the golden model's RunStatus.kicks). A configuration the model
-// cannot run (sram_bytes 0 or above 2^32, or no host memory for the SRAM) gives
+// cannot run (sram_bytes 0 or above 2^32, dma_bytes_per_cycle 0, or no host memory for the SRAM) gives
 // NPU_STATUS_CYCLE_LIMIT at word 0 without executing anything.
 uint32_t npu_functional_submit(const npu_functional_config_t *config, const uint32_t *stream, size_t n_words,
                                const npu_buffer_t *regions, size_t n_regions, npu_result_t *result,
@@ -112,7 +115,6 @@ namespace {
 // They are the RTL's cycles (hw/rtl, docs/cosim.md §5), exact.
 
 constexpr uint64_t kDmaSetupCycles = 5;
-constexpr uint64_t kDmaBurstBytes = 16;
 constexpr uint64_t kMacSetupCycles = 14;
 constexpr uint64_t kMacWeightLanes = 4;
 constexpr uint64_t kVectorSetupCycles = 8;
@@ -814,7 +816,7 @@ uint64_t Machine::kick_cycles(uint32_t opcode) const {
     case NPU_OP_DMA_IN:
     case NPU_OP_DMA_OUT: {
         const uint64_t n0 = u(NPU_REG_DMA_N0);
-        const uint64_t beats = s(NPU_REG_DMA_STRIDE0) == 1 ? ceil_div(n0, kDmaBurstBytes) : n0;
+        const uint64_t beats = s(NPU_REG_DMA_STRIDE0) == 1 ? ceil_div(n0, cfg_.dma_bytes_per_cycle) : n0;
         return kDmaSetupCycles + u(NPU_REG_DMA_N2) * u(NPU_REG_DMA_N1) * beats;
     }
     case NPU_OP_CONV:
@@ -856,7 +858,8 @@ extern "C" uint32_t npu_functional_submit(const npu_functional_config_t *config,
     res->word_index = 0;
     res->cycles = 0;
     res->commands = 0;
-    if (config == nullptr || config->sram_bytes == 0 || config->sram_bytes > (uint64_t{1} << 32))
+    if (config == nullptr || config->sram_bytes == 0 || config->sram_bytes > (uint64_t{1} << 32) ||
+        config->dma_bytes_per_cycle == 0)
         return res->status;
     if (stream == nullptr) n_words = 0;
     if (regions == nullptr) n_regions = 0;
@@ -900,7 +903,7 @@ extern "C" uint32_t npu_submit(const uint32_t *stream, size_t n_words, const npu
         NPU_FUNCTIONAL_MAX_POOL_STRIDE,
         NPU_FUNCTIONAL_MAX_MEAN_ELEMENTS,
         NPU_FUNCTIONAL_MAX_FC_FEATURES,
-        0,
+        NPU_FUNCTIONAL_DMA_BYTES_PER_CYCLE,
         uint64_t{1} << 22,  // the golden model's command budget
         default_max_cycles(),
     };

@@ -1,0 +1,176 @@
+"""Benchmark: our RTL's cycles beside Arm Vela's Ethos-U55-256 estimate, per model and per layer.
+
+    .venv/bin/pip install -e ".[bench]"                       # ethos-u-vela (optional extra)
+    .venv/bin/python bench/vela.py                            # the TFLite fixtures, 16 and 8 bytes/cycle
+    .venv/bin/python bench/vela.py --dma-bytes-per-cycle 8 --per-layer mobilenet_v2_int8.tflite
+
+Both sides get the same int8 TFLite file and the same memory system:
+
+  ours   ``npu_byoc.runtime.cosim``: every NPU layer on the Verilog RTL under Verilator with
+         ``--hw dma_bytes_per_cycle=D`` (8 x 32 = 256 MACs per cycle, 256 KiB SRAM); cycles
+         of all NPU layers, DMA included. Layers the NPU does not run stay on the CPU and are
+         not counted (the coverage column says how many MACs that is).
+  Vela   ``vela --accelerator-config ethos-u55-256`` (256 MACs per cycle) with a system
+         configuration written here: every tensor in SRAM (``Sram_Only``), SRAM at D bytes
+         per cycle (Ethos-U55's 64-bit AXI port, ``Sram_clock_scale = D / 8``), the
+         latencies and burst length of Arm's ``Ethos_U55_High_End_Embedded``. Its
+         ``cycles_total`` (NPU and memory access, as its summary CSV reports) is the yardstick;
+         ``cycles_npu`` is shown too.
+
+Per layer (``--per-layer MODEL``): our layer's RTL cycles beside Vela's "Op Cycles" for the
+operator with the same output tensor name (Vela folds activations into the producing op, as
+we do). Ratios below 1 mean fewer cycles than Vela's estimate. The script prints figures; it
+asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+
+from npu_byoc import escape  # noqa: E402
+from npu_byoc.hwconfig import configure  # noqa: E402
+from npu_byoc.runtime.cosim import cosim  # noqa: E402
+
+FIXTURES = REPO / "tests" / "fixtures" / "models"
+MODELS = [
+    "mobilenet_v2_int8.tflite",
+    "mobilenet_v1_batch_none_int8.tflite",
+    "ds_cnn_int8.tflite",
+    "resnet_small_int8.tflite",
+    "densenet_small_int8.tflite",
+    "tiny_cnn_int8.tflite",
+]
+
+# Ethos_U55_High_End_Embedded (Arm's vela.ini) with every tensor in SRAM at D bytes per cycle.
+VELA_INI = """\
+[System_Config.npu_byoc_matched]
+core_clock=500e6
+axi0_port=Sram
+axi1_port=Sram
+Sram_clock_scale={scale}
+Sram_burst_length=32
+Sram_read_latency=32
+Sram_write_latency=32
+Sram_max_reads=4
+Sram_max_writes=4
+
+[Memory_Mode.npu_byoc_sram_only]
+const_mem_area=Axi0
+arena_mem_area=Axi0
+cache_mem_area=Axi0
+"""
+
+
+def vela_exe() -> str:
+    exe = shutil.which("vela") or str(Path(sys.executable).with_name("vela"))
+    if not Path(exe).exists():
+        sys.exit('bench/vela.py needs Arm Vela: pip install -e ".[bench]" (ethos-u-vela)')
+    return exe
+
+
+def run_vela(model: Path, dma_bytes: int, work: Path) -> tuple[dict, list[dict]]:
+    """Vela's summary row and per-layer rows for ``model`` at ``dma_bytes`` per cycle."""
+    ini = work / "npu_byoc.ini"
+    ini.write_text(VELA_INI.format(scale=dma_bytes / 8))
+    out = work / f"{model.stem}-{dma_bytes}"
+    cmd = [vela_exe(), str(model), "--accelerator-config", "ethos-u55-256", "--config", str(ini),
+           "--system-config", "npu_byoc_matched", "--memory-mode", "npu_byoc_sram_only",
+           "--output-dir", str(out), "--verbose-performance"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"vela failed on {model.name}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    summary = next(out.glob("*_summary_*.csv"))
+    layers = next(out.glob("*_per-layer.csv"))
+    with summary.open() as f:
+        row = next(csv.DictReader(f))
+    with layers.open() as f:
+        per_layer = list(csv.DictReader(f))
+    return row, per_layer
+
+
+def run_ours(model: Path, dma_bytes: int):
+    hw = configure(dma_bytes_per_cycle=dma_bytes)
+    ref = np.load(FIXTURES / (model.stem + ".npz"))
+    inputs = [ref[k][0:1] for k in sorted(k for k in ref.files if k.startswith("input_"))]
+    return cosim(model, inputs, hw=hw)
+
+
+def vela_cycles_by_layer(rows: list[dict]) -> dict[str, int]:
+    """Vela's Op Cycles per output tensor: its Name column lists the fused tensors' names, the
+    op's own output first (the name our layer carries); fused activations add 0 cycles."""
+    out: dict[str, int] = defaultdict(int)
+    for r in rows:
+        out[r["Name"].split(";")[0]] += int(float(r["Op Cycles"]))
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="*", default=MODELS)
+    parser.add_argument("--dma-bytes-per-cycle", type=int, action="append", help="default: 16 and 8")
+    parser.add_argument("--per-layer", help="print the per-layer table of this model")
+    args = parser.parse_args(argv)
+    widths = args.dma_bytes_per_cycle or [16, 8]
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="npu_byoc_vela_") as tmp:
+        for d in widths:
+            for name in args.models:
+                model = FIXTURES / name
+                vela, vela_layers = run_vela(model, d, Path(tmp))
+                ours = run_ours(model, d)
+                s = ours.summary
+                rows.append((name, d, s, vela, ours, vela_layers))
+                print(f"{name} @ {d} B/cycle: ours {s['cycles']}, Vela {vela['cycles_total']}", file=sys.stderr)
+
+    print("| model | bytes/cycle | MACs on NPU | ours: cycles | bound | ours / bound | Vela U55-256: cycles_total "
+          "| Vela cycles_npu | ours / Vela |")  # fmt: skip
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, d, s, vela, _, _ in rows:
+        total = float(vela["cycles_total"])
+        print(f"| {name} | {d} | {s['macs']:,} | {s['cycles']:,} | {s['bound_cycles']:,.0f} | "
+              f"{s['cycles'] / s['bound_cycles']:.2f} | {total:,.0f} | {float(vela['cycles_npu']):,.0f} | "
+              f"{s['cycles'] / total:.2f} |")  # fmt: skip
+
+    print("\nPer op class (ours: RTL cycles of the class's layers; Vela: Op Cycles of the operators with the "
+          "same output tensors):\n")  # fmt: skip
+    print("| model | bytes/cycle | class | layers | ours | Vela | ours / Vela |")
+    print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
+    for name, d, s, vela, ours, vela_layers in rows:
+        cycles = vela_cycles_by_layer(vela_layers)
+        for cls in s["per_class"]:
+            layers = [r for r in ours.layers if r.op == cls]
+            matched = [r for r in layers if r.name in cycles]
+            a, b = sum(r.cycles for r in matched), sum(cycles[r.name] for r in matched)
+            print(f"| {name} | {d} | {cls} | {len(matched)}/{len(layers)} | {a:,} | {b:,} | "
+                  f"{a / b if b else float('nan'):.2f} |")  # fmt: skip
+
+    for name, d, s, vela, ours, vela_layers in rows:
+        if name != args.per_layer:
+            continue
+        cycles = vela_cycles_by_layer(vela_layers)
+        print(f"\nPer layer, {name} at {d} bytes/cycle:\n")
+        print("| # | layer | op | MACs | ours | Vela | ours / Vela |")
+        print("| ---: | --- | --- | ---: | ---: | ---: | ---: |")
+        for r in ours.layers:
+            v = cycles.get(r.name)
+            ratio = f"{r.cycles / v:.2f}" if v else "-"
+            print(f"| {r.index} | {escape.markdown(r.name[-48:])} | {r.op} | {r.macs:,} | {r.cycles:,} | "
+                  f"{v if v else '-'} | {ratio} |")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
