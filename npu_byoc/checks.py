@@ -16,7 +16,7 @@ import numpy as np
 from . import limits
 from .hwconfig import HwConfig
 from .isa import SHIFT_MAX, SHIFT_MIN
-from .qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QOp, QPool2D, QTensor
+from .qops import QAdd, QConv2D, QFullyConnected, QMean, QOp, QPool2D, QTensor
 from .requant import fc_scale, weighted_requant
 
 Check = Callable[[QOp, HwConfig], "str | None"]
@@ -290,16 +290,6 @@ def add_same_shape(op: QAdd, hw: HwConfig) -> str | None:
     if op.input_a.shape != op.input_b.shape:
         return f"add with broadcasting {op.input_a.shape} + {op.input_b.shape}: NPU adds equal shapes"
     return None
-
-
-def lut_function(op: QLut, hw: HwConfig) -> str | None:
-    """The function has a table in the NPU's LUT unit (sigmoid)."""
-    if op.function not in LUT_FUNCTIONS:
-        return f"{op.function}: the NPU's LUT unit has tables for {', '.join(LUT_FUNCTIONS)}"
-    return None
-
-
-LUT_FUNCTIONS = ("sigmoid",)
 
 
 def _same_q(a: QTensor, b: QTensor) -> bool:

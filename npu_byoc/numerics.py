@@ -313,6 +313,8 @@ def _lut_int8(fn, input_scale, input_zero_point, output_scale, output_zero_point
     transformed = fn(dequant).astype(np.float32)
     scaled = (transformed * inv_out).astype(np.float64)  # float32 product, exact in double
     rounded = np.where(scaled >= 0, np.floor(scaled + 0.5), -np.floor(-scaled + 0.5))
+    # C's float -> int32 of ±inf / NaN / out of range is INT32_MIN on x86 (log(0) = -inf).
+    rounded = np.where(np.isfinite(rounded) & (np.abs(rounded) < 2.0**31), rounded, INT32_MIN)
     q = rounded.astype(np.int64) + int(output_zero_point)
     return np.clip(q, INT8_MIN, INT8_MAX).astype(np.int8)
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import tvm
@@ -29,6 +29,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvm.relax.transform import FusionPattern, PatternCheckContext
 
 from . import checks as C
+from . import lut_ops
 from .hwconfig import DEFAULT_CONFIG, HwConfig
 from .qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QOp, QPool2D, QTensor
 from .uint8 import activations_label, int8_equivalent
@@ -36,6 +37,7 @@ from .relax_utils import NotConstant, const_eval, dtype_of, int_list, op_name, p
 
 PARTITION_LOG_ATTR = "npu_byoc.partition_log"
 LAYER_ATTR = "npu_byoc.layer"  # on each composite: the source operator it offloads
+NUMERICS_ATTR = "npu_byoc.numerics"  # on each composite: whose arithmetic it replicates (lut_ops)
 CODEGEN_NAME = "npu"
 
 
@@ -69,17 +71,29 @@ class NpuPattern:
     checks: tuple[Callable, ...]
     # Silent selector between entries that share conventions (conv2d vs depthwise).
     applies: Callable[[QOp], bool] = field(default=lambda op: True)
+    # The source operator's name for a numerics ("HARD_SWISH"): reasons start with it.
+    subject: Callable[[str], str] | None = None
 
     @property
     def all_checks(self) -> tuple[Callable, ...]:
         return (*self.checks, *C.FINAL)
 
-    def evaluate(self, root, bindings: Mapping, hw: HwConfig = DEFAULT_CONFIG) -> tuple[QOp | None, str | None]:
+    def evaluate(
+        self, root, bindings: Mapping, hw: HwConfig = DEFAULT_CONFIG, numerics: str = lut_ops.DEFAULT_NUMERICS
+    ) -> tuple[QOp | None, str | None]:
         """Extract and check a match: (op, None) if the NPU runs it, else (op or None, reason)."""
+        op, reason = self._evaluate(root, bindings, hw, numerics)
+        if reason and reason != _NOT_MINE and self.subject is not None:
+            reason = f"{self.subject(numerics)}: {reason}"
+        return op, reason
+
+    def _evaluate(self, root, bindings, hw, numerics):
         try:
             op = int8_equivalent(self.extract(root, bindings))
         except Reject as err:
             return None, str(err)
+        if hasattr(op, "numerics"):  # records whose meaning depends on the source runtime
+            op = replace(op, numerics=numerics)
         if not self.applies(op):
             return op, _NOT_MINE
         for check in self.all_checks:
@@ -542,21 +556,66 @@ def _extract_fc(root, bindings) -> QFullyConnected:
     )
 
 
-def _extract_lut(function: str, relax_op: str):
+def _lut_entry(fn: lut_ops.LutFunction) -> NpuPattern:
+    """One function of the LUT registry (npu_byoc.lut_ops) as a table entry."""
+
     def extract(root, bindings) -> QLut:
         tail = _Tail(root, bindings)
-        if op_name(tail.body) != relax_op:
-            raise Reject(f"not a {function}")
-        x_deq = resolve(tail.body.args[0], bindings)
-        inp = _activation(x_deq, bindings, "input", x_deq.args[0])
+        deqs = _dequantize_leaves(tail.body, bindings)
+        try:
+            params = fn.params(tail.body, bindings, tail)
+        except (lut_ops.NotThisFunction, AttributeError, IndexError) as err:
+            raise Reject(f"not a {fn.name}: {err}") from None
+        x = deqs[0].args[0]
+        inp = _activation(deqs[0], bindings, "input", x)
+        for d in deqs[1:]:
+            if not d.args[0].same_as(x) or _activation(d, bindings, "input", x) != inp:
+                raise Reject(f"the {fn.name} form reads two different tensors")
         out = tail.output(bindings)
         lo, hi = tail.clamp(out, bindings)
         return QLut(
-            function=function, input=inp, output=out, act_min=lo, act_max=hi, convention="qdq",
-            operands=(x_deq.args[0],),
+            function=fn.name, input=inp, output=out, act_min=lo, act_max=hi, convention="qdq",
+            params=tuple(sorted(params.items())), operands=(x,),
         )
 
-    return extract
+    conventions = tuple(
+        Convention(f"{form.name}{tail}", form.source, pat, form.text + tail_form)
+        for form in fn.forms
+        for tail, pat, tail_form in _requant_tail(form.build(_deq))
+    )
+    return NpuPattern(
+        name=f"npu.{fn.name}",
+        summary=fn.summary,
+        anchor_ops=tuple(sorted({a for form in fn.forms for a in form.anchor_ops})),
+        conventions=conventions,
+        extract=extract,
+        checks=(*C.COMMON, lut_ops.int8_to_int8, lut_ops.has_table, *fn.checks),
+        applies=fn.applies,
+        subject=fn.op_name,
+    )
+
+
+def _is_constant(expr, bindings) -> bool:
+    try:
+        const_eval(expr, bindings)
+    except NotConstant:
+        return False
+    return True
+
+
+def _dequantize_leaves(body, bindings) -> list:
+    """The dequantize calls a float body reads (each use of x has its own copy)."""
+    out, stack = [], [body]
+    while stack:
+        e = resolve(stack.pop(), bindings)
+        if op_name(e) == "relax.dequantize":
+            if not _is_constant(e.args[0], bindings):  # a constant operand is a parameter
+                out.append(e)
+        elif isinstance(e, relax.Call):
+            stack.extend(e.args)
+    if not out:
+        raise Reject("no quantized input")
+    return out
 
 
 def _pool_from_call(kind, pool, inp, out, lo, hi, convention, x) -> QPool2D:
@@ -759,14 +818,6 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
         checks=(*C.COMMON, *C.WEIGHTED, C.fc_features),
     ),
     NpuPattern(
-        name="npu.sigmoid",
-        summary="int8 sigmoid through a 256-entry lookup table",
-        anchor_ops=("relax.sigmoid",),
-        conventions=tuple(_qdq_unary(lambda x: is_op("relax.sigmoid")(x), "dequantize(x) → sigmoid")),
-        extract=_extract_lut("sigmoid", "relax.sigmoid"),
-        checks=(*C.COMMON, C.lut_function),
-    ),
-    NpuPattern(
         name="npu.avg_pool2d",
         summary="average pooling, dividing by the valid (non-padded) element count with rounding",
         anchor_ops=("relax.nn.avg_pool2d",),
@@ -803,6 +854,7 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
         extract=_extract_add,
         checks=(*C.COMMON, C.add_same_shape, C.add_rescale_in_range),
     ),
+    *(_lut_entry(fn) for fn in lut_ops.FUNCTIONS.values()),
 )
 
 PATTERNS_BY_NAME = {p.name: p for p in PATTERN_TABLE}
@@ -827,8 +879,9 @@ class Decision:
 
 
 class _Recorder:
-    def __init__(self, hw: HwConfig, denied: Mapping | None = None):
+    def __init__(self, hw: HwConfig, denied: Mapping | None = None, numerics: str = lut_ops.DEFAULT_NUMERICS):
         self.hw = hw
+        self.numerics = numerics
         self.decisions: list[Decision] = []
         self._seen: set = set()
         self._last_layer: str | None = None
@@ -849,13 +902,13 @@ class _Recorder:
             unique, k = f"{name}#{k}", k + 1
         self._layers.add(unique)
         self.layer_keys[unique] = self._last_key
-        return {LAYER_ATTR: unique}
+        return {LAYER_ATTR: unique, NUMERICS_ATTR: self.numerics}
 
     def check_fn(self, entry: NpuPattern, convention: Convention):
         def check(ctx: PatternCheckContext) -> bool:
             bindings = dict(ctx.matched_bindings)
             root_var = ctx.value_to_bound_var.get(ctx.matched_expr) if ctx.value_to_bound_var else None
-            op, reason = entry.evaluate(ctx.matched_expr, bindings, self.hw)
+            op, reason = entry.evaluate(ctx.matched_expr, bindings, self.hw, self.numerics)
             if reason == _NOT_MINE:
                 return False
             from .frontend import source_op_of
@@ -979,13 +1032,16 @@ def partition_for_npu(
         raise ValueError(f"unknown NPU operation(s) {sorted(unknown)}; known: {sorted(PATTERNS_BY_NAME)}")
     table = [p for p in PATTERN_TABLE if p.name not in exclude]
     from .fallback import partition_until_lowerable
+    from .frontend import model_info
 
-    return partition_until_lowerable(mod, lambda denied: _partition_once(mod, table, hw, denied), hw)
+    info = model_info(mod)
+    numerics = lut_ops.numerics_for(info.format if info else None)
+    return partition_until_lowerable(mod, lambda denied: _partition_once(mod, table, hw, denied, numerics), hw)
 
 
-def _partition_once(mod: tvm.IRModule, table: list[NpuPattern], hw: HwConfig, denied: Mapping):
+def _partition_once(mod: tvm.IRModule, table: list[NpuPattern], hw: HwConfig, denied: Mapping, numerics: str):
     """One partitioning with the matches in ``denied`` kept on the CPU: (module, recorder)."""
-    recorder = _Recorder(hw, denied)
+    recorder = _Recorder(hw, denied, numerics)
     seq = tvm.transform.Sequential(
         [
             relax.transform.FuseOpsByPattern(
@@ -1099,7 +1155,8 @@ def extract_composite(composite: relax.Function, hw: HwConfig = DEFAULT_CONFIG) 
     entry = PATTERNS_BY_NAME[name]
     bindings = {b.var: b.value for block in composite.body.blocks for b in block.bindings}
     root = composite.body.body
-    op, reason = entry.evaluate(root, bindings, hw)
+    numerics = str(composite.attrs[NUMERICS_ATTR]) if NUMERICS_ATTR in composite.attrs else lut_ops.DEFAULT_NUMERICS
+    op, reason = entry.evaluate(root, bindings, hw, numerics)
     if op is None or (reason and reason != _NOT_MINE):
         raise Reject(reason or f"{name}: extraction failed")
     return op

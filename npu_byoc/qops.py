@@ -188,12 +188,14 @@ class QAdd:
 class QLut:
     """An elementwise function of one int8 input, computed through a 256-entry table."""
 
-    function: str  # "sigmoid"
+    function: str  # a key of npu_byoc.lut_ops.FUNCTIONS ("sigmoid", "hard_swish", ...)
     input: QTensor
     output: QTensor
     act_min: int
     act_max: int
     convention: str = ""
+    params: tuple = ()  # the function's parameters as sorted (name, value) pairs (alpha, ...)
+    numerics: str = "tflite"  # whose arithmetic the table replicates (npu_byoc.lut_ops.NUMERICS)
     # The Relax expressions of the quantized inputs, in the order of the record's inputs
     # (lowering maps them to the composite's arguments). Not part of the op's meaning.
     operands: tuple = field(default=(), compare=False, repr=False)

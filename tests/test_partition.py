@@ -29,6 +29,8 @@ EXPECTED_CONVENTIONS = {
         ("npu.depthwise_conv2d", "qdq+bias+clip"),  # per-channel weights through dequantize -> reshape
         ("npu.fully_connected", "qdq+bias"),  # dequantize(permute_dims(W))
         ("npu.sigmoid", "qdq"),
+        ("npu.tanh", "qdq"),
+        ("npu.requantize", "qdq"),  # QUANTIZE int8 -> int8 before CONCATENATION
         ("npu.avg_pool2d", "cast-wrapped"),
         ("npu.max_pool2d", "integer"),
         ("npu.mean", "qdq"),
@@ -39,6 +41,7 @@ EXPECTED_CONVENTIONS = {
         ("npu.depthwise_conv2d", "qdq+bias"),
         ("npu.fully_connected", "qdq+bias"),  # permute_dims(dequantize(W))
         ("npu.sigmoid", "qdq"),
+        ("npu.tanh", "qdq"),
         ("npu.avg_pool2d", "qdq"),
         ("npu.max_pool2d", "qdq"),
         ("npu.mean", "qdq"),  # GlobalAveragePool

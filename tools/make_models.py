@@ -22,7 +22,7 @@ Options::
                      tiny_cnn_qdq, resnet_small_int8, densenet_small_int8,
                      mobilenet_v1_batch_none_int8, ds_cnn_int8, op_<op>_int8, ops_uint8,
                      tiny_cnn_qdq_u8s8, tiny_cnn_uint8, qop_cnn_s8s8, qop_cnn_u8s8, qop_ops,
-                     autoencoder_int8, batch2_mean_int8
+                     autoencoder_int8, batch2_mean_int8, lut_ops_qdq, mobilenet_v3_small_int8
     --no-data-copy   do not copy the demo models to npu_byoc/data/
     --skip-build     with --verify-tvm: check the existing files only
     --verify-tvm     import every model in TVM (Relax frontends), dump the Relax script to
@@ -70,6 +70,17 @@ resize_nearest_neighbor, pack, tile, gather, shape)
     (outputs: the first half, then the second). SQUEEZE (batch and width open) and SHAPE
     (batch open) keep their op only with open dimensions. TILE's references use LiteRT's
     builtin kernels without delegates (its reference resolver has no int8 TILE).
+``op_<op>_int8.tflite`` (logistic, tanh, exp, hard_swish, leaky_relu, elu, neg, sin, square, sqrt, log,
+add_scalar, sub_scalar, mul_scalar, abs, relu, relu6, relu_n1_to_1, quantize)
+    One int8 -> int8 elementwise op (the NPU's LUT unit) on the int8 input and after a
+    quantized 1x1 CONV_2D; reference sample 0 holds each of the 256 int8 input values once.
+    QUANTIZE int8 -> int8 appears where CONCATENATION joins LOGISTIC's and TANH's fixed output
+    scales. ELU, NEG, SIN and SQUARE stay float in the converter (DEQUANTIZE -> op -> QUANTIZE); LiteRT's
+    reference resolver has no ELU: its references use the builtin kernels.
+``lut_ops_qdq.onnx``
+    Hand-written ONNX QDQ branches (chosen scales): Sigmoid, Tanh, HardSwish, LeakyRelu, Abs,
+    Exp, Relu, Clip, Elu and a bare DequantizeLinear -> QuantizeLinear requantize; references
+    from onnxruntime with graph optimizations disabled.
 ``ops_uint8.tflite``
     uint8 PAD, PADV2, TRANSPOSE, STRIDED_SLICE, RESIZE_NEAREST_NEIGHBOR, GATHER, PACK made
     with the legacy converter (fake-quant graph, inference_type uint8).
@@ -307,12 +318,15 @@ def calibrate_bn(model, calib: np.ndarray):
 
 
 def convert_int8(model, calib: np.ndarray, per_channel_dense: bool = False) -> bytes:
-    """Full-integer TFLite conversion (int8 in/out) of a Keras model with a batch-1 input.
-    ``per_channel_dense``: per-channel FULLY_CONNECTED weights (the converter's default for
-    dense layers is per-tensor)."""
+    """Full-integer TFLite conversion (int8 in/out) of a Keras model or a tf.function with a
+    batch-1 input. ``per_channel_dense``: per-channel FULLY_CONNECTED weights (the
+    converter's default for dense layers is per-tensor)."""
     import tensorflow as tf
 
-    conv = tf.lite.TFLiteConverter.from_keras_model(model)
+    if isinstance(model, tf.types.experimental.GenericFunction):
+        conv = tf.lite.TFLiteConverter.from_concrete_functions([model.get_concrete_function()], model)
+    else:
+        conv = tf.lite.TFLiteConverter.from_keras_model(model)
     if per_channel_dense:
         conv._experimental_disable_per_channel_quantization_for_dense_layers = False
     return quantized_int8(conv, [calib[i : i + 1] for i in range(len(calib))])
@@ -449,6 +463,26 @@ def build_mobilenet_v2(out: Path):
     path.write_bytes(convert_int8(model, calib))
     meta = {"model": "keras.applications.MobileNetV2", "alpha": alpha, "input_shape": [1, *shape],
             "classes": 10, "train_accuracy": round(acc, 4), **_common_meta()}
+    tflite_references(path, nhwc_batch(REF_SEEDS, *shape), meta)
+    return path
+
+
+def build_mobilenet_v3_small(out: Path):
+    """keras.applications.MobileNetV3Small (alpha 0.75, 96x96, random weights, BN calibrated):
+    19 HARD_SWISH and the squeeze-excite MULs between its convs — the LUT glue fixture."""
+    import keras
+
+    _set_seeds()
+    shape, alpha = (96, 96, 3), 0.75
+    model = keras.applications.MobileNetV3Small(
+        alpha=alpha, weights=None, classes=10, include_preprocessing=False,
+        input_tensor=keras.Input(shape=shape, batch_size=1, name="input"))
+    calib = nhwc_batch(CALIB_SEEDS, *shape)
+    calibrate_bn(model, calib)
+    path = out / "mobilenet_v3_small_int8.tflite"
+    path.write_bytes(convert_int8(model, calib))
+    meta = {"model": "keras.applications.MobileNetV3Small (random weights)", "alpha": alpha,
+            "input_shape": [1, *shape], "classes": 10, **_common_meta()}
     tflite_references(path, nhwc_batch(REF_SEEDS, *shape), meta)
     return path
 
@@ -736,18 +770,8 @@ def build_op_model(op: str, out: Path):
     shape = tuple(8 if d is None else d for d in shape)  # the data's shape
     calib = nhwc_batch(CALIB_SEEDS, *shape)
 
-    def rep():
-        for i in range(len(calib)):
-            yield [calib[i : i + 1]]
-
-    conv = tf.lite.TFLiteConverter.from_concrete_functions([f.get_concrete_function()], f)
-    conv.optimizations = [tf.lite.Optimize.DEFAULT]
-    conv.representative_dataset = rep
-    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
-    conv.inference_input_type = tf.int8
-    conv.inference_output_type = tf.int8
     path = out / f"op_{op}_int8.tflite"
-    path.write_bytes(conv.convert())
+    path.write_bytes(convert_int8(f, calib))
     meta = {"model": f"single-op {op.upper()} after a quantized CONV_2D (tools/make_models.py)",
             "input_shape": [batch, *shape], **_common_meta()}
     tflite_references(path, nhwc_batch(REF_SEEDS, *shape), meta)
@@ -797,6 +821,67 @@ def build_ops_uint8(out: Path):
             "input_shape": [1, 8, 8, 4], **_common_meta()}
     tflite_references(path, nhwc_batch(REF_SEEDS, 8, 8, 4), meta)
     return path
+
+
+def _lut_op_models():
+    """int8 -> int8 elementwise ops (the NPU's LUT unit): op -> (body, input range). The range
+    is the calibration data's, so the int8 input spans the op's interesting region."""
+    import tensorflow as tf
+
+    return {
+        "logistic": (tf.nn.sigmoid, 6.0),
+        "tanh": (tf.nn.tanh, 3.0),
+        "hard_swish": (lambda y: y * tf.nn.relu6(y + 3.0) / 6.0, 5.0),
+        "leaky_relu": (lambda y: tf.nn.leaky_relu(y, 0.2), 2.0),
+        "relu": (tf.nn.relu, 2.0),
+        "relu6": (tf.nn.relu6, 8.0),
+        "relu_n1_to_1": (lambda y: tf.clip_by_value(y, -1.0, 1.0), 2.0),
+        "abs": (tf.abs, 2.0),
+        "exp": (tf.exp, 2.0),
+        "elu": (tf.nn.elu, 3.0),  # kept in float by the converter: DEQUANTIZE -> ELU -> QUANTIZE
+        "neg": (tf.negative, 2.0),  # kept in float too
+        "sin": (tf.math.sin, 3.0),  # kept in float too
+        "square": (tf.math.square, 2.0),  # kept in float too
+        # a scalar constant operand: on the model input the converter folds these into the
+        # input's quantization, so only the op after the conv remains
+        "add_scalar": (lambda y: y + 0.75, 2.0),
+        "sub_scalar": (lambda y: y - 0.6, 2.0),
+        "mul_scalar": (lambda y: y * 0.37, 2.0),
+        "sqrt": (lambda y: tf.math.sqrt(tf.abs(y)), 2.0),  # ABS -> SQRT: two LUTs
+        # LOG needs positive inputs: ABS, then an ADD of a constant (on the CPU), then LOG
+        "log": (lambda y: tf.math.log(tf.abs(y) + 0.05), 2.0),
+        # CONCATENATION needs one scale: LOGISTIC's and TANH's fixed output scales are
+        # requantized by int8 -> int8 QUANTIZE ops.
+        "quantize": (lambda y: tf.concat([tf.nn.sigmoid(y), tf.nn.tanh(y)], axis=3), 4.0),
+    }
+
+
+def build_lut_op_model(op: str, out: Path):
+    """One int8 elementwise op on the int8 input and on a quantized 1x1 CONV_2D's output; the
+    reference inputs start with a sample holding each of the 256 int8 values once."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    _set_seeds()
+    body, span = _lut_op_models()[op]
+    shape = (8, 8, 4)  # 256 elements
+    f = _op_model(body, shape)
+    calib = span * nhwc_batch(CALIB_SEEDS, *shape)
+
+    path = out / f"op_{op}_int8.tflite"
+    path.write_bytes(convert_int8(f, calib))
+    scale, zp = Interpreter(model_path=str(path)).get_input_details()[0]["quantization"]
+    levels = np.random.default_rng(SEED).permutation(np.arange(-128, 128))
+    sweep = (scale * (levels - zp)).astype(np.float32).reshape(1, *shape)
+    meta = {"model": f"single-op {op.upper()} on the input and after a quantized CONV_2D "
+                     "(tools/make_models.py); sample 0 holds all 256 int8 input values",
+            "input_shape": [1, *shape], **_common_meta(), "input_range": [-span, span]}
+    tflite_references(path, np.concatenate([sweep, span * nhwc_batch(REF_SEEDS, *shape)]), meta)
+    return path
+
+
+LUT_OP_MODELS = tuple(f"op_{op}_int8" for op in (
+    "logistic", "tanh", "hard_swish", "leaky_relu", "relu", "relu6", "relu_n1_to_1", "abs", "exp",
+    "elu", "neg", "sin", "square", "sqrt", "log", "add_scalar", "sub_scalar", "mul_scalar", "quantize"))
 
 
 def _tiny_cnn_uint8_graph(x, fq, fqw):
@@ -1409,6 +1494,83 @@ def build_qop_ops(out: Path):
                                           "reference": ref, "versions": _versions()}, sort_keys=True))
     save_npz(out / "qop_ops.npz", arrays)
     print(f"  reference: {ref}")
+
+# Hand-written QDQ branches of lut_ops_qdq.onnx: (ONNX op, attributes, output scale, zero point).
+LUT_QDQ_INPUT = (0.05, -3)  # x in [-6.25, 6.5]
+LUT_QDQ_BRANCHES = (
+    ("Sigmoid", {}, 1.0 / 256, -128),
+    ("Tanh", {}, 1.0 / 128, 0),
+    ("HardSwish", {}, 0.03, -100),
+    ("LeakyRelu", {"alpha": 0.1}, 0.04, -30),
+    ("Abs", {}, 0.03, -128),
+    ("Exp", {}, 3.0, -128),
+    ("Relu", {}, 0.03, -128),
+    ("Clip", {"min": 0.0, "max": 6.0}, 6.0 / 255, -128),
+    ("Elu", {"alpha": 1.0}, 0.03, -90),
+    ("Identity", {}, 0.08, 10),  # DequantizeLinear -> QuantizeLinear: a requantize
+)
+
+
+def build_lut_ops_qdq(out: Path):
+    """Every int8 -> int8 unary function in ONNX QDQ form, written by hand (chosen scales, no
+    quantizer): x -> QuantizeLinear -> DequantizeLinear -> op -> QuantizeLinear ->
+    DequantizeLinear, one branch per op. Sample 0 holds each of the 256 int8 inputs once.
+    References: onnxruntime (graph optimizations disabled)."""
+    import onnx
+    import onnxruntime
+    from onnx import TensorProto, helper
+
+    s_in, zp_in = LUT_QDQ_INPUT
+    inits = [helper.make_tensor("s_in", TensorProto.FLOAT, [], [s_in]),
+             helper.make_tensor("zp_in", TensorProto.INT8, [], [zp_in])]
+    nodes = [helper.make_node("QuantizeLinear", ["input", "s_in", "zp_in"], ["x_q"]),
+             helper.make_node("DequantizeLinear", ["x_q", "s_in", "zp_in"], ["x"])]
+    outputs = []
+    for k, (op, attrs, s_out, zp_out) in enumerate(LUT_QDQ_BRANCHES):
+        inits += [helper.make_tensor(f"s_{k}", TensorProto.FLOAT, [], [s_out]),
+                  helper.make_tensor(f"zp_{k}", TensorProto.INT8, [], [zp_out])]
+        if op == "Identity":
+            y = "x"
+        elif op == "Clip":
+            inits += [helper.make_tensor(f"lo_{k}", TensorProto.FLOAT, [], [attrs["min"]]),
+                      helper.make_tensor(f"hi_{k}", TensorProto.FLOAT, [], [attrs["max"]])]
+            y = f"y_{k}"
+            nodes.append(helper.make_node("Clip", ["x", f"lo_{k}", f"hi_{k}"], [y]))
+        else:
+            y = f"y_{k}"
+            nodes.append(helper.make_node(op, ["x"], [y], **attrs))
+        nodes += [helper.make_node("QuantizeLinear", [y, f"s_{k}", f"zp_{k}"], [f"q_{k}"]),
+                  helper.make_node("DequantizeLinear", [f"q_{k}", f"s_{k}", f"zp_{k}"], [f"output_{k}"])]
+        outputs.append(helper.make_tensor_value_info(f"output_{k}", TensorProto.FLOAT, [1, 256]))
+    graph = helper.make_graph(nodes, "lut_ops_qdq",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 256])],
+                              outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    path = out / "lut_ops_qdq.onnx"
+    path.write_bytes(model.SerializeToString())
+
+    levels = np.random.default_rng(SEED).permutation(np.arange(-128, 128))
+    sweep = (np.float32(s_in) * (levels - zp_in).astype(np.float32)).reshape(1, 256)
+    rng = np.random.default_rng(SEED + 1)
+    x = np.concatenate([sweep, rng.uniform(-7, 7, (2, 256)).astype(np.float32)])
+    sess = _ort_session(str(path))
+    outs = [np.concatenate(r) for r in zip(*(sess.run(None, {"input": x[i:i + 1]}) for i in range(len(x))))]
+    ref = f"onnxruntime {onnxruntime.__version__} CPU (graph optimizations disabled)"
+    meta = {"model": "hand-written ONNX QDQ unary ops (tools/make_models.py); sample 0 holds all "
+                     "256 int8 input values", "input": {"scale": s_in, "zero_point": zp_in},
+            "outputs": [{"name": f"output_{k}", "op": op, "attrs": attrs, "scale": so, "zero_point": zo}
+                        for k, (op, attrs, so, zo) in enumerate(LUT_QDQ_BRANCHES)],
+            "reference": ref, "versions": _versions()}
+    arrays = {"input_0": x, **{f"output_{k}": o for k, o in enumerate(outs)}}
+    arrays["reference"] = np.array(ref)
+    arrays["meta"] = np.array(json.dumps(meta, sort_keys=True))
+    save_npz(out / "lut_ops_qdq.npz", arrays)
+    print(f"  reference: {ref}")
+    for k, o in enumerate(outs):
+        _, _, so, zo = LUT_QDQ_BRANCHES[k]
+        summarize(f"output_{k} {LUT_QDQ_BRANCHES[k][0]}", np.round(o / so) + zo)
     return path
 
 
@@ -1431,6 +1593,9 @@ BUILDERS = {
     "mobilenet_v1_batch_none_int8": build_mobilenet_v1_batch_none,
     "ds_cnn_int8": build_ds_cnn,
     **{name: (lambda out, op=name[3:-5]: build_op_model(op, out)) for name in TFLITE_OP_MODELS},
+    **{name: (lambda out, op=name[3:-5]: build_lut_op_model(op, out)) for name in LUT_OP_MODELS},
+    "lut_ops_qdq": build_lut_ops_qdq,
+    "mobilenet_v3_small_int8": build_mobilenet_v3_small,
     "ops_uint8": build_ops_uint8,
     "tiny_cnn_uint8": build_tiny_cnn_uint8,
     "qop_cnn_s8s8": lambda out: build_qop_cnn(out, "qop_cnn_s8s8", "QInt8"),

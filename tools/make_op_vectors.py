@@ -32,7 +32,8 @@ Layout of ``<op>.npz``
       ``depth_multiplier`` (depthwise only).
     - fully_connected: ``weights`` int8 [C_out, C_in], ``weight_scales`` (1 value when
       per-tensor), ``bias``, ``bias_scales``.
-    - logistic / tanh: input is every int8 value once (-128..127).
+    - logistic / tanh / hard_swish / leaky_relu / abs / exp: input is every int8 value once
+      (-128..127); leaky_relu also ``alpha`` (float32).
     - avg_pool / max_pool: ``filter`` int32 [2], ``stride`` int32 [2], ``padding``.
     - mean: ``axes`` int32 [k], ``keep_dims`` bool.
     - add: ``input2``, ``input2_scale``, ``input2_zero_point``.
@@ -398,7 +399,7 @@ def build_fully_connected(seed=30):
     return cases
 
 
-def _build_table_op(fn, op_name, ranges, seed):
+def _build_table_op(fn, op_name, ranges, seed, extra=None):
     tf = _tf()
     cases = []
     for i, rng_in in enumerate(ranges):
@@ -409,8 +410,46 @@ def _build_table_op(fn, op_name, ranges, seed):
         model = convert_int8(f, [spec], [rng_in], seed + i)
         x = np.arange(-128, 128, dtype=np.int64).astype(np.int8).reshape(1, 256)
         ref = run_reference(model, op_name, [x])
-        cases.append(activation_fields(ref, [x]))
+        cases.append({**activation_fields(ref, [x]), **(extra or {})})
     return cases
+
+
+# Ranges chosen to reach every branch of the integer kernels: HARD_SWISH's reluish multiplier
+# with a left shift (wide inputs) and with a right shift (inputs within about ±0.75).
+def build_hard_swish(seed=90):
+    tf = _tf()
+    return _build_table_op(lambda x: x * tf.nn.relu6(x + 3.0) / 6.0, "HARD_SWISH",
+                           [(-6.0, 6.0), (-0.4, 0.6), (-40.0, 50.0), (-3.0, 1.0), (-1.5, 8.0)], seed)
+
+
+def build_leaky_relu(seed=95):
+    tf = _tf()
+    cases = []
+    for k, (alpha, rng_in) in enumerate([(0.2, (-2.0, 2.0)), (0.01, (-5.0, 3.0)), (0.5, (-1.0, 0.3)),
+                                         (1.5, (-1.0, 1.0))]):
+        cases += _build_table_op(lambda x, a=alpha: tf.nn.leaky_relu(x, a), "LEAKY_RELU", [rng_in],
+                                 seed + k, {"alpha": np.float32(alpha)})
+    return cases
+
+
+def build_abs(seed=100):
+    tf = _tf()
+    return _build_table_op(tf.abs, "ABS", [(-2.0, 2.0), (-1.0, 3.0), (-0.2, 0.1)], seed)
+
+
+def build_log(seed=110):
+    tf = _tf()
+    return _build_table_op(tf.math.log, "LOG", [(0.05, 4.0), (0.5, 30.0), (0.0, 1.0)], seed)
+
+
+def build_sqrt(seed=115):
+    tf = _tf()
+    return _build_table_op(tf.math.sqrt, "SQRT", [(0.0, 4.0), (0.0, 50.0), (0.2, 1.0)], seed)
+
+
+def build_exp(seed=105):
+    tf = _tf()
+    return _build_table_op(tf.exp, "EXP", [(-4.0, 2.0), (-1.0, 1.0), (-8.0, 0.0)], seed)
 
 
 def build_logistic(seed=40):
@@ -560,6 +599,12 @@ BUILDERS = {
     "fully_connected": build_fully_connected,
     "logistic": build_logistic,
     "tanh": build_tanh,
+    "hard_swish": build_hard_swish,
+    "leaky_relu": build_leaky_relu,
+    "abs": build_abs,
+    "exp": build_exp,
+    "log": build_log,
+    "sqrt": build_sqrt,
     "avg_pool": build_avg_pool,
     "max_pool": build_max_pool,
     "mean": build_mean,

@@ -16,7 +16,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from .. import limits
+from .. import limits, lut_ops
 from .. import numerics as nx
 from ..errors import LoweringError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
@@ -192,14 +192,8 @@ def _lower_add(name: str, op: QAdd, ifms: list[TensorRef], ofm: TensorRef) -> Np
     )
 
 
-_LUT_BUILDERS = {"sigmoid": nx.sigmoid_lut}
-
-
 def _lower_lut(name: str, op: QLut, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
-    build = _LUT_BUILDERS[op.function]
-    table = build(op.input.scale, op.input.zero_point, op.output.scale, op.output.zero_point)
-    table = np.clip(table.astype(np.int32), op.act_min, op.act_max).astype(np.int8)
-    return Lut(name=name, function=op.function, ifm=ifms[0], ofm=ofm, table=table)
+    return Lut(name=name, function=op.function, ifm=ifms[0], ofm=ofm, table=lut_ops.table(op))
 
 
 LOWERINGS: dict[type, Callable[[str, QOp, list[TensorRef], TensorRef], NpuOp]] = {
