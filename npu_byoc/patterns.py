@@ -842,7 +842,7 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
         anchor_ops=("relax.mean",),
         conventions=_mean_conventions(),
         extract=_extract_mean,
-        checks=(*C.COMMON, C.mean_spatial, C.mean_requant_in_range),
+        checks=(*C.COMMON, C.mean_spatial),
     ),
     NpuPattern(
         name="npu.add",
@@ -852,7 +852,7 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
             _qdq_unary(lambda x: is_op("relax.add")(x, _deq()), "dequantize(a), dequantize(b) → add")
         ),
         extract=_extract_add,
-        checks=(*C.COMMON, C.add_same_shape, C.add_rescale_in_range),
+        checks=(*C.COMMON, C.add_same_shape),
     ),
     *(_lut_entry(fn) for fn in lut_ops.FUNCTIONS.values()),
 )
