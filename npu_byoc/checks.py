@@ -168,7 +168,9 @@ def conv_padding(op: QConv2D, hw: HwConfig) -> str | None:
     kh, kw = op.kernel
     t, l, b, r = op.padding
     if max(t, b) >= kh or max(l, r) >= kw:
-        return f"conv2d padding {op.padding} with a {kh}x{kw} kernel: NPU pads less than the kernel size"
+        folded = getattr(op, "folded_pad", None)
+        why = f" (with the PAD {folded} folded in: the PAD stays on the CPU)" if folded else ""
+        return f"conv2d padding {op.padding} with a {kh}x{kw} kernel{why}: NPU pads less than the kernel size"
     return None
 
 

@@ -150,19 +150,26 @@ def _requant_tail(body: DFPattern) -> list[tuple[str, DFPattern, str]]:
     return [("+clip", _int_clip(q), " → [nn.relu | clip] → quantize → clip"), ("", q, " → [nn.relu | clip] → quantize")]
 
 
-def _qdq_weighted(core_op: str) -> list[Convention]:
-    """conv2d / matmul in the QDQ form of TFLite and ONNX, with and without bias."""
+def _pad(x: DFPattern) -> DFPattern:
+    """A constant spatial pad (TFLite PAD / PADV2, keras ZeroPadding2D) folded into its consumer."""
+    return is_op("relax.nn.pad")(x)
+
+
+def _qdq_weighted(core_op: str, padded: bool = False) -> list[Convention]:
+    """conv2d / matmul in the QDQ form of TFLite and ONNX, with and without bias; ``padded``:
+    the input is an int8 nn.pad (filled with the zero point) folded into the conv's padding."""
     out = []
     short = core_op.removeprefix("relax.")
+    pad_name, pad_form = ("+pad", "nn.pad(x, fill=z_x) → ") if padded else ("", "")
     for bias_name, with_bias in (("+bias", True), ("", False)):
         weight = _layout_chain(_deq(_layout_chain(wildcard())))
-        core = is_op(core_op)(_deq(), weight)
+        core = is_op(core_op)(_deq(_pad(wildcard()) if padded else None), weight)
         body = _with_bias(core, _layout_chain(_deq())) if with_bias else core
-        form = f"dequantize(x), [reshape | permute_dims](dequantize(W, axis=out-channel)) → {short}"
+        form = f"{pad_form}dequantize(x), [reshape | permute_dims](dequantize(W, axis=out-channel)) → {short}"
         if with_bias:
             form += " → add([reshape](dequantize(int32 bias, scale=s_x·s_w)))"
         for tail_name, pat, tail_form in _requant_tail(body):
-            out.append(Convention(f"qdq{bias_name}{tail_name}", "TFLite, ONNX QDQ", pat, form + tail_form))
+            out.append(Convention(f"qdq{pad_name}{bias_name}{tail_name}", "TFLite, ONNX QDQ", pat, form + tail_form))
     return out
 
 
@@ -448,6 +455,34 @@ def _int32_operands(core, bindings):
     return x, zp, _zp_weight(core.args[1], bindings), ZP_SUBTRACT
 
 
+def _unpad(x, bindings, layout: str, fill: int, consumer: str):
+    """``x`` or, if it is a constant spatial nn.pad filled with ``fill``, the pad's input and
+    its (top, left, bottom, right) widths: the consumer pads by that much more instead."""
+    pad = resolve(x, bindings)
+    if op_name(pad) != "relax.nn.pad":
+        return x, None
+    a = pad.attrs
+    widths = int_list(a.pad_width)
+    rank = len(widths) // 2
+    spatial = (1, 2) if layout == "NHWC" else (2, 3)
+    if str(a.pad_mode) != "constant":
+        raise Reject(f"PAD mode {a.pad_mode} before {consumer}: only a constant pad folds into its padding")
+    if rank != 4 or any(widths[2 * k] or widths[2 * k + 1] for k in range(rank) if k not in spatial):
+        raise Reject(f"PAD widths {widths} before {consumer}: only padding of the spatial axes (H, W) folds into it")
+    if min(widths) < 0:
+        raise Reject(f"PAD widths {widths} before {consumer}: negative widths (cropping) do not fold")
+    if float(a.pad_value) != fill:
+        raise Reject(f"PAD fill {float(a.pad_value):g} before {consumer}: only a pad filled with {fill} "
+                     "(the input's zero point for a conv, int8's minimum for a max pool) folds into it")
+    (h, w) = spatial
+    return pad.args[0], (widths[2 * h], widths[2 * w], widths[2 * h + 1], widths[2 * w + 1])
+
+
+def _add_padding(padding, folded) -> tuple[int, ...]:
+    """The op's own (top, left, bottom, right) padding plus a folded pad's."""
+    return tuple(padding) if folded is None else tuple(int(p) + int(f) for p, f in zip(padding, folded))
+
+
 # ---------------------------------------------------------------------------------------------
 # Extraction per NPU operation
 
@@ -476,6 +511,8 @@ def _extract_conv2d(root, bindings) -> QConv2D:
         x_deq = resolve(conv.args[0], bindings)
         x = x_deq.args[0]
         inp = _activation(x_deq, bindings, "input", x)
+        x, folded_pad = _unpad(x, bindings, layout, inp.zero_point, "conv2d")
+        inp = replace(inp, shape=shape_of(x))
         w, w_scale, w_zp, per_tensor = _weights(conv.args[1], bindings, kernel_layout)
         convention = "qdq"
     oc = w.shape[0]
@@ -497,7 +534,7 @@ def _extract_conv2d(root, bindings) -> QConv2D:
         weight_zero_point=w_zp,
         bias=bias,
         strides=int_list(attrs.strides),
-        padding=int_list(attrs.padding),
+        padding=_add_padding(int_list(attrs.padding), None if int32_form else folded_pad),
         dilation=int_list(attrs.dilation),
         groups=int(attrs.groups),
         act_min=act_min,
@@ -505,6 +542,7 @@ def _extract_conv2d(root, bindings) -> QConv2D:
         convention=convention,
         operands=(x,),
         weight_per_tensor=per_tensor,
+        folded_pad=None if int32_form else folded_pad,
     )
 
 
@@ -670,16 +708,22 @@ def _extract_pool(kind: str):
             raise Reject(f"not a {kind}_pool2d")
         x = resolve(pool.args[0], bindings)
         convention = "integer"
+        folded = None
         if op_name(x) == "relax.astype":
             x = x.args[0]
             convention = "cast-wrapped"
+        elif kind == "max" and op_name(x) == "relax.nn.pad":
+            # a pad filled with the dtype's minimum never wins a max: it is max-pool padding
+            lowest = _DTYPE_RANGE.get(dtype_of(x), (-128, 127))[0]
+            x, folded = _unpad(x, bindings, str(pool.attrs.layout), lowest, "max_pool2d")
         inp = _carried(x)
         out = _carried(root)
         lo, hi = _DTYPE_RANGE.get(out.dtype, (-128, 127))
         if int_clip is not None:
             lo = max(lo, int(np.ceil(float(prim_value(int_clip.args[1])))))
             hi = min(hi, int(np.floor(float(prim_value(int_clip.args[2])))))
-        return _pool_from_call(kind, pool, inp, out, lo, hi, convention, x)
+        op = _pool_from_call(kind, pool, inp, out, lo, hi, convention, x)
+        return op if folded is None else replace(op, padding=_add_padding(op.padding, folded))
 
     return extract
 
@@ -755,7 +799,8 @@ def _is_depthwise(op: QConv2D) -> bool:
 
 _CONV_CHECKS = (*C.COMMON, *C.WEIGHTED, C.conv_groups, C.conv_kernel, C.conv_stride, C.conv_dilation, C.conv_padding, C.conv_channels)
 
-_CONV_CONVENTIONS = tuple(_qdq_weighted("relax.nn.conv2d") + _zp_weighted("relax.nn.conv2d")
+_CONV_CONVENTIONS = tuple(_qdq_weighted("relax.nn.conv2d", padded=True)
+                          + _qdq_weighted("relax.nn.conv2d") + _zp_weighted("relax.nn.conv2d")
                           + _int32_weighted("relax.nn.conv2d"))
 
 
@@ -772,7 +817,11 @@ def _pool_conventions(kind: str) -> tuple[Convention, ...]:
         ]
     else:
         plain = is_op(op)(wildcard())
+        padded = is_op(op)(_pad(wildcard()))
+        pad_form = f"nn.pad(int8 x, fill=-128) → {short}"
         integer = [
+            Convention("integer+pad+clip", "TFLite", _int_clip(padded), pad_form + " → clip"),
+            Convention("integer+pad", "TFLite", padded, pad_form),
             Convention("integer+clip", "TFLite", _int_clip(plain), f"{short}(int8 x) → clip"),
             Convention("integer", "TFLite", plain, f"{short}(int8 x)"),
         ]
@@ -911,6 +960,7 @@ class _Recorder:
             op, reason = entry.evaluate(ctx.matched_expr, bindings, self.hw, self.numerics)
             if reason == _NOT_MINE:
                 return False
+            reason = reason or _shared_pad_reason(ctx, bindings)
             from .frontend import source_op_of
 
             values = [ctx.matched_expr, *bindings.values()]
@@ -939,6 +989,16 @@ class _Recorder:
             return reason is None
 
         return check
+
+
+def _shared_pad_reason(ctx: PatternCheckContext, bindings: Mapping) -> str | None:
+    """A folded pad must have no other reader: the composite takes its binding."""
+    for var, value in bindings.items():
+        if op_name(value) == "relax.nn.pad":
+            users = ctx.var_usages.get(var, []) if ctx.var_usages else []
+            if any(u not in bindings and not u.same_as(ctx.value_to_bound_var.get(ctx.matched_expr)) for u in users):
+                return "PAD is also read by another operator: it folds into its only consumer's padding"
+    return None
 
 
 def fusion_patterns(

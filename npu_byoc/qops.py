@@ -58,6 +58,8 @@ class QConv2D:
     weight_per_tensor: bool = False
     # "uint8": the model's weights are uint8 with zero point 128, held here as int8 (zero point 0).
     weight_source_dtype: str | None = None
+    # A zero-point PAD folded into ``padding`` (top, left, bottom, right), for the reasons.
+    folded_pad: tuple | None = field(default=None, compare=False)
 
     @property
     def depthwise(self) -> bool:

@@ -165,8 +165,10 @@ def qdq_conv2d(
     float_clip=None,
     clip=None,
     input_name: str = "x",
+    pre_pad=None,
+    pre_pad_value: float | None = None,
 ) -> tvm.IRModule:
-    """dequantize(x), dequantize(W, axis=out-channel) -> nn.conv2d -> [add(dequantize(bias))]
+    """[nn.pad(x, pre_pad, pre_pad_value)] -> dequantize, dequantize(W, axis=out-channel) -> nn.conv2d -> [add(dequantize(bias))]
     -> [relu | clip] -> quantize -> [clip]  (TFLite / ONNX QDQ form).
 
     ``input_scale`` as a sequence quantizes the *activation* per-channel (unsupported).
@@ -195,7 +197,11 @@ def qdq_conv2d(
     w_expr = _param_or_const(w, "w", weights_as_param, params)
 
     def body(bb):
-        xd = _dequantize_act(bb, x, input_scale, input_zp, act_dtype, c_axis, s_x_param)
+        xp = x
+        if pre_pad is not None:  # TFLite PAD as tflite_ops writes it: on the int8 tensor
+            fill = float(input_zp if pre_pad_value is None else pre_pad_value)
+            xp = bb.emit(R.nn.pad(x, [int(v) for v in pre_pad], "constant", fill))
+        xd = _dequantize_act(bb, xp, input_scale, input_zp, act_dtype, c_axis, s_x_param)
         wd_ = bb.emit(R.dequantize(w_expr, _scale_const(w_scale), _zp_const(w_zp, weight_dtype), axis=w_axis))
         y = bb.emit(
             R.nn.conv2d(

@@ -679,6 +679,37 @@ def make_ds_cnn(batch_size):
     return keras.Model(x0, L.Dense(12, activation="softmax", name="fc")(x), name="ds_cnn")
 
 
+def make_glue_cnn(batch_size):
+    """The glue between NPU ops that splits partitions: keras ZeroPadding2D before a VALID
+    stride-2 conv and (asymmetric) before a depthwise, dilated conv and depthwise, a pad too
+    wide to fold (2 + the conv's own SAME 1 = the 3x3 kernel), and global average pooling
+    with keepdims -> Flatten (a RESHAPE) -> Dense."""
+    import keras
+    from keras import layers as L
+
+    x0 = keras.Input(shape=(16, 16, 3), batch_size=batch_size, name="input")
+
+    def bn_relu(x, name):
+        return L.ReLU(name=name + "_relu")(L.BatchNormalization(name=name + "_bn")(x))
+
+    x = L.ZeroPadding2D(1, name="pad_conv")(x0)
+    x = bn_relu(L.Conv2D(8, 3, strides=2, name="conv_s2")(x), "conv_s2")
+    x = L.ZeroPadding2D(((1, 1), (0, 2)), name="pad_dw")(x)
+    x = bn_relu(L.DepthwiseConv2D(3, name="dw")(x), "dw")
+    x = bn_relu(L.Conv2D(8, 3, dilation_rate=2, padding="same", name="conv_dil")(x), "conv_dil")
+    x = bn_relu(L.DepthwiseConv2D(3, dilation_rate=2, padding="same", name="dw_dil")(x), "dw_dil")
+    x = L.ZeroPadding2D(2, name="pad_wide")(x)
+    x = bn_relu(L.Conv2D(8, 3, padding="same", name="conv_wide")(x), "conv_wide")
+    x = L.GlobalAveragePooling2D(keepdims=True, name="gap")(x)
+    x = L.Flatten(name="flatten")(x)
+    return keras.Model(x0, L.Dense(10, activation="softmax", name="fc")(x), name="glue_cnn")
+
+
+def build_glue_cnn(out: Path):
+    return _train_and_convert("glue_cnn_int8", out, make_glue_cnn, (16, 16, 3), 2, 3e-3,
+                              {"model": "glue ops: ZeroPadding2D, dilated conv, Flatten"})
+
+
 def build_resnet_small(out: Path):
     return _train_and_convert("resnet_small_int8", out, make_resnet_small, (32, 32, 3), 4, 3e-3,
                               {"model": "ResNet-style (keras.applications stem + bottlenecks)"})
@@ -1592,6 +1623,7 @@ BUILDERS = {
     "densenet_small_int8": build_densenet_small,
     "mobilenet_v1_batch_none_int8": build_mobilenet_v1_batch_none,
     "ds_cnn_int8": build_ds_cnn,
+    "glue_cnn_int8": build_glue_cnn,
     **{name: (lambda out, op=name[3:-5]: build_op_model(op, out)) for name in TFLITE_OP_MODELS},
     **{name: (lambda out, op=name[3:-5]: build_lut_op_model(op, out)) for name in LUT_OP_MODELS},
     "lut_ops_qdq": build_lut_ops_qdq,

@@ -1,0 +1,123 @@
+"""The glue between NPU ops that used to split partitions (issue 9): zero-point PADs folded into
+the next conv / depthwise / max pool, against LiteRT's reference kernels (glue_cnn_int8, the
+keras ResNet / DenseNet stems) and against the same conv with the padding written in."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import npu_byoc
+from npu_byoc.patterns import npu_functions, partition_for_npu
+
+from .conftest import model_path, reference
+from .relax_builders import qdq_conv2d
+
+_reports: dict = {}
+_built: dict = {}
+
+
+def _coverage(name: str):
+    if name not in _reports:
+        _reports[name] = npu_byoc.coverage_report(npu_byoc.load_model(model_path(name)))
+    return _reports[name]
+
+
+def _ops(name: str, kind: str):
+    return [o for o in _coverage(name).ops if o.op == kind]
+
+
+# ------------------------------------------------------------------------------- PAD folding
+def test_zero_padding_folds_into_the_stride2_conv_and_the_depthwise():
+    pads = _ops("glue_cnn_int8.tflite", "PAD")
+    folded = {o.name.split("/")[1]: o for o in pads}
+    assert folded["pad_conv_1"].offloaded and folded["pad_conv_1"].pattern == "npu.conv2d"
+    assert folded["pad_dw_1"].offloaded and folded["pad_dw_1"].pattern == "npu.depthwise_conv2d"
+
+
+def test_a_pad_too_wide_to_fold_stays_on_the_cpu_with_the_reason():
+    wide = next(o for o in _ops("glue_cnn_int8.tflite", "PAD") if "pad_wide" in o.name)
+    assert not wide.offloaded
+    assert "(3, 3, 3, 3) with a 3x3 kernel" in wide.reason and "PAD" in wide.reason
+    conv = next(o for o in _ops("glue_cnn_int8.tflite", "CONV_2D") if "conv_wide" in o.name)
+    assert conv.offloaded  # the conv itself still runs, reading the CPU's padded tensor
+
+
+@pytest.mark.parametrize("name", ["resnet_small_int8.tflite", "densenet_small_int8.tflite"])
+def test_keras_stem_pads_run_on_the_npu(name):
+    """ZeroPadding2D(3) -> 7x7/2 conv and ZeroPadding2D(1) -> 3x3/2 max pool (the pad fills
+    with -128 after the ReLU: it never wins a max, so it is max-pool padding)."""
+    pads = _ops(name, "PAD")
+    assert len(pads) == 2 and all(o.offloaded for o in pads)
+    assert {o.pattern for o in pads} == {"npu.conv2d", "npu.max_pool2d"}
+
+
+def test_resnet_is_one_partition():
+    s = _coverage("resnet_small_int8.tflite").summary
+    assert s["partitions"] == 1 and s["transitions"] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["glue_cnn_int8.tflite", "resnet_small_int8.tflite", "densenet_small_int8.tflite"])
+def test_folded_models_are_litert_exactly(name):
+    model = npu_byoc.build(npu_byoc.load_model(model_path(name)), "functional")
+    ref = reference(name)
+    for inputs, outputs in zip(ref["inputs"], ref["outputs"]):
+        got = model.run(inputs)
+        assert len(got) == len(outputs)
+        for g, w in zip(got, outputs):
+            assert g.shape == w.shape
+            np.testing.assert_array_equal(g, w)
+
+
+# Relax-level: the TFLite form (nn.pad on the int8 tensor, then dequantize -> conv2d).
+_PAD = [0, 0, 2, 1, 0, 2, 0, 0]  # top 2, bottom 1, left 0, right 2
+
+
+def _conv(**kw):
+    base = dict(input_hw=(7, 6), in_channels=4, out_channels=8, kernel=3, strides=2, padding=0,
+                bias=np.arange(8, dtype=np.int32) * 37, relu=True)
+    return qdq_conv2d(**{**base, **kw})
+
+
+def _decisions(mod):
+    from npu_byoc.patterns import partition_log
+
+    return partition_log(partition_for_npu(mod))
+
+
+@pytest.mark.parametrize("groups", [1, 4])
+def test_folded_pad_equals_the_conv_with_that_padding(groups):
+    """pad(x, zero point) -> conv(padding 0) is conv(padding = the pad) exactly: compared with
+    the conv that has the asymmetric padding written in, and within 1 LSB of TVM's float CPU
+    build of the padded form (QDQ rounds in float there)."""
+    out_c = 4 if groups == 4 else 8
+    kw = dict(groups=groups, out_channels=out_c, bias=np.arange(out_c, dtype=np.int32) * 37)
+    padded = _conv(pre_pad=_PAD, **kw)
+    written = _conv(padding=(2, 0, 1, 2), **kw)
+    part = partition_for_npu(padded)
+    (func,) = npu_functions(part).values()
+    assert "R.nn.pad" in func.script() and "R.nn.pad" not in part["main"].script()
+    x = np.random.default_rng(3).integers(-128, 128, (1, 7, 6, 4), dtype=np.int8)
+    got = npu_byoc.build(part, "golden").run([x])[0]
+    want = npu_byoc.build(partition_for_npu(written), "golden").run([x])[0]
+    np.testing.assert_array_equal(got, want)
+    cpu = npu_byoc.build(padded, "cpu").run([x])[0]
+    assert np.abs(got.astype(int) - cpu.astype(int)).max() <= 1
+
+
+@pytest.mark.parametrize(
+    "kw, reason",
+    [
+        (dict(pre_pad=_PAD, pre_pad_value=7.0), "PAD fill 7 before conv2d"),
+        (dict(pre_pad=[1, 0, 1, 1, 1, 1, 0, 0]), "only padding of the spatial axes"),
+        (dict(pre_pad=[0, 0, 3, 0, 0, 0, 0, 0]), "with the PAD (3, 0, 0, 0) folded in"),
+    ],
+)
+def test_unfoldable_pads_stay_on_the_cpu_with_the_reason(kw, reason):
+    mod = _conv(**kw)
+    part = partition_for_npu(mod)
+    assert "R.nn.pad" in part["main"].script(), "the pad stays on the CPU"
+    assert npu_functions(part), "the conv still runs on the NPU"
+    reasons = [d.reason for d in _decisions(mod) if not d.accepted]
+    assert any(reason in r for r in reasons), reasons
