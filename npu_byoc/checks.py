@@ -142,9 +142,13 @@ def accumulator_fits(op: QOp, hw: HwConfig) -> str | None:
 
 
 def conv_dilation(op: QConv2D, hw: HwConfig) -> str | None:
-    """Convolution dilation is 1."""
-    if op.dilation != (1, 1):
-        return f"conv2d dilation {op.dilation}: NPU supports dilation 1"
+    """A dilated kernel runs as the kernel with zeros inserted: its window (k - 1) * d + 1 is at most max_kernel (it costs that window's MACs)."""
+    if min(op.dilation) < 1:
+        return f"conv2d dilation {op.dilation}: dilations are at least 1"
+    (dh, dw), (kh, kw) = op.dilated_kernel, op.kernel
+    if op.dilation != (1, 1) and max(dh, dw) > hw.max_kernel:
+        return (f"conv2d kernel {kh}x{kw} with dilation {op.dilation} covers {dh}x{dw}: NPU runs dilated kernels "
+                f"zero-inserted, up to {hw.max_kernel}x{hw.max_kernel}")
     return None
 
 
@@ -164,8 +168,8 @@ def conv_stride(op: QConv2D, hw: HwConfig) -> str | None:
 
 
 def conv_padding(op: QConv2D, hw: HwConfig) -> str | None:
-    """Padding on each side is smaller than the kernel on that axis."""
-    kh, kw = op.kernel
+    """Padding on each side is smaller than the kernel (its dilated window) on that axis."""
+    kh, kw = op.dilated_kernel
     t, l, b, r = op.padding
     if max(t, b) >= kh or max(l, r) >= kw:
         folded = getattr(op, "folded_pad", None)
@@ -284,6 +288,14 @@ def mean_spatial(op: QMean, hw: HwConfig) -> str | None:
     n = op.input.shape[spatial[0]] * op.input.shape[spatial[1]]
     if n > hw.max_mean_elements:
         return f"mean over {n} elements: NPU reduces up to {hw.max_mean_elements}"
+    return None
+
+
+def reshape_same_quantization(op, hw: HwConfig) -> str | None:
+    """A reshape keeps the quantization (input and output share scale and zero point): it only renames the bytes."""
+    if not _same_q(op.input, op.output):
+        return (f"reshape rescales (input scale {op.input.scale:.6g} zp {op.input.zero_point}, output scale "
+                f"{op.output.scale:.6g} zp {op.output.zero_point}): an NPU reshape is a view of the same bytes")
     return None
 
 

@@ -59,6 +59,19 @@ def pattern_table_markdown() -> str:
         "  inputs and outputs (docs/numerics.md, \"uint8 activations\").",
         "- Every partition is lowered, scheduled and encoded once as a dry run; an op that fails there",
         "  stays on the CPU with the compiler's reason (\"the NPU compiler cannot lower it: …\").",
+        "- Glue folded into its neighbours (conventions `+pad`, `npu.reshape`): a spatial PAD filled with",
+        "  the input's zero point (TFLite PAD / PADV2, keras ZeroPadding2D) becomes part of the next conv's",
+        "  or depthwise's padding, asymmetric as the NPU pads, while the total stays below the kernel; a PAD",
+        "  filled with the dtype's minimum (-128 after a ReLU) is max-pool padding. A PAD that cannot fold",
+        "  stays on the CPU with the reason.",
+        "- A dilated conv / depthwise runs as the undilated conv over its zero-inserted kernel, window",
+        "  (k − 1)·d + 1 (exact: a zero weight adds nothing). It costs that window's MACs: a 3×3 kernel",
+        "  with dilation 2 runs as 5×5, 25/9 of the model's MACs, and its rows need that window's SRAM.",
+        "- RESHAPE / SQUEEZE / FLATTEN (int8, or QDQ with equal quantization) is a composite with no NPU",
+        "  op: lowering makes its output a view of its input's bytes (`codegen.lower.VIEWS`), so it never",
+        "  splits a partition. At a partition output the producer writes there directly. An NCHW model's",
+        "  reshape that moves channels past pixels (the NPU stores NHWC) and a reshape alone between a",
+        "  partition's inputs and outputs stay on the CPU (\"the NPU compiler cannot lower it: …\").",
     ]
     return "\n".join(out) + "\n"
 

@@ -31,7 +31,7 @@ from tvm.relax.transform import FusionPattern, PatternCheckContext
 from . import checks as C
 from . import lut_ops
 from .hwconfig import DEFAULT_CONFIG, HwConfig
-from .qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QOp, QPool2D, QTensor
+from .qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QOp, QPool2D, QReshape, QTensor
 from .uint8 import activations_label, int8_equivalent
 from .relax_utils import NotConstant, const_eval, dtype_of, int_list, op_name, prim_value, resolve, shape_of
 
@@ -73,10 +73,13 @@ class NpuPattern:
     applies: Callable[[QOp], bool] = field(default=lambda op: True)
     # The source operator's name for a numerics ("HARD_SWISH"): reasons start with it.
     subject: Callable[[str], str] | None = None
+    # A view (reshape): no NPU op of its own, lowering makes its output a view of its input
+    # (codegen.lower.VIEWS); nothing to dry-run through lowering alone.
+    view: bool = False
 
     @property
     def all_checks(self) -> tuple[Callable, ...]:
-        return (*self.checks, *C.FINAL)
+        return self.checks if self.view else (*self.checks, *C.FINAL)
 
     def evaluate(
         self, root, bindings: Mapping, hw: HwConfig = DEFAULT_CONFIG, numerics: str = lut_ops.DEFAULT_NUMERICS
@@ -789,6 +792,35 @@ def _extract_add(root, bindings) -> QAdd:
     )
 
 
+_RESHAPE_OPS = ("relax.reshape", "relax.squeeze", "relax.expand_dims")
+
+
+def _reshape_core(x: DFPattern) -> DFPattern:
+    return is_op("relax.reshape")(x, wildcard()) | is_op("relax.squeeze")(x) | is_op("relax.expand_dims")(x)
+
+
+def _reshape_conventions() -> tuple[Convention, ...]:
+    form = "reshape | squeeze | expand_dims"
+    return (
+        Convention("qdq", "ONNX QDQ (Flatten, Reshape, Squeeze)", _quant(_reshape_core(_deq())),
+                   f"dequantize(x) → {form} → quantize (same scale and zero point)"),
+        Convention("int8", "TFLite (RESHAPE, SQUEEZE)", _reshape_core(wildcard()), f"{form}(int8 x)"),
+    )
+
+
+def _extract_reshape(root, bindings) -> QReshape:
+    e = resolve(root, bindings)
+    if op_name(e) == "relax.quantize":
+        deq = resolve(resolve(e.args[0], bindings).args[0], bindings)
+        x = deq.args[0]
+        return QReshape(_activation(deq, bindings, "input", x), _activation(e, bindings, "output", e), "qdq",
+                        operands=(x,))
+    x = e.args[0]
+    # a constant's reshape (weights in the integer forms) is folded, not offloaded: not ours
+    convention = "constant" if _is_constant(x, bindings) else "int8"
+    return QReshape(_carried(x), _carried(root), convention, operands=(x,))
+
+
 # ---------------------------------------------------------------------------------------------
 # The table. Order matters: earlier entries win a contested binding.
 
@@ -904,9 +936,20 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
         checks=(*C.COMMON, C.add_same_shape),
     ),
     *(_lut_entry(fn) for fn in lut_ops.FUNCTIONS.values()),
+    NpuPattern(
+        name="npu.reshape",
+        summary="reshape / squeeze / flatten between NPU ops: a view of the same bytes inside the partition (no NPU work)",
+        anchor_ops=_RESHAPE_OPS,
+        conventions=_reshape_conventions(),
+        extract=_extract_reshape,
+        checks=(*C.COMMON, C.reshape_same_quantization),
+        applies=lambda op: op.convention != "constant" and op.input.dtype in _INT_ACTIVATIONS,
+        view=True,
+    ),
 )
 
 PATTERNS_BY_NAME = {p.name: p for p in PATTERN_TABLE}
+VIEW_PATTERNS = frozenset(p.name for p in PATTERN_TABLE if p.view)  # composites with no NPU op
 
 
 # ---------------------------------------------------------------------------------------------

@@ -78,6 +78,11 @@ class QConv2D:
         return int(self.weight.shape[1]), int(self.weight.shape[2])
 
     @property
+    def dilated_kernel(self) -> tuple[int, int]:
+        """The window a dilated kernel covers: (k - 1) * d + 1 (the NPU runs it zero-inserted)."""
+        return tuple((k - 1) * d + 1 for k, d in zip(self.kernel, self.dilation))
+
+    @property
     def accumulator_scale(self) -> np.ndarray:
         """s_x * s_w[c]: the real value of one accumulator LSB per output channel."""
         return self.input.scale * self.weight_scale
@@ -207,4 +212,19 @@ class QLut:
         return 0
 
 
-QOp = QConv2D | QFullyConnected | QPool2D | QMean | QAdd | QLut
+@dataclass(frozen=True, eq=False)
+class QReshape:
+    """RESHAPE / SQUEEZE / FLATTEN of an int8 tensor: the same bytes seen with another shape.
+    No NPU work: lowering makes the output a view of the input (npu_byoc.codegen.lower.VIEWS)."""
+
+    input: QTensor
+    output: QTensor
+    convention: str = ""
+    operands: tuple = field(default=(), compare=False, repr=False)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+QOp = QConv2D | QFullyConnected | QPool2D | QMean | QAdd | QLut | QReshape

@@ -54,7 +54,7 @@ def int8_equivalent(op: QOp) -> QOp:
         value = getattr(op, f.name)
         if isinstance(value, QTensor) and value.dtype in FLIPPED_DTYPES:
             changes[f.name] = _tensor(value)
-    if "output" in changes:  # clamp bounds are quantized values of the output
+    if "output" in changes and hasattr(op, "act_min"):  # clamp bounds are quantized values of the output
         changes["act_min"] = op.act_min - FLIP
         changes["act_max"] = op.act_max - FLIP
     changes.update(_uint8_weights(op))

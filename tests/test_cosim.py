@@ -63,7 +63,7 @@ def test_tiny_cnns_cosimulate_bit_exact(model):
     check_layers(report)
     assert {r.op for r in report.layers} == OP_CLASSES_OF_TINY
     # TFLite: TANH and the two int8 -> int8 QUANTIZEs before CONCATENATION run as LUTs too
-    assert len(report.layers) == {"tiny_cnn_int8.tflite": 15, "tiny_cnn_qdq.onnx": 13}[model]
+    assert len(report.layers) == {"tiny_cnn_int8.tflite": 16, "tiny_cnn_qdq.onnx": 14}[model]
     # the model's output on the NPU path equals the reference runtime's (LiteRT / onnxruntime)
     # to within its quantization step
     (out,) = report.summary["outputs"]
@@ -173,9 +173,9 @@ def test_json_csv_and_plot(tmp_path, capsys):
     assert code == 0
     captured = capsys.readouterr()
     assert "standard conv" in captured.out and "depthwise" in captured.out
-    assert "cosim [" in captured.err and "15/15 layers" in captured.err  # the progress bar
+    assert "cosim [" in captured.err and "16/16 layers" in captured.err  # the progress bar
     data = json.loads(rep.read_text())
-    assert len(data["layers"]) == 15
+    assert len(data["layers"]) == 16
     for layer in data["layers"]:
         for key in ("name", "op", "macs", "cycles", "utilization", "max_diff_golden", "max_diff_tvm"):
             assert key in layer

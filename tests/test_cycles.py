@@ -30,7 +30,7 @@ from .conftest import ALL_MODELS
 from .test_isa import one_op_plans
 
 HW = DEFAULT_CONFIG
-SMALL_SRAM = {"tiny_cnn_int8.tflite": 1024, "tiny_cnn_qdq.onnx": 1024, "mobilenet_v2_int8.tflite": 4096}
+SMALL_SRAM = {"tiny_cnn_int8.tflite": 1536, "tiny_cnn_qdq.onnx": 1536, "mobilenet_v2_int8.tflite": 4096}
 
 
 @pytest.fixture(scope="module")

@@ -104,7 +104,7 @@ def with_header(body) -> np.ndarray:
 @pytest.mark.parametrize("small", [False, True], ids=["default", "small"])
 def test_functional_equals_machine_on_fixtures(plans, model, small):
     for name, plan in plans(model).items():
-        # 1 KiB forces row tiles, channel blocks and strided DMA on the tiny CNNs; MobileNet's
+        # 1.5 KiB forces row tiles, channel blocks and strided DMA on the tiny CNNs; MobileNet's
         # rows need 4 KiB
         hw = (HwConfig(sram_bytes=4096) if "mobilenet" in model else SMALL) if small else DEFAULT
         schedule = schedule_partition(plan, hw)

@@ -121,3 +121,118 @@ def test_unfoldable_pads_stay_on_the_cpu_with_the_reason(kw, reason):
     assert npu_functions(part), "the conv still runs on the NPU"
     reasons = [d.reason for d in _decisions(mod) if not d.accepted]
     assert any(reason in r for r in reasons), reasons
+
+
+# ------------------------------------------------------------------------------- dilation
+def test_dilated_convs_run_on_the_npu():
+    for kind in ("CONV_2D", "DEPTHWISE_CONV_2D"):
+        dilated = [o for o in _ops("glue_cnn_int8.tflite", kind) if "_dil" in o.name]
+        assert len(dilated) == 1 and dilated[0].offloaded, kind
+
+
+def test_dilate_kernel_inserts_zeros_between_taps():
+    from npu_byoc.codegen.lower import dilate_kernel
+
+    w = np.arange(1, 1 + 2 * 2 * 3 * 1, dtype=np.int8).reshape(2, 2, 3, 1)
+    d = dilate_kernel(w, (3, 2))
+    assert d.shape == (2, 4, 5, 1)  # (k - 1) * d + 1
+    np.testing.assert_array_equal(d[:, ::3, ::2], w)
+    assert np.count_nonzero(d) == np.count_nonzero(w)
+
+
+@pytest.mark.parametrize("groups", [1, 4])
+def test_dilated_conv_equals_the_zero_inserted_kernel(groups):
+    """Independent of the lowering: a conv with dilation 2 and a 3x3 kernel is, on TVM's CPU
+    build, the undilated conv with the hand-written 5x5 zero-inserted kernel; the NPU's result
+    equals the latter's exactly and is within 1 LSB of TVM's float CPU build."""
+    out_c = 4 if groups == 4 else 8
+    w = np.random.default_rng(5).integers(-127, 128, (3, 3, 4 // groups, out_c), dtype=np.int8)  # HWIO
+    w5 = np.zeros((5, 5, 4 // groups, out_c), np.int8)
+    w5[::2, ::2] = w
+    kw = dict(input_hw=(9, 8), groups=groups, out_channels=out_c, strides=1, padding=(2, 1, 2, 3),
+              bias=np.arange(out_c, dtype=np.int32) * 37, relu=True)
+    dilated = qdq_conv2d(kernel=3, dilation=2, weight=w, **kw)
+    inserted = qdq_conv2d(kernel=5, weight=w5, **kw)
+    part = partition_for_npu(dilated)
+    assert npu_functions(part) and "conv2d" not in part["main"].script()
+    x = np.random.default_rng(4).integers(-128, 128, (1, 9, 8, 4), dtype=np.int8)
+    got = npu_byoc.build(part, "golden").run([x])[0]
+    cpu_dilated = npu_byoc.build(dilated, "cpu").run([x])[0]
+    cpu_inserted = npu_byoc.build(inserted, "cpu").run([x])[0]
+    np.testing.assert_array_equal(cpu_dilated, cpu_inserted)
+    np.testing.assert_array_equal(got, npu_byoc.build(partition_for_npu(inserted), "golden").run([x])[0])
+    assert np.abs(got.astype(int) - cpu_dilated.astype(int)).max() <= 1
+
+
+# ------------------------------------------------------------------------------- reshape
+def test_flatten_joins_the_mean_and_the_classifier():
+    """ONNX QDQ Flatten between GlobalAveragePool and Gemm no longer splits the partition."""
+    (flatten,) = _ops("tiny_cnn_qdq.onnx", "Flatten")
+    assert flatten.offloaded and flatten.pattern == "npu.reshape"
+    assert _coverage("tiny_cnn_qdq.onnx").summary["partitions"] == 2  # 3 before: concat still splits
+
+
+@pytest.mark.parametrize("name", ["mobilenet_v1_batch_none_int8.tflite", "mobilenet_v3_small_int8.tflite"])
+def test_classifier_reshape_is_a_view_at_the_partition_output(name):
+    (reshape,) = [o for o in _coverage(name).ops if o.op == "RESHAPE"]
+    assert reshape.offloaded and reshape.pattern == "npu.reshape"
+
+
+def _mean_reshape_fc(layout: str, reshape_first: bool):
+    """int8 x -> [1x1 conv] -> QDQ mean (keepdims) -> int8 reshape [1, C] -> QDQ matmul."""
+    from tvm import relax
+    from tvm.relax.op import dequantize, mean, quantize, reshape
+    from tvm.relax.op.nn import conv2d
+
+    c, hw = 4, 6
+    shape = (1, c, hw, hw) if layout == "NCHW" else (1, hw, hw, c)
+    axes = [2, 3] if layout == "NCHW" else [1, 2]
+    s, z = relax.const(np.float32(0.05)), relax.const(np.int8(-3))
+    w = np.random.default_rng(1).integers(-127, 128, (c, 8), dtype=np.int8)
+    wc = np.random.default_rng(2).integers(-127, 128, (c, c, 1, 1) if layout == "NCHW" else (1, 1, c, c), dtype=np.int8)
+    x = relax.Var("x", relax.TensorType(shape, "int8"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = x
+            if reshape_first:  # flatten [1, C, H, W] (NCHW: not the NPU's byte order)
+                wd = bb.emit(dequantize(relax.const(wc), relax.const(np.float32(0.01)), relax.const(np.int8(0))))
+                k = "OIHW" if layout == "NCHW" else "HWIO"
+                y = bb.emit(conv2d(bb.emit(dequantize(x, s, z)), wd, data_layout=layout, kernel_layout=k))
+                y = bb.emit(quantize(y, s, z, out_dtype="int8"))
+                y = bb.emit(reshape(y, (1, c * hw * hw)))
+                w = np.random.default_rng(1).integers(-127, 128, (c * hw * hw, 8), dtype=np.int8)
+            else:
+                y = bb.emit(quantize(bb.emit(mean(bb.emit(dequantize(x, s, z)), axes, keepdims=True)), s, z, out_dtype="int8"))
+                y = bb.emit(reshape(y, (1, c)))
+            wd = bb.emit(dequantize(relax.const(w), relax.const(np.float32(0.02)), relax.const(np.int8(0))))
+            out = bb.emit(quantize(bb.emit(relax.op.matmul(bb.emit(dequantize(y, s, z)), wd)),
+                                   relax.const(np.float32(0.1)), relax.const(np.int8(5)), out_dtype="int8"))
+            gv = bb.emit_output(out)
+        bb.emit_func_output(gv)
+    return bb.get(), shape
+
+
+@pytest.mark.parametrize("layout", ["NHWC", "NCHW"])
+def test_mean_reshape_fc_is_one_partition(layout):
+    mod, shape = _mean_reshape_fc(layout, reshape_first=False)
+    part = partition_for_npu(mod)
+    assert len(npu_functions(part)) == 1 and "reshape" not in part["main"].script()
+    x = np.random.default_rng(6).integers(-128, 128, shape, dtype=np.int8)
+    got = npu_byoc.build(part, "golden").run([x])[0]
+    cpu = npu_byoc.build(mod, "cpu").run([x])[0]
+    assert got.shape == cpu.shape == (1, 8)
+    assert np.abs(got.astype(int) - cpu.astype(int)).max() <= 1
+
+
+def test_nchw_flatten_of_a_feature_map_stays_on_the_cpu():
+    """[1, C, H, W] -> [1, C*H*W] in an NCHW model reorders bytes the NPU stores NHWC."""
+    mod, shape = _mean_reshape_fc("NCHW", reshape_first=True)
+    part = partition_for_npu(mod)
+    assert "R.reshape" in part["main"].script()
+    reasons = [d.reason for d in _decisions(mod) if d.pattern == "npu.reshape" and not d.accepted]
+    assert any("reorders the bytes the NPU stores NHWC" in r for r in reasons), reasons
+    x = np.random.default_rng(6).integers(-128, 128, shape, dtype=np.int8)
+    got = npu_byoc.build(part, "golden").run([x])[0]
+    cpu = npu_byoc.build(mod, "cpu").run([x])[0]
+    assert np.abs(got.astype(int) - cpu.astype(int)).max() <= 1

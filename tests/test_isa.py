@@ -37,7 +37,7 @@ from npu_byoc.runtime.machine import Machine
 from .conftest import ALL_MODELS
 
 DEFAULT = HwConfig()
-SMALL = HwConfig(sram_bytes=1024)  # forces row and channel tiles on the tiny CNN
+SMALL = HwConfig(sram_bytes=1536)  # forces row and channel tiles on the tiny CNN (its dilated conv, 5x5 zero-inserted, needs 1360 B)
 FUZZ_HW = HwConfig(sram_bytes=4096)
 
 
@@ -93,7 +93,7 @@ def test_round_trip_fixture_schedules(plans, model, hw):
         try:
             schedule = schedule_partition(plan, hw)
         except LoweringError:
-            assert hw is SMALL and "mobilenet" in model  # MobileNet's rows do not fit 1 KiB
+            assert hw is SMALL and "mobilenet" in model  # MobileNet's rows do not fit 1.5 KiB
             continue
         words = schedule.words()
         assert words.dtype == np.uint32
@@ -185,7 +185,7 @@ def test_machine_equals_golden_on_fixtures(plans, model):
 
 @pytest.mark.parametrize("model", ["tiny_cnn_int8.tflite", "tiny_cnn_qdq.onnx"])
 def test_machine_equals_golden_with_tiling(plans, model):
-    """1 KiB of SRAM: row tiles with halo, channel blocks, pads only at true borders."""
+    """1.5 KiB of SRAM: row tiles with halo, channel blocks, pads only at true borders."""
     seen = set()
     for name, plan in plans(model).items():
         schedule = schedule_partition(plan, SMALL)

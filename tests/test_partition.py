@@ -46,6 +46,7 @@ EXPECTED_CONVENTIONS = {
         ("npu.max_pool2d", "qdq"),
         ("npu.mean", "qdq"),  # GlobalAveragePool
         ("npu.add", "qdq"),  # shared dequantize split per consumer
+        ("npu.reshape", "qdq"),  # Flatten between GlobalAveragePool and Gemm
     },
     "mobilenet_v2_int8.tflite": {
         ("npu.conv2d", "qdq+bias+clip"),

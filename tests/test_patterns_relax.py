@@ -397,7 +397,12 @@ NEGATIVE = [
     ),
     ("int32_requantize_zero_point", lambda: rb.int32_conv2d(requant_zp=1), "requantize input zero point is not 0"),
     # convolution geometry
-    ("conv_dilation_2", lambda: rb.qdq_conv2d(dilation=2, padding=2), "conv2d dilation (2, 2): NPU supports dilation 1"),
+    (
+        "conv_dilation_6",
+        lambda: rb.qdq_conv2d(dilation=6, padding=6),
+        f"conv2d kernel 3x3 with dilation (6, 6) covers 13x13: NPU runs dilated kernels zero-inserted, up to "
+        f"{DEFAULT_CONFIG.max_kernel}x{DEFAULT_CONFIG.max_kernel}",
+    ),
     (
         "conv_kernel_13",
         lambda: rb.qdq_conv2d(kernel=13, padding=6, input_hw=(13, 13)),
@@ -556,16 +561,16 @@ def test_int32_fc_requantize_along_batch_axis_rejected():
 
 
 def test_coverage_report_gives_the_reason_of_a_rejected_op():
-    report = npu_byoc.coverage_report(rb.qdq_conv2d(dilation=2, padding=2))
+    report = npu_byoc.coverage_report(rb.qdq_conv2d(dilation=6, padding=6))
     convs = [o for o in report.ops if o.op == "relax.nn.conv2d"]
     assert len(convs) == 1
     (conv,) = convs
     assert not conv.offloaded and conv.pattern is None
-    assert "npu.conv2d: conv2d dilation (2, 2): NPU supports dilation 1" in conv.reason
+    assert "npu.conv2d: conv2d kernel 3x3 with dilation (6, 6) covers 13x13" in conv.reason
     assert conv.macs == 8 * 8 * 8 * 3 * 3 * 4  # output pixels x out channels x kernel x in channels
     s = report.summary
     assert (s["ops_total"], s["ops_offloaded"], s["partitions"], s["macs_offloaded"]) == (1, 0, 0, 0)
-    assert "conv2d dilation (2, 2)" in report.to_text()
+    assert "with dilation (6, 6)" in report.to_text()
 
 
 def test_coverage_report_of_an_offloaded_op():

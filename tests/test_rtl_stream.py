@@ -35,7 +35,7 @@ from npu_byoc.runtime.machine import Machine
 from .conftest import ALL_MODELS
 
 HW = DEFAULT_CONFIG
-SMALL = {"tiny_cnn_int8.tflite": 1024, "tiny_cnn_qdq.onnx": 1024, "mobilenet_v2_int8.tflite": 4096}
+SMALL = {"tiny_cnn_int8.tflite": 1536, "tiny_cnn_qdq.onnx": 1536, "mobilenet_v2_int8.tflite": 4096}
 
 
 @pytest.fixture(scope="session")

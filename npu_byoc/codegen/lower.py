@@ -22,7 +22,7 @@ from ..errors import LoweringError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import MAX_REGIONS, Region
 from ..patterns import LAYER_ATTR, Reject, extract_composite
-from ..qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QOp, QPool2D
+from ..qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QOp, QPool2D, QReshape
 from ..relax_utils import dtype_of, shape_of
 from ..requant import fc_scale, weighted_requant
 from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, NpuOp, Pool, TensorRef
@@ -98,8 +98,21 @@ def view(ref: TensorRef, shape: tuple[int, int, int]) -> TensorRef:
 # One lowering per quantized-op record type.
 
 
+def dilate_kernel(weight: np.ndarray, dilation) -> np.ndarray:
+    """OHWI weights with d - 1 zeros between taps: the dilated conv as an undilated one
+    (exact: a zero weight adds nothing to the accumulator)."""
+    dh, dw = (int(d) for d in dilation)
+    if (dh, dw) == (1, 1):
+        return weight
+    o, kh, kw, i = weight.shape
+    out = np.zeros((o, (kh - 1) * dh + 1, (kw - 1) * dw + 1, i), weight.dtype)
+    out[:, ::dh, ::dw, :] = weight
+    return out
+
+
 def _lower_conv(name: str, op: QConv2D, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
     mult, shift = weighted_requant(op)
+    weight = dilate_kernel(op.weight, op.dilation)
     common = dict(
         name=name,
         ifm=ifms[0],
@@ -115,8 +128,8 @@ def _lower_conv(name: str, op: QConv2D, ifms: list[TensorRef], ofm: TensorRef) -
         act_max=op.act_max,
     )
     if op.depthwise:
-        return DepthwiseConv2D(weights=np.ascontiguousarray(op.weight[:, :, :, 0]), **common)
-    return Conv2D(weights=np.ascontiguousarray(op.weight), **common)
+        return DepthwiseConv2D(weights=np.ascontiguousarray(weight[:, :, :, 0]), **common)
+    return Conv2D(weights=np.ascontiguousarray(weight), **common)
 
 
 def _lower_fc(name: str, op: QFullyConnected, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
@@ -206,6 +219,41 @@ LOWERINGS: dict[type, Callable[[str, QOp, list[TensorRef], TensorRef], NpuOp]] =
 }
 
 
+def _order_free(shape) -> bool:
+    """An NCHW tensor whose bytes read the same stored NHWC: one channel, or 1x1 spatially."""
+    return len(shape) != 4 or shape[1] == 1 or shape[2] * shape[3] == 1
+
+
+def _view_reshape(op: QReshape, ifms: list[TensorRef], shape: tuple[int, int, int], model_layout: str) -> TensorRef:
+    """A reshape is its input's bytes seen with the output's shape: no op, no copy. The
+    partition's feature maps are stored NHWC, so an NCHW model's reshape must not move a
+    channel past a pixel (flatten of [1, C, 1, 1] is a view, flatten of [1, C, H, W] is not)."""
+    if model_layout == "NCHW" and not (_order_free(op.input.shape) and _order_free(op.output.shape)):
+        raise Reject(f"reshape {op.input.shape} -> {op.output.shape} of an NCHW model reorders the bytes the NPU "
+                     "stores NHWC")  # fmt: skip
+    return view(ifms[0], shape)
+
+
+# Records that lower to no NPU op: their output is a view of an input (a TensorRef).
+VIEWS: dict[type, Callable[[QOp, list[TensorRef], tuple[int, int, int], str], TensorRef]] = {
+    QReshape: _view_reshape,
+}
+
+
+def _alias_view_outputs(name: str, extracted: list, local_funcs: dict, params: list, output_region: dict) -> None:
+    """A view that is a partition output hands its region to its input's producer, which then
+    writes the output's bytes there directly."""
+    views = {b.var for b, _, q in extracted if type(q) in VIEWS}
+    for b, layer, qop in extracted:
+        if type(qop) not in VIEWS or b.var not in output_region:
+            continue
+        (src,) = _operand_args(local_funcs[b.value.op], b.value, qop)
+        if src in params or src in output_region or src in views:
+            reason = "a reshape alone between partition inputs and outputs: nothing for the NPU to compute"
+            raise LoweringError(f"{name}: layer '{layer}': {reason}", layer=layer, reason=reason)
+        output_region[src] = output_region[b.var]
+
+
 def _layout_of(op: QOp, model_layout: str) -> str:
     """The op's activation layout; elementwise ops (no layout of their own) follow the
     partition's spatial ops, so their inputs and outputs agree with their neighbours."""
@@ -263,6 +311,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
 
     output_region = {v: next_region + k for k, v in enumerate(result_vars)}
     _check_regions(name, refs, output_region, extracted)
+    _alias_view_outputs(name, extracted, local_funcs, params, output_region)
     scratch = 0
     ops: list[NpuOp] = []
     layers = []
@@ -271,6 +320,10 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         shape = shape_of(b.var)
         try:
             hwc_shape = hwc(per_image(shape, batch), layout)
+            if type(qop) in VIEWS:
+                ifms = [refs[a] for a in _operand_args(local_funcs[b.value.op], b.value, qop)]
+                refs[b.var] = VIEWS[type(qop)](qop, ifms, hwc_shape, model_layout)
+                continue
             if b.var in output_region:
                 ofm = TensorRef(layer, output_region[b.var], 0, hwc_shape, layout)
             else:

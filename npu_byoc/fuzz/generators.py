@@ -160,7 +160,7 @@ def _gen_conv_common(rng, t: Tensor, layout: str, depthwise: bool) -> dict | Non
     h, w, c = t.spatial(layout)
     kh = int(rng.integers(1, min(h, 5) + 1)) if rng.random() < 0.9 else int(rng.integers(1, min(h, 11) + 1))
     kw = int(rng.integers(1, min(w, 5) + 1)) if rng.random() < 0.9 else int(rng.integers(1, min(w, 11) + 1))
-    dil = [1, 1] if rng.random() < 0.95 else [2, 2]  # dilation 2: the NPU refuses it
+    dil = [1, 1] if rng.random() < 0.95 else [2, 2]  # dilation 2: the NPU runs it zero-inserted
     if (kh - 1) * dil[0] + 1 > h or (kw - 1) * dil[1] + 1 > w:
         dil = [1, 1]
     strides = [int(rng.integers(1, 4)), int(rng.integers(1, 4))]

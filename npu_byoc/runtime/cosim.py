@@ -63,7 +63,7 @@ from ..codegen.schedule import schedule_partition
 from ..errors import NpuByocError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import Opcode, Region
-from ..patterns import LAYER_ATTR, npu_functions, partition_for_npu, partition_log
+from ..patterns import LAYER_ATTR, VIEW_PATTERNS, npu_functions, partition_for_npu, partition_log
 from ..progress import Progress
 from ..relax_utils import dtype_of, shape_of
 from ..uint8 import to_model
@@ -246,6 +246,10 @@ def _layer_calls(func: relax.Function) -> list[_LayerCall]:
     local_funcs = {b.var: b.value for b in bindings if isinstance(b.value, relax.Function)}
     aliases = {b.var: b.value for b in bindings if isinstance(b.value, relax.Var)}
     calls = [b for b in bindings if isinstance(b.value, relax.Call) and b.value.op in local_funcs]
+    for b in calls:  # a view (reshape) has no NPU op: its output is its input's bytes
+        if str(local_funcs[b.value.op].attrs["Composite"]) in VIEW_PATTERNS:
+            aliases[b.var] = b.value.args[0]
+    calls = [b for b in calls if b.var not in aliases]
     index = {b.var: k for k, b in enumerate(calls)}
     out = []
     for b in calls:
