@@ -158,15 +158,21 @@ def _pad(x: DFPattern) -> DFPattern:
     return is_op("relax.nn.pad")(x)
 
 
+def _int8_pad() -> DFPattern:
+    """A pad of an int8 tensor: nn.pad on the integers (TFLite), or ONNX QDQ's float Pad between
+    a dequantize and a quantize."""
+    return _pad(wildcard()) | _quant(_pad(_deq()))
+
+
 def _qdq_weighted(core_op: str, padded: bool = False) -> list[Convention]:
     """conv2d / matmul in the QDQ form of TFLite and ONNX, with and without bias; ``padded``:
     the input is an int8 nn.pad (filled with the zero point) folded into the conv's padding."""
     out = []
     short = core_op.removeprefix("relax.")
-    pad_name, pad_form = ("+pad", "nn.pad(x, fill=z_x) → ") if padded else ("", "")
+    pad_name, pad_form = ("+pad", "nn.pad(x, fill=z_x) [ONNX: dequantize → nn.pad(0.0) → quantize] → ") if padded else ("", "")
     for bias_name, with_bias in (("+bias", True), ("", False)):
         weight = _layout_chain(_deq(_layout_chain(wildcard())))
-        core = is_op(core_op)(_deq(_pad(wildcard()) if padded else None), weight)
+        core = is_op(core_op)(_deq(_int8_pad() if padded else None), weight)
         body = _with_bias(core, _layout_chain(_deq())) if with_bias else core
         form = f"{pad_form}dequantize(x), [reshape | permute_dims](dequantize(W, axis=out-channel)) → {short}"
         if with_bias:
@@ -462,6 +468,16 @@ def _unpad(x, bindings, layout: str, fill: int, consumer: str):
     """``x`` or, if it is a constant spatial nn.pad filled with ``fill``, the pad's input and
     its (top, left, bottom, right) widths: the consumer pads by that much more instead."""
     pad = resolve(x, bindings)
+    source = None
+    if op_name(pad) == "relax.quantize":  # ONNX QDQ: quantize(nn.pad(dequantize(x), 0.0))
+        q, pad = pad, resolve(pad.args[0], bindings)
+        inner = resolve(pad.args[0], bindings) if op_name(pad) == "relax.nn.pad" else None
+        if op_name(inner) != "relax.dequantize":
+            return x, None
+        qi, qo = _activation(inner, bindings, "PAD input", inner.args[0]), _activation(q, bindings, "PAD output", q)
+        if (qi.scale, qi.zero_point) != (qo.scale, qo.zero_point):
+            raise Reject(f"PAD before {consumer} changes the quantization: only a pad that keeps it folds")
+        source, fill = inner.args[0], 0.0  # the real zero: quantized, the zero point
     if op_name(pad) != "relax.nn.pad":
         return x, None
     a = pad.attrs
@@ -478,7 +494,7 @@ def _unpad(x, bindings, layout: str, fill: int, consumer: str):
         raise Reject(f"PAD fill {float(a.pad_value):g} before {consumer}: only a pad filled with {fill} "
                      "(the input's zero point for a conv, int8's minimum for a max pool) folds into it")
     (h, w) = spatial
-    return pad.args[0], (widths[2 * h], widths[2 * w], widths[2 * h + 1], widths[2 * w + 1])
+    return pad.args[0] if source is None else source, (widths[2 * h], widths[2 * w], widths[2 * h + 1], widths[2 * w + 1])
 
 
 def _add_padding(padding, folded) -> tuple[int, ...]:

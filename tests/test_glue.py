@@ -236,3 +236,39 @@ def test_nchw_flatten_of_a_feature_map_stays_on_the_cpu():
     got = npu_byoc.build(part, "golden").run([x])[0]
     cpu = npu_byoc.build(mod, "cpu").run([x])[0]
     assert np.abs(got.astype(int) - cpu.astype(int)).max() <= 1
+
+
+def _qdq_pad_conv(pad_scale: float):
+    """int8 x -> dequantize -> nn.pad(0.0) -> quantize(pad_scale) -> dequantize -> conv2d (the
+    QDQ form of a float Pad between quantized tensors)."""
+    from tvm import relax
+    from tvm.relax.op import dequantize, quantize
+    from tvm.relax.op.nn import conv2d, pad
+
+    s, z = relax.const(np.float32(0.05)), relax.const(np.int8(-3))
+    w = np.random.default_rng(1).integers(-127, 128, (3, 3, 4, 8), dtype=np.int8)
+    x = relax.Var("x", relax.TensorType((1, 7, 6, 4), "int8"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            p = bb.emit(pad(bb.emit(dequantize(x, s, z)), _PAD, "constant", 0.0))
+            p = bb.emit(quantize(p, relax.const(np.float32(pad_scale)), z, out_dtype="int8"))
+            wd = bb.emit(dequantize(relax.const(w), relax.const(np.float32(0.01)), relax.const(np.int8(0)), axis=3))
+            y = bb.emit(conv2d(bb.emit(dequantize(p, relax.const(np.float32(pad_scale)), z)), wd, strides=2,
+                               data_layout="NHWC", kernel_layout="HWIO"))
+            gv = bb.emit_output(bb.emit(quantize(y, relax.const(np.float32(0.2)), relax.const(np.int8(1)), out_dtype="int8")))
+        bb.emit_func_output(gv)
+    return bb.get()
+
+
+def test_qdq_float_pad_folds_when_it_keeps_the_quantization():
+    mod = _qdq_pad_conv(0.05)
+    part = partition_for_npu(mod)
+    assert "pad" not in part["main"].script() and len(npu_functions(part)) == 1
+    x = np.random.default_rng(8).integers(-128, 128, (1, 7, 6, 4), dtype=np.int8)
+    got = npu_byoc.build(part, "golden").run([x])[0]
+    cpu = npu_byoc.build(mod, "cpu").run([x])[0]
+    assert np.abs(got.astype(int) - cpu.astype(int)).max() <= 1
+    rescaled = _qdq_pad_conv(0.07)
+    reasons = [d.reason for d in _decisions(rescaled) if not d.accepted]
+    assert any("PAD before conv2d changes the quantization" in r for r in reasons), reasons
