@@ -272,3 +272,29 @@ def test_qdq_float_pad_folds_when_it_keeps_the_quantization():
     rescaled = _qdq_pad_conv(0.07)
     reasons = [d.reason for d in _decisions(rescaled) if not d.accepted]
     assert any("PAD before conv2d changes the quantization" in r for r in reasons), reasons
+
+
+def test_a_pad_read_by_two_convs_stays_on_the_cpu():
+    from tvm import relax
+    from tvm.relax.op import dequantize, quantize
+    from tvm.relax.op.nn import conv2d, pad
+
+    s, z = relax.const(np.float32(0.05)), relax.const(np.int8(-3))
+    x = relax.Var("x", relax.TensorType((1, 7, 6, 4), "int8"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            p = bb.emit(pad(x, _PAD, "constant", -3.0))
+            outs = []
+            for seed in (1, 2):
+                w = np.random.default_rng(seed).integers(-127, 128, (3, 3, 4, 8), dtype=np.int8)
+                wd = bb.emit(dequantize(relax.const(w), relax.const(np.float32(0.01)), relax.const(np.int8(0)), axis=3))
+                y = bb.emit(conv2d(bb.emit(dequantize(p, s, z)), wd, strides=2, data_layout="NHWC", kernel_layout="HWIO"))
+                outs.append(bb.emit(quantize(y, relax.const(np.float32(0.2)), relax.const(np.int8(1)), out_dtype="int8")))
+            gv = bb.emit_output(relax.Tuple(outs))
+        bb.emit_func_output(gv)
+    mod = bb.get()
+    part = partition_for_npu(mod)
+    assert "R.nn.pad" in part["main"].script() and npu_functions(part)
+    reasons = [d.reason for d in _decisions(mod) if not d.accepted]
+    assert any("PAD is also read by another operator" in r for r in reasons), reasons
