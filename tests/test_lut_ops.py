@@ -308,10 +308,10 @@ def test_mobilenet_v3_hard_swish_glue_is_offloaded(partitioned):
     report = npu_byoc.coverage_report(partitioned(MNV3))
     hs = [o for o in report.ops if o.op == "HARD_SWISH"]
     assert len(hs) == 19 and all(o.offloaded and o.pattern == "npu.hard_swish" for o in hs)
-    assert {o.op for o in report.ops if not o.offloaded} == {"MUL", "RESHAPE", "SOFTMAX"}
+    assert {o.op for o in report.ops if not o.offloaded} == {"MUL", "SOFTMAX"}  # the RESHAPE is a view
     s = report.summary
     assert sum(o.pattern == "npu.mul_scalar" for o in report.ops) == 9
-    assert (s["ops_offloaded"], s["ops_total"], s["partitions"], s["transitions"]) == (98, 109, 10, 29)
+    assert (s["ops_offloaded"], s["ops_total"], s["partitions"], s["transitions"]) == (99, 109, 10, 29)
 
 
 def test_mobilenet_v3_every_npu_layer_is_litert_exactly(imported, partitioned):
