@@ -25,7 +25,7 @@ ACTIVATION_DTYPES = ("int8",)
 
 
 def _tensors(op: QOp) -> list[tuple[str, QTensor]]:
-    if isinstance(op, QAdd):
+    if hasattr(op, "input_b"):  # QAdd, QMul
         return [("input a", op.input_a), ("input b", op.input_b), ("output", op.output)]
     return [("input", op.input), ("output", op.output)]
 
@@ -285,10 +285,24 @@ def mean_spatial(op: QMean, hw: HwConfig) -> str | None:
     return None
 
 
-def add_same_shape(op: QAdd, hw: HwConfig) -> str | None:
-    """Both operands have the same shape (no broadcasting)."""
-    if op.input_a.shape != op.input_b.shape:
-        return f"add with broadcasting {op.input_a.shape} + {op.input_b.shape}: NPU adds equal shapes"
+def binary_broadcast(op: QOp, hw: HwConfig) -> str | None:
+    """Both operands have the output's shape, or one is a [1, 1, 1, C] channel vector broadcast over a [1, H, W, C] output (either order; squeeze-excite)."""
+    word = "add" if isinstance(op, QAdd) else "mul"
+    a, b, out = op.input_a.shape, op.input_b.shape, op.output.shape
+    if a == b == out or limits.channel_broadcast(a, b, out) or limits.channel_broadcast(b, a, out):
+        return None
+    return (f"{word} with broadcasting {a} × {b}: NPU {word} broadcasts only a [1, 1, 1, C] channel vector "
+            "over [1, H, W, C]")
+
+
+def mul_rescale_in_range(op: QOp, hw: HwConfig) -> str | None:
+    """The mul's output rescale s_a·s_b/s_out (TFLite's int8 MUL multiplier) has a shift in [-31, 15]: below 2^15 the product's left shift stays inside int32."""
+    from . import numerics
+
+    try:
+        numerics.mul_params(op.input_a.scale, op.input_b.scale, op.output.scale)
+    except ValueError as err:
+        return f"mul rescale out of range: {err}"
     return None
 
 

@@ -74,6 +74,13 @@ def hwc(shape: Sequence[int], layout: str) -> tuple[int, int, int]:
     return (1, 1, shape[0])
 
 
+def channel_broadcast(full: Sequence[int], vector: Sequence[int], out: Sequence[int]) -> bool:
+    """``vector`` is a [1, 1, 1, C] channel vector that broadcasts over ``full`` = ``out`` =
+    [N, H, W, C] (an NHWC squeeze-excite gate): the NPU's IFM2_BROADCAST."""
+    full, vector, out = (tuple(int(d) for d in s) for s in (full, vector, out))
+    return len(out) == 4 and full == out and vector == (1, 1, 1, out[3])
+
+
 _SHAPE_REGS = (Reg.IFM_H, Reg.IFM_W, Reg.IFM_C)
 
 
@@ -152,5 +159,5 @@ def lowering_reason(op, hw: HwConfig) -> str | None:
     return shift_reason(npu_op) or untileable_reason(npu_op, hw)
 
 
-__all__ = ["ShapeError", "batch_reason", "batch_of", "per_image", "rank_reason", "hwc", "register_reason", "lower_alone", "shift_reason",
+__all__ = ["ShapeError", "channel_broadcast", "batch_reason", "batch_of", "per_image", "rank_reason", "hwc", "register_reason", "lower_alone", "shift_reason",
            "lowering_reason"]  # fmt: skip

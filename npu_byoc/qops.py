@@ -185,6 +185,26 @@ class QAdd:
 
 
 @dataclass(frozen=True, eq=False)
+class QMul:
+    """Elementwise product of two int8 activations (TFLite int8 MUL); input_b may be a channel
+    vector broadcast over input_a (squeeze-excite)."""
+
+    input_a: QTensor
+    input_b: QTensor
+    output: QTensor
+    act_min: int
+    act_max: int
+    convention: str = ""
+    # The Relax expressions of the quantized inputs, in the order of the record's inputs
+    # (lowering maps them to the composite's arguments). Not part of the op's meaning.
+    operands: tuple = field(default=(), compare=False, repr=False)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+@dataclass(frozen=True, eq=False)
 class QLut:
     """An elementwise function of one int8 input, computed through a 256-entry table."""
 
@@ -205,4 +225,4 @@ class QLut:
         return 0
 
 
-QOp = QConv2D | QFullyConnected | QPool2D | QMean | QAdd | QLut
+QOp = QConv2D | QFullyConnected | QPool2D | QMean | QAdd | QMul | QLut

@@ -1053,6 +1053,41 @@ def build_batch2_mean(out: Path):
     return path
 
 
+def build_mul_model(out: Path):
+    """op_mul_int8: MUL of two activations and broadcast ADD after quantized 1x1 CONV_2Ds of
+    40 channels (two 32-lane groups): swish y·sigmoid(y) (same shape), a RELU-fused product
+    of two convs, the squeeze-excite gate y·s and s·y' with s = sigmoid(conv(mean(y)))
+    [1, 1, 1, 40] in both operand orders, and y + s (broadcast ADD)."""
+    import tensorflow as tf
+
+    _set_seeds()
+    rng = np.random.default_rng(SEED)
+    shape, c = (8, 8, 4), 40
+
+    def const(*dims, scale=0.6):
+        return tf.constant(rng.normal(size=dims).astype(np.float32) * scale)
+
+    w1, b1, w2, b2 = const(1, 1, 4, c), const(c, scale=0.1), const(1, 1, 4, c), const(c, scale=0.1)
+    w3, b3 = const(1, 1, c, c, scale=0.3), const(c, scale=0.1)
+
+    @tf.function(input_signature=[tf.TensorSpec([1, *shape], tf.float32)])
+    def f(x):
+        y = tf.nn.conv2d(x, w1, 1, "SAME") + b1
+        y2 = tf.nn.conv2d(x, w2, 1, "SAME") + b2
+        swish = y * tf.nn.sigmoid(y)
+        product = tf.nn.relu(y * y2)
+        s = tf.nn.sigmoid(tf.nn.conv2d(tf.reduce_mean(y, axis=[1, 2], keepdims=True), w3, 1, "VALID") + b3)
+        return swish, product, y * s, s * y2, y + s
+
+    path = out / "op_mul_int8.tflite"
+    path.write_bytes(convert_int8(f, nhwc_batch(CALIB_SEEDS, *shape)))
+    meta = {"model": "MUL (same shape, squeeze-excite broadcast, both orders) and broadcast ADD after "
+                     "quantized CONV_2Ds (tools/make_models.py)",
+            "input_shape": [1, *shape], **_common_meta()}
+    tflite_references(path, nhwc_batch(REF_SEEDS, *shape), meta)
+    return path
+
+
 TFLITE_OP_MODELS = tuple(f"op_{op}_int8" for op in (
     "pad", "padv2", "strided_slice", "split", "split_v", "transpose", "squeeze",
     "resize_nearest_neighbor", "pack", "tile", "gather", "shape"))
@@ -1603,6 +1638,7 @@ BUILDERS = {
     "qop_ops": build_qop_ops,
     "autoencoder_int8": build_autoencoder,
     "batch2_mean_int8": build_batch2_mean,
+    "op_mul_int8": build_mul_model,
 }
 MODELS = tuple(BUILDERS)
 

@@ -36,7 +36,7 @@ Layout of ``<op>.npz``
       (-128..127); leaky_relu also ``alpha`` (float32).
     - avg_pool / max_pool: ``filter`` int32 [2], ``stride`` int32 [2], ``padding``.
     - mean: ``axes`` int32 [k], ``keep_dims`` bool.
-    - add: ``input2``, ``input2_scale``, ``input2_zero_point``.
+    - add, mul: ``input2``, ``input2_scale``, ``input2_zero_point``.
 
     ``model`` (str) names the one-op model a case ran on (``--models DIR`` writes them as
     ``DIR/<model>.tflite``; several cases share a model).
@@ -153,6 +153,10 @@ def single_op(model_bytes: bytes, expected: str):
         opts = {"activation": _ACTIVATIONS[o.FusedActivationFunction()]}
     elif name == "ADD":
         o = tflite.AddOptions()
+        o.Init(table.Bytes, table.Pos)
+        opts = {"activation": _ACTIVATIONS[o.FusedActivationFunction()]}
+    elif name == "MUL":
+        o = tflite.MulOptions()
         o.Init(table.Bytes, table.Pos)
         opts = {"activation": _ACTIVATIONS[o.FusedActivationFunction()]}
     elif name == "MEAN":
@@ -593,6 +597,42 @@ def build_add(seed=80):
     return cases
 
 
+def build_mul(seed=120):
+    """MUL of two activations: same shape (swish's x * sigmoid(x)), and a [1, 1, 1, C] channel
+    vector broadcast over [1, H, W, C] in either order (squeeze-excite); several scales,
+    fused RELU / none."""
+    tf = _tf()
+    cases = []
+    # (shape1, shape2, range1, range2, activation)
+    configs = [
+        ((1, 4, 4, 8), (1, 4, 4, 8), (-1.0, 1.0), (-4.0, 4.0), None),
+        ((1, 3, 5, 40), (1, 3, 5, 40), (-6.0, 6.0), (0.0, 1.0), None),
+        ((1, 3, 5, 4), (1, 3, 5, 4), (-2.0, 1.0), (-1.0, 2.5), "relu"),
+        ((1, 4, 4, 8), (1, 1, 1, 8), (-3.0, 3.0), (0.0, 1.0), None),
+        ((1, 5, 3, 37), (1, 1, 1, 37), (-0.5, 8.0), (0.0, 1.0), "relu"),
+        ((1, 1, 1, 16), (1, 6, 6, 16), (0.0, 1.0), (-20.0, 20.0), None),
+        ((1, 2, 2, 72), (1, 1, 1, 72), (-0.05, 0.05), (-100.0, 100.0), None),
+    ]
+    for i, (s1, s2, r1, r2, act) in enumerate(configs):
+        rng = np.random.default_rng(seed + i)
+
+        def body(a, b, act=act):
+            y = a * b
+            if act == "relu":
+                y = tf.nn.relu(y)
+            return y
+
+        f = tf_fn(body, n_inputs=2)
+
+        specs = [tf.TensorSpec(s1, tf.float32), tf.TensorSpec(s2, tf.float32)]
+        model = convert_int8(f, specs, [r1, r2], seed + 100 + i)
+        for k in range(2):
+            a, b = rand_int8(rng, s1), rand_int8(rng, s2)
+            ref = run_reference(model, "MUL", [a, b])
+            cases.append(activation_fields(ref, [a, b]))
+    return cases
+
+
 BUILDERS = {
     "conv2d": build_conv2d,
     "depthwise_conv2d": build_depthwise_conv2d,
@@ -609,6 +649,7 @@ BUILDERS = {
     "max_pool": build_max_pool,
     "mean": build_mean,
     "add": build_add,
+    "mul": build_mul,
 }
 
 

@@ -217,7 +217,37 @@ class Add(_NpuOp):
     act_min: int
     act_max: int
     tiling: Tiling | None = None
+    broadcast: bool = False  # ifm2 is one (1, 1, C) channel vector, repeated over H and W
     kind: str = field(default="add", init=False)
+
+    @property
+    def inputs(self) -> tuple[TensorRef, ...]:
+        return (self.ifm, self.ifm2)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+@dataclass(eq=False)
+class Mul(_NpuOp):
+    """TFLite int8 MUL: (x − ifm_zero_point)·(y − ifm2_zero_point) requantized with
+    (multiplier, shift) = s1·s2/s_out, plus ofm_zero_point, clamped."""
+
+    name: str
+    ifm: TensorRef
+    ifm2: TensorRef  # the ofm shape, or (1, 1, C) when broadcast
+    ofm: TensorRef
+    ifm_zero_point: int
+    ifm2_zero_point: int
+    ofm_zero_point: int
+    multiplier: int
+    shift: int
+    act_min: int
+    act_max: int
+    tiling: Tiling | None = None
+    broadcast: bool = False  # ifm2 is one (1, 1, C) channel vector, repeated over H and W
+    kind: str = field(default="mul", init=False)
 
     @property
     def inputs(self) -> tuple[TensorRef, ...]:
@@ -245,4 +275,4 @@ class Lut(_NpuOp):
         return 0
 
 
-NpuOp = Conv2D | DepthwiseConv2D | FullyConnected | Pool | Mean | Add | Lut
+NpuOp = Conv2D | DepthwiseConv2D | FullyConnected | Pool | Mean | Add | Mul | Lut
