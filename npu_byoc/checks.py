@@ -295,17 +295,6 @@ def binary_broadcast(op: QOp, hw: HwConfig) -> str | None:
             "over [1, H, W, C]")
 
 
-def mul_rescale_in_range(op: QOp, hw: HwConfig) -> str | None:
-    """The mul's output rescale s_a·s_b/s_out (TFLite's int8 MUL multiplier) has a shift in [-31, 15]: below 2^15 the product's left shift stays inside int32."""
-    from . import numerics
-
-    try:
-        numerics.mul_params(op.input_a.scale, op.input_b.scale, op.output.scale)
-    except ValueError as err:
-        return f"mul rescale out of range: {err}"
-    return None
-
-
 def _same_q(a: QTensor, b: QTensor) -> bool:
     if a.scale is None or b.scale is None:  # integer form: quantization carried through
         return a.scale is None and b.scale is None
@@ -318,35 +307,3 @@ COMMON: tuple[Check, ...] = (
 # Checked after an entry's own checks (the op must be otherwise valid to be lowered alone).
 FINAL: tuple[Check, ...] = (lowers_and_fits,)
 WEIGHTED: tuple[Check, ...] = (weights_int8, weights_symmetric, accumulator_fits, requant_in_range)
-
-
-def _shift_reason(what: str, shifts) -> str | None:
-    bad = [int(s) for s in shifts if not SHIFT_MIN <= int(s) <= SHIFT_MAX]
-    if bad:
-        return f"{what} shift {bad[0]}: NPU shifts lie in [{SHIFT_MIN}, {SHIFT_MAX}] (output scale too small or too large)"
-    return None
-
-
-def mean_requant_in_range(op: QMean, hw: HwConfig) -> str | None:
-    """The mean's requantize s_in / s_out, with 1/count folded in, gives a shift the NPU accepts ([-31, 30])."""
-    from . import numerics
-
-    n = int(np.prod([op.input.shape[a] for a in op.axes]))
-    if n <= 0 or op.input.scale is None or op.output.scale is None:
-        return None  # other checks name these
-    try:
-        _, shift = numerics.mean_params(op.input.scale, op.output.scale, n)
-    except ValueError as err:
-        return f"mean requantize out of range: {err}"
-    return _shift_reason("mean requantize", [shift])
-
-
-def add_rescale_in_range(op: QAdd, hw: HwConfig) -> str | None:
-    """The add's input and output rescaling (TFLite's int8 ADD parameters) lies in the NPU's range."""
-    from . import numerics
-
-    try:
-        p = numerics.add_params(op.input_a.scale, op.input_b.scale, op.output.scale)
-    except ValueError as err:
-        return f"add rescaling out of range: {err}"
-    return _shift_reason("add rescaling", [p.input1_shift, p.input2_shift, p.output_shift])

@@ -850,7 +850,7 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
         anchor_ops=("relax.mean",),
         conventions=_mean_conventions(),
         extract=_extract_mean,
-        checks=(*C.COMMON, C.mean_spatial, C.mean_requant_in_range),
+        checks=(*C.COMMON, C.mean_spatial),
     ),
     NpuPattern(
         name="npu.add",
@@ -860,7 +860,7 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
             _qdq_unary(lambda x: is_op("relax.add")(x, _deq()), "dequantize(a), dequantize(b) → add")
         ),
         extract=_extract_add,
-        checks=(*C.COMMON, C.binary_broadcast, C.add_rescale_in_range),
+        checks=(*C.COMMON, C.binary_broadcast),
     ),
     NpuPattern(
         name="npu.mul",
@@ -870,7 +870,7 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
             _qdq_unary(lambda x: is_op("relax.multiply")(x, _deq()), "dequantize(a), dequantize(b) → multiply")
         ),
         extract=_extract_mul,
-        checks=(*C.COMMON, C.binary_broadcast, C.mul_rescale_in_range),
+        checks=(*C.COMMON, C.binary_broadcast),
     ),
     *(_lut_entry(fn) for fn in lut_ops.FUNCTIONS.values()),
 )

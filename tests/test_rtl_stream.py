@@ -383,15 +383,18 @@ def test_static_archive_links_into_a_program(tmp_path, head):
     plan, schedule = head
     main = tmp_path / "main.c"
     words = ", ".join(f"0x{int(w):08X}u" for w in schedule.words())
+    constants = ", ".join(str(b) for b in schedule.constants)  # weights, requantize tables
     main.write_text(f"""
 #include <stdio.h>
 #include <stdint.h>
 #include "npu_driver.h"
 static const uint32_t stream[] = {{{words}}};
+static uint8_t constants[] = {{{constants}}};
 static uint8_t region[4][4096];
 int main(void) {{
     npu_buffer_t regions[4];
     for (int r = 0; r < 4; ++r) {{ regions[r].data = region[r]; regions[r].size = sizeof region[r]; }}
+    regions[0].data = constants; regions[0].size = sizeof constants;
     npu_result_t result;
     npu_submit(stream, sizeof stream / sizeof stream[0], regions, 4, &result);
     printf("%u %u %llu\\n", result.status, result.word_index, (unsigned long long)result.cycles);
