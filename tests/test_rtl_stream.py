@@ -74,7 +74,7 @@ def same_as_machine(npu, words, regions, hw=HW, **kw):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model", ALL_MODELS)
+@pytest.mark.parametrize("model", [*ALL_MODELS, "op_mul_int8.tflite"])
 def test_fixture_partitions_equal_the_machine(rtl, plans, model):
     for name, plan in plans(model).items():
         schedule = schedule_partition(plan, HW)
