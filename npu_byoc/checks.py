@@ -286,13 +286,13 @@ def mean_spatial(op: QMean, hw: HwConfig) -> str | None:
 
 
 def binary_broadcast(op: QOp, hw: HwConfig) -> str | None:
-    """Both operands have the output's shape, or one is a [1, 1, 1, C] channel vector broadcast over a [1, H, W, C] output (either order; squeeze-excite)."""
+    """Both operands have the output's shape, or one is a channel vector broadcast over the other (either order; squeeze-excite): [1, 1, 1, C] over [1, H, W, C] in an NHWC model, [1, C, 1, 1] over [1, C, H, W] in an NCHW one."""
     word = "add" if isinstance(op, QAdd) else "mul"
     a, b, out = op.input_a.shape, op.input_b.shape, op.output.shape
     if a == b == out or limits.channel_broadcast(a, b, out) or limits.channel_broadcast(b, a, out):
         return None
-    return (f"{word} with broadcasting {a} × {b}: NPU {word} broadcasts only a [1, 1, 1, C] channel vector "
-            "over [1, H, W, C]")
+    return (f"{word} with broadcasting {a} × {b}: NPU {word} broadcasts only a channel vector "
+            "([1, 1, 1, C] over [1, H, W, C], NCHW: [1, C, 1, 1] over [1, C, H, W])")
 
 
 def _same_q(a: QTensor, b: QTensor) -> bool:

@@ -477,13 +477,13 @@ NEGATIVE = [
     (
         "add_broadcasting",
         lambda: rb.qdq_add(b_shape=(1, 8, 1, 4)),
-        "add with broadcasting (1, 8, 8, 4) × (1, 8, 1, 4): NPU add broadcasts only a [1, 1, 1, C] channel vector",
+        "add with broadcasting (1, 8, 8, 4) × (1, 8, 1, 4): NPU add broadcasts only a channel vector",
     ),
     # mul
     (
         "mul_broadcasting",
         lambda: rb.qdq_add(op="multiply", b_shape=(1, 1, 8, 1)),
-        "mul with broadcasting (1, 8, 8, 4) × (1, 1, 8, 1): NPU mul broadcasts only a [1, 1, 1, C] channel vector",
+        "mul with broadcasting (1, 8, 8, 4) × (1, 1, 8, 1): NPU mul broadcasts only a channel vector",
     ),
     (
         "mul_rescale_shift_17",  # 0.5 * 0.25 / 1e-6 = 125000 = 0.95 * 2^17

@@ -178,7 +178,7 @@ def _binary_operands(word: str, op: QAdd | QMul, ifms: list[TensorRef], ofm: Ten
     if ra.shape == ofm.shape and rb.shape == (1, 1, ofm.shape[2]):  # any layout: C contiguous bytes
         return a, b, ra, rb, True
     raise Reject(f"{word} with broadcasting {op.input_a.shape} × {op.input_b.shape}: NPU {word} broadcasts only a "
-                 "[1, 1, 1, C] channel vector over [1, H, W, C]")
+                 "channel vector in the partition's layout (NHWC [1, 1, 1, C], NCHW [1, C, 1, 1])")
 
 
 def _lower_add(name: str, op: QAdd, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
