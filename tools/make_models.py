@@ -1357,6 +1357,63 @@ def qop_cnn_float_onnx():
     return _float_onnx_model("qop_cnn", nodes, inits, [1, 3, 16, 16], [1, 10])
 
 
+def se_float_onnx():
+    """A float NCHW squeeze-excite block with swish (opset 13): x = Relu(Conv1x1(input)),
+    s = Sigmoid(Conv1x1(GlobalAveragePool(x))) [1, 40, 1, 1], g = Mul(s, x) (the vector
+    first), w = Mul(g, Sigmoid(g)) (swish, same shape), output = Add(w, s) (broadcast)."""
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(SEED)
+    c = 40
+    inits = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in (
+        ("w1", rng.normal(0, 0.6, (c, 3, 1, 1))), ("b1", rng.normal(0, 0.1, c)),
+        ("w2", rng.normal(0, 0.3, (c, c, 1, 1))), ("b2", rng.normal(0, 0.1, c)))]
+    nodes = [
+        helper.make_node("Conv", ["input", "w1", "b1"], ["c1"], name="conv1"),
+        helper.make_node("Relu", ["c1"], ["x"], name="relu1"),
+        helper.make_node("GlobalAveragePool", ["x"], ["m"], name="gap"),
+        helper.make_node("Conv", ["m", "w2", "b2"], ["c2"], name="conv2"),
+        helper.make_node("Sigmoid", ["c2"], ["s"], name="gate"),
+        helper.make_node("Mul", ["s", "x"], ["g"], name="se_mul"),
+        helper.make_node("Sigmoid", ["g"], ["sg"], name="swish_sigmoid"),
+        helper.make_node("Mul", ["g", "sg"], ["w"], name="swish_mul"),
+        helper.make_node("Add", ["w", "s"], ["output"], name="bcast_add"),
+    ]
+    return _float_onnx_model("se_block", nodes, inits, [1, 3, 8, 8], [1, c, 8, 8])
+
+
+def build_se_qdq(out: Path):
+    """se_qdq.onnx: the squeeze-excite block quantized by onnxruntime in QDQ format (int8
+    activations, per-channel int8 weights); references from onnxruntime, graph optimizations
+    disabled (float Mul / Add between DequantizeLinear and QuantizeLinear)."""
+    import onnx
+    import onnxruntime
+
+    calib = nhwc_batch(CALIB_SEEDS, 8, 8, 3).transpose(0, 3, 1, 2).copy()
+    path = out / "se_qdq.onnx"
+    qmodel = _ort_quantize(se_float_onnx(), calib, "QDQ", "QInt8", path)
+    ref = f"onnxruntime {onnxruntime.__version__} ORT_DISABLE_ALL"
+    x = nhwc_batch(REF_SEEDS, 8, 8, 3).transpose(0, 3, 1, 2).copy()
+    sess = _ort_session(str(path))
+    outs = np.concatenate([sess.run(["output"], {"input": x[i:i + 1]})[0] for i in range(len(x))])
+    producer = {o: n for n in qmodel.graph.node for o in n.output}
+    qinits = {t.name: onnx.numpy_helper.to_array(t) for t in qmodel.graph.initializer}
+    deq = producer["output"]
+    assert deq.op_type == "DequantizeLinear", deq.op_type
+    out_q = {"name": "output", "scale": float(qinits[deq.input[1]]), "zero_point": int(qinits[deq.input[2]])}
+    meta = {"model": "se_qdq ONNX QDQ squeeze-excite + swish (tools/make_models.py)", "input_shape": [1, 3, 8, 8],
+            "layout": "NCHW", "weights_seed": SEED, "calib_seeds": CALIB_SEEDS, "ref_seeds": REF_SEEDS,
+            "input_range": [-1.0, 1.0], "onnxruntime": onnxruntime.__version__,
+            "quantize_static": {"quant_format": "QDQ", "per_channel": True, "activation_type": "QInt8",
+                                "weight_type": "QInt8"},
+            "outputs": [out_q], "reference": ref, "versions": _versions()}
+    save_npz(out / "se_qdq.npz", {"input_0": x, "output_0": outs, "reference": np.array(ref),
+                                  "meta": np.array(json.dumps(meta, sort_keys=True))})
+    print(f"  reference: {ref}")
+    summarize("output_0", np.round(outs / out_q["scale"]) + out_q["zero_point"])
+    return path
+
+
 def build_qop_cnn(out: Path, stem: str, activation_type: str):
     """The small CNN quantized by onnxruntime in QOperator format (QLinearConv, QLinearAdd,
     QLinearSigmoid, QLinearLeakyRelu, QLinearConcat, QLinearAveragePool,
@@ -1639,6 +1696,7 @@ BUILDERS = {
     "autoencoder_int8": build_autoencoder,
     "batch2_mean_int8": build_batch2_mean,
     "op_mul_int8": build_mul_model,
+    "se_qdq": build_se_qdq,
 }
 MODELS = tuple(BUILDERS)
 
