@@ -77,6 +77,13 @@ add_scalar, sub_scalar, mul_scalar, abs, relu, relu6, relu_n1_to_1, quantize)
     QUANTIZE int8 -> int8 appears where CONCATENATION joins LOGISTIC's and TANH's fixed output
     scales. ELU, NEG, SIN and SQUARE stay float in the converter (DEQUANTIZE -> op -> QUANTIZE); LiteRT's
     reference resolver has no ELU: its references use the builtin kernels.
+``op_mul_int8.tflite``
+    MUL of two activations and broadcast ADD after quantized 1x1 CONV_2Ds of 40 channels:
+    swish y·sigmoid(y), a RELU-fused product, the squeeze-excite gate [1, 1, 1, 40] in both
+    operand orders, y + gate.
+``se_qdq.onnx``
+    onnxruntime's QDQ squeeze-excite block (NCHW gate [1, 40, 1, 1], Mul with the vector
+    first), swish and a broadcast Add; references from onnxruntime, optimizations disabled.
 ``lut_ops_qdq.onnx``
     Hand-written ONNX QDQ branches (chosen scales): Sigmoid, Tanh, HardSwish, LeakyRelu, Abs,
     Exp, Relu, Clip, Elu and a bare DequantizeLinear -> QuantizeLinear requantize; references
