@@ -168,7 +168,10 @@ class QMean:
 
 
 @dataclass(frozen=True, eq=False)
-class QAdd:
+class _QBinary:
+    """An elementwise op of two int8 activations; one may be a channel vector broadcast over
+    the other (squeeze-excite)."""
+
     input_a: QTensor
     input_b: QTensor
     output: QTensor
@@ -185,23 +188,13 @@ class QAdd:
 
 
 @dataclass(frozen=True, eq=False)
-class QMul:
-    """Elementwise product of two int8 activations (TFLite int8 MUL); input_b may be a channel
-    vector broadcast over input_a (squeeze-excite)."""
+class QAdd(_QBinary):
+    """TFLite int8 ADD."""
 
-    input_a: QTensor
-    input_b: QTensor
-    output: QTensor
-    act_min: int
-    act_max: int
-    convention: str = ""
-    # The Relax expressions of the quantized inputs, in the order of the record's inputs
-    # (lowering maps them to the composite's arguments). Not part of the op's meaning.
-    operands: tuple = field(default=(), compare=False, repr=False)
 
-    @property
-    def macs(self) -> int:
-        return 0
+@dataclass(frozen=True, eq=False)
+class QMul(_QBinary):
+    """TFLite int8 MUL."""
 
 
 @dataclass(frozen=True, eq=False)

@@ -1393,14 +1393,22 @@ def build_se_qdq(out: Path):
     """se_qdq.onnx: the squeeze-excite block quantized by onnxruntime in QDQ format (int8
     activations, per-channel int8 weights); references from onnxruntime, graph optimizations
     disabled (float Mul / Add between DequantizeLinear and QuantizeLinear)."""
-    import onnx
-    import onnxruntime
-
     calib = nhwc_batch(CALIB_SEEDS, 8, 8, 3).transpose(0, 3, 1, 2).copy()
     path = out / "se_qdq.onnx"
     qmodel = _ort_quantize(se_float_onnx(), calib, "QDQ", "QInt8", path)
+    _ort_references(path, qmodel, "se_qdq ONNX QDQ squeeze-excite + swish (tools/make_models.py)", (8, 8, 3),
+                    "QDQ", "QInt8")
+    return path
+
+
+def _ort_references(path: Path, qmodel, description: str, hwc, quant_format: str, activation_type: str):
+    """onnxruntime's outputs (graph optimizations disabled) on the REF_SEEDS inputs (NCHW) and
+    the output's quantization, written to ``path``.npz with the model's meta."""
+    import onnx
+    import onnxruntime
+
     ref = f"onnxruntime {onnxruntime.__version__} ORT_DISABLE_ALL"
-    x = nhwc_batch(REF_SEEDS, 8, 8, 3).transpose(0, 3, 1, 2).copy()
+    x = nhwc_batch(REF_SEEDS, *hwc).transpose(0, 3, 1, 2).copy()
     sess = _ort_session(str(path))
     outs = np.concatenate([sess.run(["output"], {"input": x[i:i + 1]})[0] for i in range(len(x))])
     producer = {o: n for n in qmodel.graph.node for o in n.output}
@@ -1408,17 +1416,16 @@ def build_se_qdq(out: Path):
     deq = producer["output"]
     assert deq.op_type == "DequantizeLinear", deq.op_type
     out_q = {"name": "output", "scale": float(qinits[deq.input[1]]), "zero_point": int(qinits[deq.input[2]])}
-    meta = {"model": "se_qdq ONNX QDQ squeeze-excite + swish (tools/make_models.py)", "input_shape": [1, 3, 8, 8],
+    meta = {"model": description, "input_shape": [1, hwc[2], hwc[0], hwc[1]],
             "layout": "NCHW", "weights_seed": SEED, "calib_seeds": CALIB_SEEDS, "ref_seeds": REF_SEEDS,
             "input_range": [-1.0, 1.0], "onnxruntime": onnxruntime.__version__,
-            "quantize_static": {"quant_format": "QDQ", "per_channel": True, "activation_type": "QInt8",
-                                "weight_type": "QInt8"},
+            "quantize_static": {"quant_format": quant_format, "per_channel": True,
+                                "activation_type": activation_type, "weight_type": "QInt8"},
             "outputs": [out_q], "reference": ref, "versions": _versions()}
-    save_npz(out / "se_qdq.npz", {"input_0": x, "output_0": outs, "reference": np.array(ref),
-                                  "meta": np.array(json.dumps(meta, sort_keys=True))})
+    save_npz(path.with_suffix(".npz"), {"input_0": x, "output_0": outs, "reference": np.array(ref),
+                                        "meta": np.array(json.dumps(meta, sort_keys=True))})
     print(f"  reference: {ref}")
     summarize("output_0", np.round(outs / out_q["scale"]) + out_q["zero_point"])
-    return path
 
 
 def build_qop_cnn(out: Path, stem: str, activation_type: str):
@@ -1426,34 +1433,13 @@ def build_qop_cnn(out: Path, stem: str, activation_type: str):
     QLinearSigmoid, QLinearLeakyRelu, QLinearConcat, QLinearAveragePool,
     QLinearGlobalAveragePool, QGemm), per-channel int8 weights, ``activation_type``
     activations; references from onnxruntime with graph optimizations disabled."""
-    import onnx
-    import onnxruntime
-
     fmodel = qop_cnn_float_onnx()
     calib = nhwc_batch(CALIB_SEEDS, 16, 16, 3).transpose(0, 3, 1, 2).copy()
 
     path = out / f"{stem}.onnx"
     qmodel = _ort_quantize(fmodel, calib, "QOperator", activation_type, path)
-
-    ref = f"onnxruntime {onnxruntime.__version__} ORT_DISABLE_ALL"
-    x = nhwc_batch(REF_SEEDS, 16, 16, 3).transpose(0, 3, 1, 2).copy()
-    sess = _ort_session(str(path))
-    outs = np.concatenate([sess.run(["output"], {"input": x[i:i + 1]})[0] for i in range(len(x))])
-    producer = {o: n for n in qmodel.graph.node for o in n.output}
-    qinits = {t.name: onnx.numpy_helper.to_array(t) for t in qmodel.graph.initializer}
-    deq = producer["output"]
-    assert deq.op_type == "DequantizeLinear", deq.op_type
-    out_q = {"name": "output", "scale": float(qinits[deq.input[1]]), "zero_point": int(qinits[deq.input[2]])}
-    meta = {"model": f"{stem} ONNX QOperator (tools/make_models.py)", "input_shape": [1, 3, 16, 16],
-            "layout": "NCHW", "weights_seed": SEED, "calib_seeds": CALIB_SEEDS, "ref_seeds": REF_SEEDS,
-            "input_range": [-1.0, 1.0], "onnxruntime": onnxruntime.__version__,
-            "quantize_static": {"quant_format": "QOperator", "per_channel": True,
-                                "activation_type": activation_type, "weight_type": "QInt8"},
-            "outputs": [out_q], "reference": ref, "versions": _versions()}
-    save_npz(out / f"{stem}.npz", {"input_0": x, "output_0": outs, "reference": np.array(ref),
-                                   "meta": np.array(json.dumps(meta, sort_keys=True))})
-    print(f"  reference: {ref}")
-    summarize("output_0", np.round(outs / out_q["scale"]) + out_q["zero_point"])
+    _ort_references(path, qmodel, f"{stem} ONNX QOperator (tools/make_models.py)", (16, 16, 3), "QOperator",
+                    activation_type)
     return path
 
 

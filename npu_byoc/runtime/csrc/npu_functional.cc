@@ -369,6 +369,7 @@ private:
     uint32_t mean();
     uint32_t add();
     uint32_t mul();
+    uint32_t binary_registers(Shape *out) const;
     uint32_t binary_operands(uint64_t nbytes, uint64_t channels, Span *a, Span *b, Span *out) const;
     uint32_t lut();
 
@@ -785,11 +786,7 @@ uint32_t Machine::mean() {
 uint32_t Machine::add() {
     Shape shp;
     uint32_t st;
-    if ((st = shape(NPU_REG_OFM_H, &shp)) != kOk) return st;
-    if ((st = check_int8(NPU_REG_IFM_ZERO_POINT)) != kOk) return st;
-    if ((st = check_int8(NPU_REG_IFM2_ZERO_POINT)) != kOk) return st;
-    if ((st = check_int8(NPU_REG_OFM_ZERO_POINT)) != kOk) return st;
-    if ((st = check_clamp()) != kOk) return st;
+    if ((st = binary_registers(&shp)) != kOk) return st;
     const int64_t left_shift = s(NPU_REG_LEFT_SHIFT);
     if (!(left_shift >= 0 && left_shift <= 31)) return NPU_STATUS_INVALID_PARAMETER;
     if ((st = check_shift(NPU_REG_IFM_SHIFT)) != kOk) return st;
@@ -825,6 +822,16 @@ uint32_t Machine::add() {
     return kOk;
 }
 
+// ADD, MUL: the OFM shape, the three zero points and the clamp.
+uint32_t Machine::binary_registers(Shape *out) const {
+    uint32_t st;
+    if ((st = shape(NPU_REG_OFM_H, out)) != kOk) return st;
+    if ((st = check_int8(NPU_REG_IFM_ZERO_POINT)) != kOk) return st;
+    if ((st = check_int8(NPU_REG_IFM2_ZERO_POINT)) != kOk) return st;
+    if ((st = check_int8(NPU_REG_OFM_ZERO_POINT)) != kOk) return st;
+    return check_clamp();
+}
+
 // ADD, MUL: IFM2_BROADCAST is 0 (IFM2 has the OFM shape) or 1 (IFM2 is OFM_C bytes); then the
 // operand ranges in order (IFM, IFM2, OFM) and the output overlapping an input.
 uint32_t Machine::binary_operands(uint64_t nbytes, uint64_t channels, Span *a, Span *b, Span *out) const {
@@ -844,11 +851,7 @@ uint32_t Machine::binary_operands(uint64_t nbytes, uint64_t channels, Span *a, S
 uint32_t Machine::mul() {
     Shape shp;
     uint32_t st;
-    if ((st = shape(NPU_REG_OFM_H, &shp)) != kOk) return st;
-    if ((st = check_int8(NPU_REG_IFM_ZERO_POINT)) != kOk) return st;
-    if ((st = check_int8(NPU_REG_IFM2_ZERO_POINT)) != kOk) return st;
-    if ((st = check_int8(NPU_REG_OFM_ZERO_POINT)) != kOk) return st;
-    if ((st = check_clamp()) != kOk) return st;
+    if ((st = binary_registers(&shp)) != kOk) return st;
     if ((st = check_shift(NPU_REG_OFM_SHIFT)) != kOk) return st;
     const uint64_t nbytes = shp.elements();
     Span a_span, b_span, out_span;
