@@ -618,6 +618,23 @@ def _dequantize_leaves(body, bindings) -> list:
     return out
 
 
+def _single_window_strides(a, in_shape, out_shape, layout: str) -> tuple:
+    """Along an axis with one output window the stride has no effect beyond keeping it the
+    only one: the smallest such stride, so that a global pool written with stride = window
+    (DS-CNN's 25x5 AVERAGE_POOL_2D) meets the NPU's stride limit. Floor mode only (ceil-mode
+    pools are refused by the checks)."""
+    strides = int_list(a.strides)
+    if bool(a.ceil_mode) or in_shape is None or out_shape is None or len(out_shape) != 4:
+        return strides
+    axes = (1, 2) if layout == "NHWC" else (2, 3)
+    pad = int_list(a.padding)  # top, left, bottom, right
+    out = []
+    for k, (s, ax) in enumerate(zip(strides, axes)):
+        slack = int(in_shape[ax]) + pad[k] + pad[k + 2] - int_list(a.pool_size)[k]  # >= 0 when valid
+        out.append(max(1, min(s, slack + 1)) if int(out_shape[ax]) == 1 and slack >= 0 else s)
+    return tuple(out)
+
+
 def _pool_from_call(kind, pool, inp, out, lo, hi, convention, x) -> QPool2D:
     a = pool.attrs
     layout = str(a.layout)
@@ -629,7 +646,7 @@ def _pool_from_call(kind, pool, inp, out, lo, hi, convention, x) -> QPool2D:
         input=inp,
         output=out,
         pool_size=int_list(a.pool_size),
-        strides=int_list(a.strides),
+        strides=_single_window_strides(a, inp.shape, out.shape, layout),
         padding=int_list(a.padding),
         dilation=int_list(a.dilation),
         ceil_mode=bool(a.ceil_mode),

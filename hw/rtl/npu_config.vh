@@ -15,7 +15,7 @@
 `define NPU_MAX_KERNEL 11            // CONV/DWCONV: KERNEL_H, KERNEL_W <= this
 `define NPU_MAX_STRIDE 3             // CONV/DWCONV: STRIDE_H, STRIDE_W <= this
 `define NPU_MAX_CHANNELS 4096        // CONV/DWCONV/FC: IFM_C, OFM_C <= this
-`define NPU_MAX_POOL_WINDOW 16       // AVGPOOL/MAXPOOL: KERNEL_H, KERNEL_W <= this
+`define NPU_MAX_POOL_WINDOW 32       // AVGPOOL/MAXPOOL: KERNEL_H, KERNEL_W <= this
 `define NPU_MAX_POOL_STRIDE 8        // AVGPOOL/MAXPOOL: STRIDE_H, STRIDE_W <= this
 `define NPU_MAX_MEAN_ELEMENTS 65536  // MEAN: IFM_H * IFM_W <= this
 `define NPU_MAX_FC_FEATURES 65536    // FC: input and output features <= this

@@ -75,6 +75,8 @@ module npu_vec #(
 
   localparam [1:0] V_IDLE = 2'd0, V_TABLE = 2'd1, V_RUN = 2'd2, V_FLUSH = 2'd3;
   localparam int LUT_CHUNKS = (256 + V - 1) / V;
+  // a window's valid taps: up to max_pool_window^2 (the count an AVGPOOL divides by)
+  localparam int TAPS_W = $clog2(`NPU_MAX_POOL_WINDOW * `NPU_MAX_POOL_WINDOW + 1);
 
   reg [1:0]  state;
   reg [7:0]  op;
@@ -100,7 +102,7 @@ module npu_vec #(
   reg [7:0]         table_q [0:255];
   reg signed [31:0] sum  [0:V-1];
   reg signed [7:0]  vmax [0:V-1];
-  reg [8:0]         taps;           // valid taps of the window so far
+  reg [TAPS_W-1:0]  taps;           // valid taps of the window so far
 
   wire is_pool = op == `NPU_OP_AVGPOOL || op == `NPU_OP_MAXPOOL;
   wire is_binary = op == `NPU_OP_ADD || op == `NPU_OP_MUL;
@@ -113,7 +115,7 @@ module npu_vec #(
   endfunction
 
   // AVGPOOL: sum / n rounded half away from zero (C: (sum +- n/2) / n)
-  function automatic logic signed [31:0] avg_round(input logic signed [31:0] fn_sum, input logic [8:0] fn_n);
+  function automatic logic signed [31:0] avg_round(input logic signed [31:0] fn_sum, input logic [TAPS_W-1:0] fn_n);
     logic [31:0] mag;
     begin
       mag = (fn_sum < 0) ? 32'(-fn_sum) : 32'(fn_sum);
@@ -320,8 +322,8 @@ module npu_vec #(
           end
           sum <= l_sum;
         end else if (is_pool) begin
-          logic [8:0] n;
-          n = (t2_first ? 9'd0 : taps) + {8'd0, t2_tap};
+          logic [TAPS_W-1:0] n;
+          n = (t2_first ? TAPS_W'(0) : taps) + TAPS_W'(t2_tap);
           taps <= n;
           for (int i = 0; i < V; i++) begin
             l_sum[i] = t2_first ? 32'sd0 : sum[i];
