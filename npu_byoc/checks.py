@@ -25,7 +25,7 @@ ACTIVATION_DTYPES = ("int8",)
 
 
 def _tensors(op: QOp) -> list[tuple[str, QTensor]]:
-    if isinstance(op, QAdd):
+    if hasattr(op, "input_b"):  # QAdd, QMul
         return [("input a", op.input_a), ("input b", op.input_b), ("output", op.output)]
     return [("input", op.input), ("output", op.output)]
 
@@ -299,11 +299,14 @@ def reshape_same_quantization(op, hw: HwConfig) -> str | None:
     return None
 
 
-def add_same_shape(op: QAdd, hw: HwConfig) -> str | None:
-    """Both operands have the same shape (no broadcasting)."""
-    if op.input_a.shape != op.input_b.shape:
-        return f"add with broadcasting {op.input_a.shape} + {op.input_b.shape}: NPU adds equal shapes"
-    return None
+def binary_broadcast(op: QOp, hw: HwConfig) -> str | None:
+    """Both operands have the output's shape, or one is a channel vector broadcast over the other (either order; squeeze-excite): [1, 1, 1, C] over [1, H, W, C] in an NHWC model, [1, C, 1, 1] over [1, C, H, W] in an NCHW one."""
+    word = "add" if isinstance(op, QAdd) else "mul"
+    a, b, out = op.input_a.shape, op.input_b.shape, op.output.shape
+    if a == b == out or limits.channel_broadcast(a, b, out) or limits.channel_broadcast(b, a, out):
+        return None
+    return (f"{word} with broadcasting {a} × {b}: NPU {word} broadcasts only a channel vector "
+            "([1, 1, 1, C] over [1, H, W, C], NCHW: [1, C, 1, 1] over [1, C, H, W])")
 
 
 def _same_q(a: QTensor, b: QTensor) -> bool:

@@ -31,7 +31,7 @@ from tvm.relax.transform import FusionPattern, PatternCheckContext
 from . import checks as C
 from . import lut_ops
 from .hwconfig import DEFAULT_CONFIG, HwConfig
-from .qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QOp, QPool2D, QReshape, QTensor
+from .qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D, QReshape, QTensor
 from .uint8 import activations_label, int8_equivalent
 from .relax_utils import NotConstant, const_eval, dtype_of, int_list, op_name, prim_value, resolve, shape_of
 
@@ -803,26 +803,34 @@ def _extract_mean(root, bindings) -> QMean:
     )
 
 
-def _extract_add(root, bindings) -> QAdd:
-    tail = _Tail(root, bindings)
-    add = tail.body
-    a, b = (resolve(x, bindings) for x in add.args)
-    for role, d in (("first", a), ("second", b)):
-        if op_name(d) != "relax.dequantize":
-            raise Reject(f"{role} operand of add is not a quantized tensor")
-        try:
-            const_eval(d.args[0], bindings)
-        except NotConstant:
-            continue
-        raise Reject(f"{role} operand of add is a constant: NPU adds two activations")
-    qa = _activation(a, bindings, "input a", a.args[0])
-    qb = _activation(b, bindings, "input b", b.args[0])
-    out = tail.output(bindings)
-    lo, hi = tail.clamp(out, bindings)
-    return QAdd(
-        input_a=qa, input_b=qb, output=out, act_min=lo, act_max=hi, convention="qdq",
-        operands=(a.args[0], b.args[0]),
-    )
+def _extract_binary(word: str, verb: str, record: type):
+    """add / multiply of two dequantized activations -> QAdd / QMul."""
+
+    def extract(root, bindings):
+        tail = _Tail(root, bindings)
+        a, b = (resolve(x, bindings) for x in tail.body.args)
+        for role, d in (("first", a), ("second", b)):
+            if op_name(d) != "relax.dequantize":
+                raise Reject(f"{role} operand of {word} is not a quantized tensor")
+            try:
+                const_eval(d.args[0], bindings)
+            except NotConstant:
+                continue
+            raise Reject(f"{role} operand of {word} is a constant: NPU {verb} two activations")
+        qa = _activation(a, bindings, "input a", a.args[0])
+        qb = _activation(b, bindings, "input b", b.args[0])
+        out = tail.output(bindings)
+        lo, hi = tail.clamp(out, bindings)
+        return record(
+            input_a=qa, input_b=qb, output=out, act_min=lo, act_max=hi, convention="qdq",
+            operands=(a.args[0], b.args[0]),
+        )
+
+    return extract
+
+
+_extract_add = _extract_binary("add", "adds", QAdd)
+_extract_mul = _extract_binary("mul", "multiplies", QMul)
 
 
 _RESHAPE_OPS = ("relax.reshape", "relax.squeeze", "relax.expand_dims")
@@ -966,7 +974,17 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
             _qdq_unary(lambda x: is_op("relax.add")(x, _deq()), "dequantize(a), dequantize(b) → add")
         ),
         extract=_extract_add,
-        checks=(*C.COMMON, C.add_same_shape),
+        checks=(*C.COMMON, C.binary_broadcast),
+    ),
+    NpuPattern(
+        name="npu.mul",
+        summary="elementwise multiply of two int8 tensors, one may be a [1, 1, 1, C] channel vector (TFLite int8 mul)",
+        anchor_ops=("relax.multiply",),
+        conventions=tuple(
+            _qdq_unary(lambda x: is_op("relax.multiply")(x, _deq()), "dequantize(a), dequantize(b) → multiply")
+        ),
+        extract=_extract_mul,
+        checks=(*C.COMMON, C.binary_broadcast),
     ),
     *(_lut_entry(fn) for fn in lut_ops.FUNCTIONS.values()),
     NpuPattern(

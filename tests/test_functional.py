@@ -149,11 +149,13 @@ def test_functional_runs_the_whole_mobilenet_partition(plans):
 
 @pytest.fixture(scope="module")
 def tiny(plans):
-    """The tiny CNN's partitions (every opcode between them), scheduled for the default SRAM."""
+    """The tiny CNN's partitions and the MUL fixture's (every opcode between them), scheduled
+    for the default SRAM."""
     out = []
-    for name, plan in plans("tiny_cnn_int8.tflite").items():
-        schedule = schedule_partition(plan, DEFAULT)
-        out.append((plan, schedule, bind(plan, schedule, random_inputs(plan, seed=2))))
+    for model in ("tiny_cnn_int8.tflite", "op_mul_int8.tflite"):
+        for name, plan in plans(model).items():
+            schedule = schedule_partition(plan, DEFAULT)
+            out.append((plan, schedule, bind(plan, schedule, random_inputs(plan, seed=2))))
     return out
 
 
@@ -166,7 +168,7 @@ def op_streams(tiny):
             steps = [s for s, j in zip(schedule.steps, schedule.step_op) if j == k]
             for i, step in enumerate(steps):
                 found.setdefault(step.opcode, (steps, i, regions))
-    assert set(found) == set(KICK_REGS), "the tiny CNN no longer kicks every opcode"
+    assert set(found) == set(KICK_REGS), "the tiny CNN and the MUL fixture no longer kick every opcode"
     return found
 
 

@@ -74,7 +74,7 @@ def same_as_machine(npu, words, regions, hw=HW, **kw):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model", ALL_MODELS)
+@pytest.mark.parametrize("model", [*ALL_MODELS, "op_mul_int8.tflite"])
 def test_fixture_partitions_equal_the_machine(rtl, plans, model):
     for name, plan in plans(model).items():
         schedule = schedule_partition(plan, HW)
@@ -519,8 +519,10 @@ def _op_streams(plans) -> dict[Opcode, tuple[list, int, dict]]:
     """Per opcode: a short stream (one layer's steps up to the output DMA after the kick), the
     index of the step to mutate, and bound regions."""
     found = {}
-    for name in ("npu_subgraph_1", "npu_subgraph_0"):
-        plan = plans("tiny_cnn_int8.tflite")[name]
+    subgraphs = [("tiny_cnn_int8.tflite", "npu_subgraph_1"), ("tiny_cnn_int8.tflite", "npu_subgraph_0")]
+    subgraphs += [("op_mul_int8.tflite", name) for name in plans("op_mul_int8.tflite")]  # MUL
+    for model, name in subgraphs:
+        plan = plans(model)[name]
         schedule = schedule_partition(plan, HW, residency=False)  # every layer stores its output
         regions = bind(plan, schedule, random_inputs(plan, 4))
         for layer in range(len(plan.ops)):
