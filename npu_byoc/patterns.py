@@ -804,7 +804,9 @@ def _extract_mean(root, bindings) -> QMean:
 
 
 def _extract_binary(word: str, verb: str, record: type):
-    """add / multiply of two dequantized activations -> QAdd / QMul."""
+    """add / multiply of two dequantized int8 tensors -> QAdd / QMul. One may be a constant of
+    the model (a BatchNorm's scale or offset left after a concat): it becomes input_b, carried
+    as ``constant`` with its shape padded to the output's rank as numpy broadcasts it."""
 
     def extract(root, bindings):
         tail = _Tail(root, bindings)
@@ -812,21 +814,35 @@ def _extract_binary(word: str, verb: str, record: type):
         for role, d in (("first", a), ("second", b)):
             if op_name(d) != "relax.dequantize":
                 raise Reject(f"{role} operand of {word} is not a quantized tensor")
-            try:
-                const_eval(d.args[0], bindings)
-            except NotConstant:
-                continue
-            raise Reject(f"{role} operand of {word} is a constant: NPU {verb} two activations")
+        constants = [_constant_value(d, bindings) for d in (a, b)]
+        if all(c is not None for c in constants):
+            raise Reject(f"both operands of {word} are constants: nothing for the NPU to {verb.removesuffix('s')}")
+        if constants[0] is not None:  # ADD and MUL commute exactly (TFLite rescales both alike)
+            (a, b), constants = (b, a), constants[::-1]
+        out = tail.output(bindings)
         qa = _activation(a, bindings, "input a", a.args[0])
         qb = _activation(b, bindings, "input b", b.args[0])
-        out = tail.output(bindings)
+        constant = constants[1]
+        if constant is not None:
+            shape = (1,) * (len(out.shape) - constant.ndim) + constant.shape
+            qb = replace(qb, shape=shape)
+            constant = constant.reshape(shape)
         lo, hi = tail.clamp(out, bindings)
         return record(
-            input_a=qa, input_b=qb, output=out, act_min=lo, act_max=hi, convention="qdq",
-            operands=(a.args[0], b.args[0]),
+            input_a=qa, input_b=qb, output=out, act_min=lo, act_max=hi,
+            convention="qdq", constant=constant,
+            operands=(a.args[0],) if constant is not None else (a.args[0], b.args[0]),
         )
 
     return extract
+
+
+def _constant_value(dequantize, bindings) -> np.ndarray | None:
+    """The integer values of a dequantized model constant, None for an activation."""
+    try:
+        return np.asarray(const_eval(dequantize.args[0], bindings))
+    except NotConstant:
+        return None
 
 
 _extract_add = _extract_binary("add", "adds", QAdd)
@@ -968,7 +984,7 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
     ),
     NpuPattern(
         name="npu.add",
-        summary="elementwise add of two int8 tensors with rescaling (TFLite int8 add)",
+        summary="elementwise add of two int8 tensors with rescaling, one may be a channel vector or a model constant (TFLite int8 add)",
         anchor_ops=("relax.add",),
         conventions=tuple(
             _qdq_unary(lambda x: is_op("relax.add")(x, _deq()), "dequantize(a), dequantize(b) → add")
@@ -978,7 +994,7 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
     ),
     NpuPattern(
         name="npu.mul",
-        summary="elementwise multiply of two int8 tensors, one may be a [1, 1, 1, C] channel vector (TFLite int8 mul)",
+        summary="elementwise multiply of two int8 tensors, one may be a [1, 1, 1, C] channel vector or a model constant (TFLite int8 mul)",
         anchor_ops=("relax.multiply",),
         conventions=tuple(
             _qdq_unary(lambda x: is_op("relax.multiply")(x, _deq()), "dequantize(a), dequantize(b) → multiply")

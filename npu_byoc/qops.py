@@ -185,6 +185,9 @@ class _QBinary:
     act_min: int
     act_max: int
     convention: str = ""
+    # input_b's integer values when it is a constant of the model (shape: input_b.shape), which
+    # lowering places in the CONST region; None when it is an activation.
+    constant: np.ndarray | None = field(default=None, repr=False)
     # The Relax expressions of the quantized inputs, in the order of the record's inputs
     # (lowering maps them to the composite's arguments). Not part of the op's meaning.
     operands: tuple = field(default=(), compare=False, repr=False)

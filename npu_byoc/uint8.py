@@ -58,6 +58,9 @@ def int8_equivalent(op: QOp) -> QOp:
         changes["act_min"] = op.act_min - FLIP
         changes["act_max"] = op.act_max - FLIP
     changes.update(_uint8_weights(op))
+    constant = getattr(op, "constant", None)
+    if constant is not None and str(constant.dtype) in FLIPPED_DTYPES:  # a constant operand flips as input_b did
+        changes["constant"] = (constant.astype(np.int16) - FLIP).astype(np.int8)
     return dataclasses.replace(op, **changes) if changes else op
 
 

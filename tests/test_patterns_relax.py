@@ -496,9 +496,9 @@ NEGATIVE = [
         "mul rescale out of range: mul_params: s1·s2/s_out = 125000 gives shift 17, outside [-31, 15]",
     ),
     (
-        "add_constant_operand",
-        lambda: rb.qdq_add(b_const=rb.rng_weights((1, 8, 8, 4), seed=3)),
-        "second operand of add is a constant: NPU adds two activations",
+        "add_constant_operand_broadcast",  # a constant operand is accepted as a channel vector only
+        lambda: rb.qdq_add(b_const=rb.rng_weights((1, 1, 8, 4), seed=3)),
+        "add with broadcasting (1, 8, 8, 4) × (1, 1, 8, 4): NPU add broadcasts only a channel vector",
     ),
 ]
 

@@ -712,6 +712,29 @@ def make_glue_cnn(batch_size):
     return keras.Model(x0, L.Dense(10, activation="softmax", name="fc")(x), name="glue_cnn")
 
 
+def make_bn_concat(batch_size):
+    """DenseNet121's pre-activation BatchNorm on a concatenation, which no conv absorbs: the
+    converter writes it as MUL and ADD by per-channel constants (then ReLU), twice."""
+    import keras
+    from keras import layers as L
+
+    x0 = keras.Input(shape=(16, 16, 3), batch_size=batch_size, name="input")
+    x = L.Conv2D(8, 3, padding="same", name="conv0")(x0)
+    x = L.ReLU(name="conv0_relu")(L.BatchNormalization(name="conv0_bn")(x))
+    y = L.Conv2D(8, 3, padding="same", name="conv1")(x)
+    x = L.Concatenate(name="concat")([x, y])
+    x = L.ReLU(name="block_relu")(L.BatchNormalization(name="block_bn")(x))
+    x = L.Conv2D(12, 1, name="conv2")(x)
+    x = L.ReLU(name="final_relu")(L.BatchNormalization(name="final_bn")(x))
+    x = L.GlobalAveragePooling2D(name="gap")(x)
+    return keras.Model(x0, L.Dense(10, activation="softmax", name="fc")(x), name="bn_concat")
+
+
+def build_bn_concat(out: Path):
+    return _train_and_convert("bn_concat_int8", out, make_bn_concat, (16, 16, 3), 2, 3e-3,
+                              {"model": "BatchNorm on a concatenation: MUL / ADD by channel constants"})
+
+
 def build_glue_cnn(out: Path):
     return _train_and_convert("glue_cnn_int8", out, make_glue_cnn, (16, 16, 3), 2, 3e-3,
                               {"model": "glue ops: ZeroPadding2D, dilated conv, Flatten"})
@@ -1709,6 +1732,7 @@ BUILDERS = {
     "mobilenet_v1_batch_none_int8": build_mobilenet_v1_batch_none,
     "ds_cnn_int8": build_ds_cnn,
     "glue_cnn_int8": build_glue_cnn,
+    "bn_concat_int8": build_bn_concat,
     **{name: (lambda out, op=name[3:-5]: build_op_model(op, out)) for name in TFLITE_OP_MODELS},
     **{name: (lambda out, op=name[3:-5]: build_lut_op_model(op, out)) for name in LUT_OP_MODELS},
     "lut_ops_qdq": build_lut_ops_qdq,

@@ -51,6 +51,10 @@ class PartitionPlan:
     # Images per call: the ops, refs and scratch are one image's; the IO tensors hold `batch`
     # images back to back and the runner executes the ops once per image (docs/codegen.md).
     batch: int = 1
+    # The start of the CONST region: the model constants ops read as operands (a constant
+    # channel vector of ADD / MUL), at 16-byte aligned offsets. The scheduler appends the
+    # weights, requantize records and LUTs after them.
+    constants: bytes = b""
 
     @property
     def macs(self) -> int:
@@ -262,6 +266,15 @@ def _view_reshape(op: QReshape, ifms: list[TensorRef], shape: tuple[int, int, in
     return view(ifms[0], shape)
 
 
+def _constant_operand(name: str, op: QOp, layout: str, blob: bytearray) -> TensorRef:
+    """A constant input_b of the record, appended to ``blob`` (the plan's CONST head) as its
+    bytes in the model's order, which ``layout`` names."""
+    offset = -(-len(blob) // SCRATCH_ALIGN) * SCRATCH_ALIGN
+    data = np.ascontiguousarray(op.constant, np.int8).tobytes()
+    blob += bytes(offset - len(blob)) + data
+    return TensorRef(f"{name}/constant", int(Region.CONST), offset, hwc(op.input_b.shape, layout), layout)
+
+
 # Records that lower to no NPU op: their output is a view of an input (a TensorRef).
 VIEWS: dict[type, Callable[[QOp, list[TensorRef], tuple[int, int, int], str], TensorRef]] = {
     QReshape: _view_reshape,
@@ -341,6 +354,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
     _check_regions(name, refs, output_region, extracted)
     _alias_view_outputs(name, extracted, local_funcs, params, output_region)
     scratch = 0
+    constants = bytearray()
     ops: list[NpuOp] = []
     layers = []
     for b, layer, qop in extracted:
@@ -358,6 +372,8 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
                 ofm = TensorRef(layer, int(Region.SCRATCH), scratch, hwc_shape, "NHWC")
                 scratch += -(-ofm.nbytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
             ifms = [refs[a] for a in _operand_args(local_funcs[b.value.op], b.value, qop)]
+            if getattr(qop, "constant", None) is not None:
+                ifms.append(_constant_operand(layer, qop, model_layout, constants))
             op = LOWERINGS[type(qop)](layer, qop, ifms, ofm)
         except Reject as err:
             raise LoweringError(f"{name}: layer '{layer}': {err}", layer=layer, reason=str(err)) from None
@@ -373,7 +389,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         if v not in refs or refs[v].region != output_region.get(v):
             raise LoweringError(f"{name}: output {k} is not produced by an NPU operation")
         outputs.append(IoTensor(f"output_{k}", shape_of(v), dtype_of(v), refs[v]))
-    return PartitionPlan(name, inputs, outputs, ops, scratch, layers, batch)
+    return PartitionPlan(name, inputs, outputs, ops, scratch, layers, batch, bytes(constants))
 
 
 def _operand_args(composite: relax.Function, call: relax.Call, qop: QOp) -> list:

@@ -169,8 +169,8 @@ def _requant_table(op) -> bytes:
 
 
 class _Constants:
-    def __init__(self) -> None:
-        self.blob = bytearray()
+    def __init__(self, head: bytes = b"") -> None:
+        self.blob = bytearray(head)  # the plan's constant operands come first (PartitionPlan.constants)
 
     def add(self, data: bytes) -> int:
         offset = _align(len(self.blob))
@@ -597,7 +597,7 @@ def _plan_ops(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer]) -> tup
 def _schedule(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer]) -> Schedule:
     """The schedule with the tensors in ``keep`` resident; raises _Drop when one cannot be."""
     ops, base = _plan_ops(plan, hw, keep)
-    pool = _Constants()
+    pool = _Constants(plan.constants)
     steps: list[Step] = []
     step_op: list[int] = []
     for k, (op, p) in enumerate(zip(plan.ops, ops)):
@@ -638,7 +638,7 @@ def schedule_partition(plan: PartitionPlan, hw: HwConfig = DEFAULT_CONFIG, resid
 def op_failures(plan: PartitionPlan, hw: HwConfig = DEFAULT_CONFIG) -> dict[int, str]:
     """Dry run of :func:`schedule_partition` and the encoder: op index -> why that op cannot
     be scheduled or encoded (a register value outside its range), for every op that fails."""
-    pool = _Constants()
+    pool = _Constants(plan.constants)
     failures = {}
     for k, op in enumerate(plan.ops):
         try:

@@ -122,7 +122,8 @@ def allocate_regions(plan: PartitionPlan, inputs: Sequence[np.ndarray]) -> Regio
     inputs flipped to int8, as the generated C++ entry does: npu_byoc.uint8)."""
     if len(inputs) != len(plan.inputs):
         raise ValueError(f"{plan.name}: expected {len(plan.inputs)} inputs, got {len(inputs)}")
-    regions: Regions = {int(Region.SCRATCH): np.zeros(max(plan.scratch_bytes, 1), np.uint8)}
+    regions: Regions = {int(Region.SCRATCH): np.zeros(max(plan.scratch_bytes, 1), np.uint8),
+                        int(Region.CONST): np.frombuffer(plan.constants, np.uint8)}  # constant operands
     for io, x in zip(plan.inputs, inputs):
         x = np.ascontiguousarray(x)
         if tuple(x.shape) != tuple(io.shape) or str(x.dtype) != io.dtype:
