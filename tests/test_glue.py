@@ -298,3 +298,53 @@ def test_a_pad_read_by_two_convs_stays_on_the_cpu():
     assert "R.nn.pad" in part["main"].script() and npu_functions(part)
     reasons = [d.reason for d in _decisions(mod) if not d.accepted]
     assert any("PAD is also read by another operator" in r for r in reasons), reasons
+
+
+# ------------------------------------------------------------- PAD before a max pool, after a ReLU
+def _clip_pad_pool(floor: int, fill: float, pad=(1, 1), also_add: bool = False):
+    """clip(x, floor, 127) -> nn.pad(fill) -> max_pool2d 3x3/2 [-> + the pad itself]: keras'
+    ReLU -> ZeroPadding2D -> MaxPooling2D (DenseNet, ResNet stems) in TFLite's int8 form."""
+    from tvm import relax
+    from tvm.relax.op import clip, nn
+
+    from .relax_builders import _build, _tensor
+
+    x = _tensor("x", (1, 9, 9, 4), "int8")
+
+    def body(bb):
+        c = bb.emit(clip(x, relax.prim_value(floor), relax.prim_value(127)))
+        p = bb.emit(nn.pad(c, [0, 0, pad[0], pad[1], pad[0], pad[1], 0, 0], "constant", fill))
+        y = bb.emit(nn.max_pool2d(p, pool_size=(3, 3), strides=(2, 2), layout="NHWC"))
+        if also_add:  # a second reader of the pad: an integer max of the pad's corner
+            y = bb.emit(relax.op.maximum(y, relax.op.strided_slice(p, [1, 2], [0, 0], [5, 5])))
+        return y
+
+    return _build([x], body)
+
+
+_X9 = np.random.default_rng(11).integers(-128, 128, (1, 9, 9, 4), dtype=np.int8)
+
+
+@pytest.mark.parametrize("floor", [-13, 0])
+def test_pad_filled_at_the_relu_floor_folds_into_the_max_pool(floor):
+    """fill -13 above a clamp at -13 (or 0) is a -128 fill for the max pool: folded, and the
+    output is TVM's CPU build of the model exactly."""
+    mod = _clip_pad_pool(floor, -13.0)
+    part = partition_for_npu(mod)
+    (func,) = npu_functions(part).values()
+    assert "R.nn.pad" in func.script() and "R.nn.pad" not in part["main"].script()
+    got = npu_byoc.build(part, "golden").run([_X9])[0]
+    want = npu_byoc.build(mod, "cpu").run([_X9])[0]
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    "kw", [dict(floor=-20, fill=-13.0), dict(floor=-13, fill=-13.0, pad=(3, 1)), dict(floor=-13, fill=-13.0, also_add=True)],
+    ids=["clamp_below_fill", "pad_as_wide_as_the_window", "pad_read_twice"],
+)
+def test_pad_that_would_change_a_maximum_keeps_its_fill(kw):
+    mod = _clip_pad_pool(**kw)
+    part = partition_for_npu(mod)
+    assert "R.nn.pad" in part["main"].script(), "the pad stays on the CPU"
+    reasons = [d.reason for d in _decisions(mod) if not d.accepted]
+    assert any("PAD fill -13 before max_pool2d" in (r or "") for r in reasons), reasons
