@@ -67,3 +67,20 @@ def test_unschedulable_layer_names_the_layer(partitioned):
     name, func = next(iter(npu_functions(part).items()))
     with pytest.raises(LoweringError, match=r"tiny_cnn_1/relu6_s2_1/Relu6"):
         generate_partition(name, func, HwConfig(sram_bytes=256))
+
+
+def test_run_codegen_lowers_for_the_configuration_in_its_target_options():
+    """The hook takes the hardware configuration from RunCodegen's target options (a plain
+    RunCodegen() lowers for the default): its C++ is generate_partition's for that configuration."""
+    from tvm import relax
+
+    from npu_byoc.codegen import c_codegen
+
+    small = HwConfig(array_rows=4, sram_bytes=2048)
+    mod = npu_byoc.partition_for_npu(rb.qdq_conv2d(input_hw=(16, 16), in_channels=8), hw=small)
+    ((name, func),) = npu_functions(mod).items()
+    relax.transform.RunCodegen(c_codegen.codegen_options(small, "m.tflite"))(mod)
+    assert c_codegen.LAST["sources"][name] == generate_partition(name, func, small, "m.tflite")
+    relax.transform.RunCodegen()(mod)
+    assert c_codegen.LAST["sources"][name] == generate_partition(name, func)
+    assert generate_partition(name, func) != generate_partition(name, func, small)

@@ -8,6 +8,7 @@ the driver API (npu_driver.h). Registered as ``relax.ext.npu`` for TVM's RunCode
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -132,24 +133,44 @@ def generate_partition(name: str, func, hw: HwConfig = DEFAULT_CONFIG, model: st
     return generate_source(plan, schedule_partition(plan, hw), model)
 
 
-# The hardware configuration RunCodegen lowers for (set by npu_byoc.build for its duration).
-CURRENT = {"hw": DEFAULT_CONFIG, "model": None, "sources": {}, "error": None}
+TARGET = "npu"  # the Codegen attribute, RunCodegen's target name and the hook's suffix
 
 
-@tvm.register_global_func("relax.ext.npu", override=True)
+def codegen_options(hw: HwConfig = DEFAULT_CONFIG, model: str | None = None) -> dict:
+    """``RunCodegen``'s target options: the hook lowers for ``hw`` (every field) and names the
+    model file in the generated comments."""
+    return {TARGET: {**dataclasses.asdict(hw), "model": model or ""}}
+
+
+def _options_config(options) -> tuple[HwConfig, str | None]:
+    """The hardware configuration and model name the hook got from :func:`codegen_options`
+    (a missing field takes its default: a plain ``RunCodegen()`` lowers for DEFAULT_CONFIG)."""
+    opts = dict(options) if options is not None else {}
+    hw = HwConfig(**{f.name: int(opts[f.name]) for f in dataclasses.fields(HwConfig) if f.name in opts})
+    return hw, (str(opts.get("model", "")) or None)
+
+
+# What the last RunCodegen produced: each partition's C++, and the original LoweringError of a
+# failure (TVM's FFI turns the hook's exception into a RuntimeError).
+LAST = {"sources": {}, "error": None}
+
+
+@tvm.register_global_func(f"relax.ext.{TARGET}", override=True)
 def _relax_ext_npu(functions, options, constant_names):
     """TVM's BYOC hook: the generated C++ of every Codegen="npu" function, in one source module
     (compiling TVM's FFI headers once instead of once per partition)."""
     create = tvm.get_global_func("runtime.CSourceModuleCreate")
+    hw, model = _options_config(options)
+    LAST.update(sources={}, error=None)
     names, sources = [], []
     for func in functions:
         name = str(func.attrs["global_symbol"])
         try:
-            src = generate_partition(name, func, CURRENT["hw"], CURRENT["model"])
+            src = generate_partition(name, func, hw, model)
         except LoweringError as err:
-            CURRENT["error"] = err  # TVM's FFI turns it into a RuntimeError: keep the original
+            LAST["error"] = err
             raise
-        CURRENT["sources"][name] = src
+        LAST["sources"][name] = src
         names.append(name)
         sources.append(src)
     if not names:

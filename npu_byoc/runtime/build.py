@@ -166,15 +166,13 @@ def export_model_library(mod: tvm.IRModule, path: str, hw: HwConfig, target: str
     from ..codegen import c_codegen
 
     info = model_info(mod)
-    c_codegen.CURRENT.update(hw=hw, model=Path(info.path).name if info else None, error=None)
-    try:
-        lowered = relax.transform.RunCodegen()(mod)
+    c_codegen.LAST.update(error=None)
+    try:  # the hook lowers for `hw`: it reaches it as RunCodegen's target options
+        lowered = relax.transform.RunCodegen(c_codegen.codegen_options(hw, Path(info.path).name if info else None))(mod)
     except Exception:
-        if c_codegen.CURRENT["error"] is not None:
-            raise c_codegen.CURRENT["error"] from None
+        if c_codegen.LAST["error"] is not None:
+            raise c_codegen.LAST["error"] from None
         raise
-    finally:
-        c_codegen.CURRENT.update(hw=DEFAULT_CONFIG, model=None)
     ex = tvm.compile(lowered, target=target)
     options = [
         f"-I{c_codegen.include_dir()}",
