@@ -130,6 +130,7 @@ def _lower_conv(name: str, op: QConv2D, ifms: list[TensorRef], ofm: TensorRef) -
         padding=tuple(op.padding),
         act_min=op.act_min,
         act_max=op.act_max,
+        dilation=tuple(int(d) for d in op.dilation),
     )
     if op.depthwise:
         return DepthwiseConv2D(weights=np.ascontiguousarray(weight[:, :, :, 0]), **common)

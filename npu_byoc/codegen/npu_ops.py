@@ -76,6 +76,12 @@ class _Binary(_NpuOp):
         return 0
 
 
+def _model_taps(op) -> int:
+    """Taps of the model's kernel: a zero-inserted k_d = (k - 1)·d + 1 window holds k."""
+    (kh, kw), (dh, dw) = op.kernel, op.dilation
+    return ((kh - 1) // dh + 1) * ((kw - 1) // dw + 1)
+
+
 @dataclass(eq=False)
 class Conv2D(_NpuOp):
     """acc[c] = bias[c] + sum_{kh,kw,ci} (x - ifm_zero_point) * w[c, kh, kw, ci];
@@ -95,6 +101,8 @@ class Conv2D(_NpuOp):
     act_min: int
     act_max: int
     tiling: Tiling | None = None
+    # the model's dilation: ``weights`` then hold the kernel with zeros inserted between taps
+    dilation: tuple[int, int] = (1, 1)
     kind: str = field(default="conv2d", init=False)
 
     @property
@@ -103,8 +111,9 @@ class Conv2D(_NpuOp):
 
     @property
     def macs(self) -> int:
+        """The model's MACs (a dilated kernel's inserted zeros are array work, not MACs)."""
         h, w, c = self.ofm.shape
-        return h * w * c * int(np.prod(self.weights.shape[1:]))
+        return h * w * c * int(self.weights.shape[3]) * _model_taps(self)
 
 
 @dataclass(eq=False)
@@ -125,6 +134,8 @@ class DepthwiseConv2D(_NpuOp):
     act_min: int
     act_max: int
     tiling: Tiling | None = None
+    # the model's dilation: ``weights`` then hold the kernel with zeros inserted between taps
+    dilation: tuple[int, int] = (1, 1)
     kind: str = field(default="depthwise_conv2d", init=False)
 
     @property
@@ -133,8 +144,9 @@ class DepthwiseConv2D(_NpuOp):
 
     @property
     def macs(self) -> int:
+        """The model's MACs (a dilated kernel's inserted zeros are array work, not MACs)."""
         h, w, c = self.ofm.shape
-        return h * w * c * self.kernel[0] * self.kernel[1]
+        return h * w * c * _model_taps(self)
 
 
 @dataclass(eq=False)
