@@ -25,7 +25,7 @@ ACTIVATION_DTYPES = ("int8",)
 
 
 def _tensors(op: QOp) -> list[tuple[str, QTensor]]:
-    if isinstance(op, QAdd):
+    if hasattr(op, "input_b"):  # QAdd, QMul
         return [("input a", op.input_a), ("input b", op.input_b), ("output", op.output)]
     return [("input", op.input), ("output", op.output)]
 
@@ -285,11 +285,14 @@ def mean_spatial(op: QMean, hw: HwConfig) -> str | None:
     return None
 
 
-def add_same_shape(op: QAdd, hw: HwConfig) -> str | None:
-    """Both operands have the same shape (no broadcasting)."""
-    if op.input_a.shape != op.input_b.shape:
-        return f"add with broadcasting {op.input_a.shape} + {op.input_b.shape}: NPU adds equal shapes"
-    return None
+def binary_broadcast(op: QOp, hw: HwConfig) -> str | None:
+    """Both operands have the output's shape, or one is a channel vector broadcast over the other (either order; squeeze-excite): [1, 1, 1, C] over [1, H, W, C] in an NHWC model, [1, C, 1, 1] over [1, C, H, W] in an NCHW one."""
+    word = "add" if isinstance(op, QAdd) else "mul"
+    a, b, out = op.input_a.shape, op.input_b.shape, op.output.shape
+    if a == b == out or limits.channel_broadcast(a, b, out) or limits.channel_broadcast(b, a, out):
+        return None
+    return (f"{word} with broadcasting {a} × {b}: NPU {word} broadcasts only a channel vector "
+            "([1, 1, 1, C] over [1, H, W, C], NCHW: [1, C, 1, 1] over [1, C, H, W])")
 
 
 def _same_q(a: QTensor, b: QTensor) -> bool:
@@ -304,35 +307,3 @@ COMMON: tuple[Check, ...] = (
 # Checked after an entry's own checks (the op must be otherwise valid to be lowered alone).
 FINAL: tuple[Check, ...] = (lowers_and_fits,)
 WEIGHTED: tuple[Check, ...] = (weights_int8, weights_symmetric, accumulator_fits, requant_in_range)
-
-
-def _shift_reason(what: str, shifts) -> str | None:
-    bad = [int(s) for s in shifts if not SHIFT_MIN <= int(s) <= SHIFT_MAX]
-    if bad:
-        return f"{what} shift {bad[0]}: NPU shifts lie in [{SHIFT_MIN}, {SHIFT_MAX}] (output scale too small or too large)"
-    return None
-
-
-def mean_requant_in_range(op: QMean, hw: HwConfig) -> str | None:
-    """The mean's requantize s_in / s_out, with 1/count folded in, gives a shift the NPU accepts ([-31, 30])."""
-    from . import numerics
-
-    n = int(np.prod([op.input.shape[a] for a in op.axes]))
-    if n <= 0 or op.input.scale is None or op.output.scale is None:
-        return None  # other checks name these
-    try:
-        _, shift = numerics.mean_params(op.input.scale, op.output.scale, n)
-    except ValueError as err:
-        return f"mean requantize out of range: {err}"
-    return _shift_reason("mean requantize", [shift])
-
-
-def add_rescale_in_range(op: QAdd, hw: HwConfig) -> str | None:
-    """The add's input and output rescaling (TFLite's int8 ADD parameters) lies in the NPU's range."""
-    from . import numerics
-
-    try:
-        p = numerics.add_params(op.input_a.scale, op.input_b.scale, op.output.scale)
-    except ValueError as err:
-        return f"add rescaling out of range: {err}"
-    return _shift_reason("add rescaling", [p.input1_shift, p.input2_shift, p.output_shift])

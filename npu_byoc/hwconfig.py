@@ -29,7 +29,7 @@ class HwConfig:
     max_stride: int = 3
     max_channels: int = 4096
     # Pooling unit limits.
-    max_pool_window: int = 16
+    max_pool_window: int = 32
     max_pool_stride: int = 8
     # Mean unit: number of elements reduced into one output.
     max_mean_elements: int = 65536

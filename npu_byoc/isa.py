@@ -22,7 +22,7 @@ from enum import IntEnum
 
 MAGIC = 0x3155504E  # "NPU1" read as a little-endian word
 VERSION_MAJOR = 1
-VERSION_MINOR = 1  # 1.1: DMA_IN_ASYNC, DMA_OUT_ASYNC, WAIT_DMA (DMA overlapped with compute)
+VERSION_MINOR = 1  # 1.1: DMA_IN_ASYNC, DMA_OUT_ASYNC, WAIT_DMA (DMA overlapped with compute); MUL, IFM2_BROADCAST
 VERSION = (VERSION_MAJOR << 16) | VERSION_MINOR
 HEADER_WORDS = 3
 
@@ -46,6 +46,7 @@ class Opcode(IntEnum):
     MEAN = 0x32  # mean over H and W + requantize
     ADD = 0x40  # elementwise add with rescaling
     LUT = 0x41  # 256-entry table lookup
+    MUL = 0x42  # elementwise multiply with rescaling
     STOP = 0xFF
 
 
@@ -70,9 +71,12 @@ class Reg(IntEnum):
     IFM_W = 0x12
     IFM_C = 0x13
     IFM_ZERO_POINT = 0x14
-    # Second input (ADD): same shape as IFM.
+    # Second input (ADD, MUL): same shape as the OFM, or a channel vector (IFM2_BROADCAST).
     IFM2_ADDR = 0x15
     IFM2_ZERO_POINT = 0x16
+    # ADD, MUL: 0 = IFM2 has the OFM shape; 1 = IFM2 is one OFM_C channel vector, read again
+    # at every output pixel (squeeze-excite's [1,1,1,C] operand).
+    IFM2_BROADCAST = 0x17
 
     # Output feature map (dense HWC int8 tile in SRAM).
     OFM_ADDR = 0x20
@@ -221,9 +225,14 @@ KICK_REGS: dict[Opcode, tuple[Reg, ...]] = {
         Reg.IFM_ADDR, Reg.IFM_ZERO_POINT, Reg.IFM2_ADDR, Reg.IFM2_ZERO_POINT,
         Reg.OFM_ADDR, Reg.OFM_H, Reg.OFM_W, Reg.OFM_C, Reg.OFM_ZERO_POINT, Reg.ACT_MIN, Reg.ACT_MAX,
         Reg.LEFT_SHIFT, Reg.IFM_MULTIPLIER, Reg.IFM_SHIFT, Reg.IFM2_MULTIPLIER, Reg.IFM2_SHIFT,
-        Reg.OFM_MULTIPLIER, Reg.OFM_SHIFT,
+        Reg.OFM_MULTIPLIER, Reg.OFM_SHIFT, Reg.IFM2_BROADCAST,
     ),  # fmt: skip
     Opcode.LUT: (Reg.IFM_ADDR, Reg.OFM_ADDR, Reg.OFM_H, Reg.OFM_W, Reg.OFM_C, Reg.LUT_ADDR),
+    Opcode.MUL: (
+        Reg.IFM_ADDR, Reg.IFM_ZERO_POINT, Reg.IFM2_ADDR, Reg.IFM2_ZERO_POINT, Reg.IFM2_BROADCAST,
+        Reg.OFM_ADDR, Reg.OFM_H, Reg.OFM_W, Reg.OFM_C, Reg.OFM_ZERO_POINT, Reg.ACT_MIN, Reg.ACT_MAX,
+        Reg.OFM_MULTIPLIER, Reg.OFM_SHIFT,
+    ),  # fmt: skip
 }
 
 OPCODE_DOC: dict[Opcode, str] = {
@@ -243,6 +252,7 @@ OPCODE_DOC: dict[Opcode, str] = {
     Opcode.MEAN: "mean over H and W + requantize",
     Opcode.ADD: "elementwise add with TFLite int8 rescaling",
     Opcode.LUT: "256-entry table lookup: out = table[x + 128]",
+    Opcode.MUL: "elementwise multiply with TFLite int8 rescaling: (x − zp1)·(y − zp2) rescaled by OFM_MULTIPLIER/SHIFT",
     Opcode.STOP: "end of stream: status OK",
 }
 
@@ -261,8 +271,9 @@ REG_DOC: dict[Reg, str] = {
     Reg.IFM_W: "input tile width",
     Reg.IFM_C: "input tile channels",
     Reg.IFM_ZERO_POINT: "input zero point (−128..127)",
-    Reg.IFM2_ADDR: "SRAM address of the second input tile (ADD; OFM shape)",
+    Reg.IFM2_ADDR: "SRAM address of the second input tile (ADD, MUL; OFM shape, or OFM_C bytes if IFM2_BROADCAST)",
     Reg.IFM2_ZERO_POINT: "second input zero point (−128..127)",
+    Reg.IFM2_BROADCAST: "ADD, MUL: 0 = second input has the OFM shape; 1 = it is OFM_C bytes, repeated at every pixel",
     Reg.OFM_ADDR: "SRAM address of the output tile (dense H×W×C int8)",
     Reg.OFM_H: "output tile height",
     Reg.OFM_W: "output tile width",
@@ -284,8 +295,8 @@ REG_DOC: dict[Reg, str] = {
     Reg.IFM_SHIFT: "ADD: first input shift (−31..30, positive = left)",
     Reg.IFM2_MULTIPLIER: "ADD: second input multiplier",
     Reg.IFM2_SHIFT: "ADD: second input shift (−31..30)",
-    Reg.OFM_MULTIPLIER: "ADD, MEAN: output multiplier",
-    Reg.OFM_SHIFT: "ADD, MEAN: output shift (−31..30)",
+    Reg.OFM_MULTIPLIER: "ADD, MEAN, MUL: output multiplier",
+    Reg.OFM_SHIFT: "ADD, MEAN, MUL: output shift (−31..30)",
     Reg.LEFT_SHIFT: "ADD: left shift of both inputs (0..31; 20 for int8)",
     Reg.LUT_ADDR: "SRAM address of the 256 int8 table entries",
 }

@@ -74,6 +74,26 @@ def hwc(shape: Sequence[int], layout: str) -> tuple[int, int, int]:
     return (1, 1, shape[0])
 
 
+def channel_broadcast(full: Sequence[int], vector: Sequence[int], out: Sequence[int]) -> str | None:
+    """The layout in which ``vector`` is one channel vector broadcast over ``full`` = ``out``
+    (a squeeze-excite gate, the NPU's IFM2_BROADCAST): "NHWC" for [1, 1, 1, C] over
+    [1, H, W, C], "NCHW" for [1, C, 1, 1] over [1, C, H, W]; None if neither. Lowering, which
+    knows the partition's layout, keeps the op only when the layouts agree."""
+    full, vector, out = (tuple(int(d) for d in s) for s in (full, vector, out))
+    if len(out) != 4 or full != out or full == vector:
+        return None
+    if vector == (1, 1, 1, out[3]):
+        return "NHWC"
+    return "NCHW" if vector == (1, out[1], 1, 1) else None
+
+
+def binary_layout(op) -> str:
+    """The layout an elementwise ADD / MUL record is lowered alone in: the one its broadcast
+    operand implies (NHWC when none)."""
+    a, b, out = op.input_a.shape, op.input_b.shape, op.output.shape
+    return channel_broadcast(a, b, out) or channel_broadcast(b, a, out) or "NHWC"
+
+
 _SHAPE_REGS = (Reg.IFM_H, Reg.IFM_W, Reg.IFM_C)
 
 
@@ -101,7 +121,7 @@ def lower_alone(op, hw: HwConfig, layout: str = "NHWC"):
     from .codegen.lower import LOWERINGS
     from .codegen.npu_ops import TensorRef
 
-    layout = getattr(op, "layout", layout)
+    layout = getattr(op, "layout", binary_layout(op) if hasattr(op, "input_b") else layout)
     tensors = [*_inputs(op), op.output]
     n = batch_of(t.shape for t in tensors)
     refs = [
@@ -152,5 +172,5 @@ def lowering_reason(op, hw: HwConfig) -> str | None:
     return shift_reason(npu_op) or untileable_reason(npu_op, hw)
 
 
-__all__ = ["ShapeError", "batch_reason", "batch_of", "per_image", "rank_reason", "hwc", "register_reason", "lower_alone", "shift_reason",
+__all__ = ["ShapeError", "channel_broadcast", "binary_layout", "batch_reason", "batch_of", "per_image", "rank_reason", "hwc", "register_reason", "lower_alone", "shift_reason",
            "lowering_reason"]  # fmt: skip

@@ -47,6 +47,7 @@ __all__ = [
     "activation_range",
     "AddParams",
     "add_params",
+    "mul_params",
     "mean_params",
     "fold_mean_count",
     "sigmoid_lut",
@@ -64,6 +65,7 @@ __all__ = [
     "max_pool2d",
     "mean",
     "add",
+    "mul",
 ]
 
 
@@ -270,6 +272,26 @@ def add_params(input1_scale, input2_scale, output_scale, left_shift: int = 20) -
             raise ValueError(f"add_params: real multiplier {r} outside (0, 1); TFLite rejects it too")
         out.extend(quantize_multiplier(r))
     return AddParams(left_shift, *out)
+
+
+# MUL's product (x − zp1)(y − zp2) is at most 255² < 2^16 in magnitude: a left shift up to 15
+# keeps MultiplyByQuantizedMultiplier's x · 2^shift inside int32 (TFLite's own kernel would
+# overflow beyond it; such a scale, s1·s2/s_out ≥ 2^15, never comes out of a real model).
+MUL_MAX_SHIFT = 15
+
+
+def mul_params(input1_scale, input2_scale, output_scale) -> tuple[int, int]:
+    """(output_multiplier, output_shift) of int8 MUL (TFLite ``mul.cc`` Prepare, in double)::
+
+        output_multiplier, output_shift = quantize_multiplier(double(s1) · double(s2) / double(s_out))
+
+    Raises ValueError when the shift is outside [−31, MUL_MAX_SHIFT].
+    """
+    real = float(np.float32(input1_scale)) * float(np.float32(input2_scale)) / float(np.float32(output_scale))
+    m, s = quantize_multiplier(real)
+    if not -31 <= s <= MUL_MAX_SHIFT:
+        raise ValueError(f"mul_params: s1·s2/s_out = {real:.6g} gives shift {s}, outside [-31, {MUL_MAX_SHIFT}]")
+    return m, s
 
 
 def fold_mean_count(multiplier: int, shift: int, num_elements: int) -> tuple[int, int]:
@@ -707,5 +729,20 @@ def add(a, b, input1_zero_point, input2_zero_point, output_zero_point, params: A
     raw = _wrap_i32(ra.astype(np.int64) + rb.astype(np.int64))
     out = multiply_by_quantized_multiplier(raw, params.output_multiplier, params.output_shift)
     out = out.astype(np.int64) + int(output_zero_point)
+    lo, hi = max(int(act_min), INT8_MIN), min(int(act_max), INT8_MAX)
+    return np.clip(out, lo, hi).astype(np.int8)
+
+
+def mul(a, b, input1_zero_point, input2_zero_point, output_zero_point, multiplier, shift,
+        act_min=INT8_MIN, act_max=INT8_MAX) -> np.ndarray:
+    """int8 MUL as ``reference_integer_ops::MulElementwise`` (numpy broadcasting of a and b)::
+
+        out = multiply_by_quantized_multiplier((a − zp1) · (b − zp2), multiplier, shift) + zp_out
+        out = clamp(out, act_min, act_max)
+    """
+    a = _int64(a, "mul a")
+    b = _int64(b, "mul b")
+    prod = _wrap_i32((a - int(input1_zero_point)) * (b - int(input2_zero_point)))
+    out = multiply_by_quantized_multiplier(prod, multiplier, shift).astype(np.int64) + int(output_zero_point)
     lo, hi = max(int(act_min), INT8_MIN), min(int(act_max), INT8_MAX)
     return np.clip(out, lo, hi).astype(np.int8)

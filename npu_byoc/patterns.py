@@ -31,7 +31,7 @@ from tvm.relax.transform import FusionPattern, PatternCheckContext
 from . import checks as C
 from . import lut_ops
 from .hwconfig import DEFAULT_CONFIG, HwConfig
-from .qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QOp, QPool2D, QTensor
+from .qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D, QTensor
 from .uint8 import activations_label, int8_equivalent
 from .relax_utils import NotConstant, const_eval, dtype_of, int_list, op_name, prim_value, resolve, shape_of
 
@@ -618,6 +618,23 @@ def _dequantize_leaves(body, bindings) -> list:
     return out
 
 
+def _single_window_strides(a, in_shape, out_shape, layout: str) -> tuple:
+    """Along an axis with one output window the stride has no effect beyond keeping it the
+    only one: the smallest such stride, so that a global pool written with stride = window
+    (DS-CNN's 25x5 AVERAGE_POOL_2D) meets the NPU's stride limit. Floor mode only (ceil-mode
+    pools are refused by the checks)."""
+    strides = int_list(a.strides)
+    if bool(a.ceil_mode) or in_shape is None or out_shape is None or len(out_shape) != 4:
+        return strides
+    axes = (1, 2) if layout == "NHWC" else (2, 3)
+    pad = int_list(a.padding)  # top, left, bottom, right
+    out = []
+    for k, (s, ax) in enumerate(zip(strides, axes)):
+        slack = int(in_shape[ax]) + pad[k] + pad[k + 2] - int_list(a.pool_size)[k]  # >= 0 when valid
+        out.append(max(1, min(s, slack + 1)) if int(out_shape[ax]) == 1 and slack >= 0 else s)
+    return tuple(out)
+
+
 def _pool_from_call(kind, pool, inp, out, lo, hi, convention, x) -> QPool2D:
     a = pool.attrs
     layout = str(a.layout)
@@ -629,7 +646,7 @@ def _pool_from_call(kind, pool, inp, out, lo, hi, convention, x) -> QPool2D:
         input=inp,
         output=out,
         pool_size=int_list(a.pool_size),
-        strides=int_list(a.strides),
+        strides=_single_window_strides(a, inp.shape, out.shape, layout),
         padding=int_list(a.padding),
         dilation=int_list(a.dilation),
         ceil_mode=bool(a.ceil_mode),
@@ -723,26 +740,34 @@ def _extract_mean(root, bindings) -> QMean:
     )
 
 
-def _extract_add(root, bindings) -> QAdd:
-    tail = _Tail(root, bindings)
-    add = tail.body
-    a, b = (resolve(x, bindings) for x in add.args)
-    for role, d in (("first", a), ("second", b)):
-        if op_name(d) != "relax.dequantize":
-            raise Reject(f"{role} operand of add is not a quantized tensor")
-        try:
-            const_eval(d.args[0], bindings)
-        except NotConstant:
-            continue
-        raise Reject(f"{role} operand of add is a constant: NPU adds two activations")
-    qa = _activation(a, bindings, "input a", a.args[0])
-    qb = _activation(b, bindings, "input b", b.args[0])
-    out = tail.output(bindings)
-    lo, hi = tail.clamp(out, bindings)
-    return QAdd(
-        input_a=qa, input_b=qb, output=out, act_min=lo, act_max=hi, convention="qdq",
-        operands=(a.args[0], b.args[0]),
-    )
+def _extract_binary(word: str, verb: str, record: type):
+    """add / multiply of two dequantized activations -> QAdd / QMul."""
+
+    def extract(root, bindings):
+        tail = _Tail(root, bindings)
+        a, b = (resolve(x, bindings) for x in tail.body.args)
+        for role, d in (("first", a), ("second", b)):
+            if op_name(d) != "relax.dequantize":
+                raise Reject(f"{role} operand of {word} is not a quantized tensor")
+            try:
+                const_eval(d.args[0], bindings)
+            except NotConstant:
+                continue
+            raise Reject(f"{role} operand of {word} is a constant: NPU {verb} two activations")
+        qa = _activation(a, bindings, "input a", a.args[0])
+        qb = _activation(b, bindings, "input b", b.args[0])
+        out = tail.output(bindings)
+        lo, hi = tail.clamp(out, bindings)
+        return record(
+            input_a=qa, input_b=qb, output=out, act_min=lo, act_max=hi, convention="qdq",
+            operands=(a.args[0], b.args[0]),
+        )
+
+    return extract
+
+
+_extract_add = _extract_binary("add", "adds", QAdd)
+_extract_mul = _extract_binary("mul", "multiplies", QMul)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -842,7 +867,7 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
         anchor_ops=("relax.mean",),
         conventions=_mean_conventions(),
         extract=_extract_mean,
-        checks=(*C.COMMON, C.mean_spatial, C.mean_requant_in_range),
+        checks=(*C.COMMON, C.mean_spatial),
     ),
     NpuPattern(
         name="npu.add",
@@ -852,7 +877,17 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
             _qdq_unary(lambda x: is_op("relax.add")(x, _deq()), "dequantize(a), dequantize(b) → add")
         ),
         extract=_extract_add,
-        checks=(*C.COMMON, C.add_same_shape, C.add_rescale_in_range),
+        checks=(*C.COMMON, C.binary_broadcast),
+    ),
+    NpuPattern(
+        name="npu.mul",
+        summary="elementwise multiply of two int8 tensors, one may be a [1, 1, 1, C] channel vector (TFLite int8 mul)",
+        anchor_ops=("relax.multiply",),
+        conventions=tuple(
+            _qdq_unary(lambda x: is_op("relax.multiply")(x, _deq()), "dequantize(a), dequantize(b) → multiply")
+        ),
+        extract=_extract_mul,
+        checks=(*C.COMMON, C.binary_broadcast),
     ),
     *(_lut_entry(fn) for fn in lut_ops.FUNCTIONS.values()),
 )

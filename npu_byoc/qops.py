@@ -168,7 +168,10 @@ class QMean:
 
 
 @dataclass(frozen=True, eq=False)
-class QAdd:
+class _QBinary:
+    """An elementwise op of two int8 activations; one may be a channel vector broadcast over
+    the other (squeeze-excite)."""
+
     input_a: QTensor
     input_b: QTensor
     output: QTensor
@@ -182,6 +185,16 @@ class QAdd:
     @property
     def macs(self) -> int:
         return 0
+
+
+@dataclass(frozen=True, eq=False)
+class QAdd(_QBinary):
+    """TFLite int8 ADD."""
+
+
+@dataclass(frozen=True, eq=False)
+class QMul(_QBinary):
+    """TFLite int8 MUL."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -205,4 +218,4 @@ class QLut:
         return 0
 
 
-QOp = QConv2D | QFullyConnected | QPool2D | QMean | QAdd | QLut
+QOp = QConv2D | QFullyConnected | QPool2D | QMean | QAdd | QMul | QLut

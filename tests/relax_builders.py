@@ -422,8 +422,10 @@ def qdq_add(
     output_zp: int = 3,
     relu: bool = False,
     clip=None,
+    op: str = "add",
 ) -> tvm.IRModule:
-    """dequantize(a), dequantize(b) -> add -> [relu] -> quantize -> [clip].
+    """dequantize(a), dequantize(b) -> add (``op="multiply"``: multiply) -> [relu] -> quantize
+    -> [clip].
 
     ``b_shape`` makes the second input broadcast; ``b_const`` makes it a constant int8 tensor
     instead of a model input."""
@@ -438,7 +440,7 @@ def qdq_add(
     def body(bb):
         ad = bb.emit(R.dequantize(a, _scale_const(scale_a), _zp_const(zp_a), axis=-1))
         bd = bb.emit(R.dequantize(b, _scale_const(scale_b), _zp_const(zp_b), axis=-1))
-        y = bb.emit(R.add(ad, bd))
+        y = bb.emit({"add": R.add, "multiply": R.multiply}[op](ad, bd))
         return _requantize_tail(bb, y, output_scale, output_zp, "int8", relu=relu, clip=clip)
 
     return _build(params, body)

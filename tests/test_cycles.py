@@ -30,7 +30,8 @@ from .conftest import ALL_MODELS
 from .test_isa import one_op_plans
 
 HW = DEFAULT_CONFIG
-SMALL_SRAM = {"tiny_cnn_int8.tflite": 1024, "tiny_cnn_qdq.onnx": 1024, "mobilenet_v2_int8.tflite": 4096}
+SMALL_SRAM = {"tiny_cnn_int8.tflite": 1024, "tiny_cnn_qdq.onnx": 1024, "mobilenet_v2_int8.tflite": 4096,
+              "op_mul_int8.tflite": 1024}
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +60,7 @@ def assert_cycles_exact(rtl, plan, schedule, hw=HW, what: str = "") -> int:
     return got.cycles
 
 
-@pytest.mark.parametrize("model", ALL_MODELS)
+@pytest.mark.parametrize("model", [*ALL_MODELS, "op_mul_int8.tflite"])  # + MUL / broadcast ADD kicks
 def test_fixture_schedules(rtl, plans, model):
     for name, plan in plans(model).items():
         for hw in (HW, HwConfig(sram_bytes=SMALL_SRAM[model])):

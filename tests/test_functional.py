@@ -150,11 +150,13 @@ def test_functional_runs_the_whole_mobilenet_partition(plans):
 
 @pytest.fixture(scope="module")
 def tiny(plans):
-    """The tiny CNN's partitions (every opcode between them), scheduled for the default SRAM."""
+    """The tiny CNN's partitions and the MUL fixture's (every opcode between them), scheduled
+    for the default SRAM."""
     out = []
-    for name, plan in plans("tiny_cnn_int8.tflite").items():
-        schedule = schedule_partition(plan, DEFAULT)
-        out.append((plan, schedule, bind(plan, schedule, random_inputs(plan, seed=2))))
+    for model in ("tiny_cnn_int8.tflite", "op_mul_int8.tflite"):
+        for name, plan in plans(model).items():
+            schedule = schedule_partition(plan, DEFAULT)
+            out.append((plan, schedule, bind(plan, schedule, random_inputs(plan, seed=2))))
     return out
 
 
@@ -170,7 +172,7 @@ def op_streams(tiny):
                 if isinstance(step, Dma):  # the same transfer in the background, waited for
                     bg = replace(step, background=True)
                     found.setdefault(bg.opcode, (steps[:i] + [bg, Kick(Opcode.WAIT_DMA, ())] + steps[i + 1 :], i, regions))
-    assert set(found) == {op for op, regs in KICK_REGS.items() if regs}, "the tiny CNN no longer kicks every opcode"
+    assert set(found) == {op for op, regs in KICK_REGS.items() if regs}, "the tiny CNN and the MUL fixture no longer kick every opcode"
     return found
 
 

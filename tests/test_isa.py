@@ -26,7 +26,7 @@ from npu_byoc import isa
 from npu_byoc import numerics as nx
 from npu_byoc.codegen.encoder import DecodeError, Dma, Kick, decode, disassemble, encode, encode_with_starts
 from npu_byoc.codegen.lower import IoTensor, PartitionPlan
-from npu_byoc.codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Pool, TensorRef, Tiling
+from npu_byoc.codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, Pool, TensorRef, Tiling
 from npu_byoc.codegen.schedule import schedule_partition, tile_sram_bytes
 from npu_byoc.errors import LoweringError
 from npu_byoc.hwconfig import HwConfig
@@ -287,7 +287,7 @@ def _ref(name, region, shape, layout):
 
 @st.composite
 def one_op_plans(draw):
-    kind = draw(st.sampled_from(["conv", "dwconv", "fc", "avg", "max", "mean", "add", "lut"]))
+    kind = draw(st.sampled_from(["conv", "dwconv", "fc", "avg", "max", "mean", "add", "mul", "lut"]))
     H, W, C = draw(st.integers(1, 9)), draw(st.integers(1, 9)), draw(st.integers(1, 12))
     layout = lambda: draw(st.sampled_from(["NHWC", "NCHW"]))  # noqa: E731
     zp = lambda: draw(_i8)  # noqa: E731
@@ -321,12 +321,17 @@ def one_op_plans(draw):
         m, s = nx.mean_params(draw(st.floats(0.01, 1.0)), draw(st.floats(0.01, 1.0)), H * W)
         ofm = _ref("y", io + 1, (1, 1, C), layout())
         op = Mean("mean", ifm, ofm, zp(), zp(), m, s, *draw(clamp()))
-    elif kind == "add":
-        ifm2 = _ref("x2", io + 1, (H, W, C), layout())
+    elif kind in ("add", "mul"):
+        broadcast = draw(st.booleans())  # IFM2 one channel vector
+        ifm2 = _ref("x2", io + 1, (1, 1, C) if broadcast else (H, W, C), layout())
         inputs.append(ifm2)
-        p = nx.add_params(draw(st.floats(0.01, 0.1)), draw(st.floats(0.01, 0.1)), draw(st.floats(0.02, 0.3)))
+        scales = draw(st.floats(0.01, 0.1)), draw(st.floats(0.01, 0.1)), draw(st.floats(0.02, 0.3))
         ofm = _ref("y", io + 2, (H, W, C), layout())
-        op = Add("add", ifm, ifm2, ofm, zp(), zp(), zp(), *p, *draw(clamp()))
+        if kind == "add":
+            op = Add("add", ifm, ifm2, ofm, zp(), zp(), zp(), *nx.add_params(*scales), *draw(clamp()))
+        else:
+            op = Mul("mul", ifm, ifm2, ofm, zp(), zp(), zp(), *nx.mul_params(*scales), *draw(clamp()))
+        op.broadcast = broadcast
     else:
         table = np.random.default_rng(draw(st.integers(0, 2**32 - 1))).integers(-128, 128, 256).astype(np.int8)
         ofm = _ref("y", io + 1, (H, W, C), layout())

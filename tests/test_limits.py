@@ -55,7 +55,6 @@ CASES = {
     # name: (module builder, pattern, the reason's text)
     "rank-3 FC": (_rank3_fc, "npu.fully_connected", "tensor of rank 3: the NPU maps rank 1, 2 and 4 tensors"),
     "5-D ADD": (lambda: rb.qdq_add(shape=(1, 2, 8, 8, 4)), "npu.add", "tensor of rank 5"),
-    "batch 2": (lambda: rb.qdq_add(shape=(2, 8, 8, 4)), "npu.add", "batch 2: the NPU runs batch 1"),
     "1x100000x100000x4 conv": (
         lambda: rb.qdq_conv2d(input_hw=(100000, 100000), in_channels=4, out_channels=4),
         "npu.conv2d",

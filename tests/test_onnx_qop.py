@@ -421,12 +421,12 @@ def test_qop_cnn_coverage(imported, name):
         by_op.setdefault(o.op, []).append(o)
     assert QOP_CNN_OPS <= set(by_op)
     assert s["macs_offloaded"] / s["macs_total"] >= 0.999
-    offloaded = ("QLinearConv", "QLinearAdd", "QLinearSigmoid", "QLinearGlobalAveragePool", "QGemm")
+    offloaded = ("QLinearConv", "QLinearAdd", "QLinearSigmoid", "QLinearLeakyRelu", "QLinearGlobalAveragePool", "QGemm")
     assert all(o.offloaded and o.convention.startswith("QOperator, qdq") for op in offloaded for o in by_op[op])
     if name == "qop_cnn_u8s8.onnx":
         assert all("uint8 activations" in o.convention for op in offloaded for o in by_op[op])
-    # no NPU operation for these; the pool rescales (onnxruntime gives it its own scale)
-    assert not any(o.offloaded for op in ("QLinearLeakyRelu", "QLinearConcat", "QLinearAveragePool")
+    # no NPU operation for the concat; the pool rescales (onnxruntime gives it its own scale)
+    assert not any(o.offloaded for op in ("QLinearConcat", "QLinearAveragePool")
                    for o in by_op[op])
     assert "avg_pool2d rescales" in by_op["QLinearAveragePool"][0].reason
 

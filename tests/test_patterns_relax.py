@@ -132,6 +132,12 @@ POSITIVE = [
     ("int32_mean", lambda: rb.int32_mean(), "npu.mean", "int32-requantize"),
     ("qdq_add", lambda: rb.qdq_add(), "npu.add", "qdq"),
     ("qdq_add_clip", lambda: rb.qdq_add(clip=(-50, 50)), "npu.add", "qdq+clip"),
+    ("qdq_add_channel_broadcast", lambda: rb.qdq_add(b_shape=(1, 1, 1, 4)), "npu.add", "qdq"),
+    ("qdq_mul", lambda: rb.qdq_add(op="multiply"), "npu.mul", "qdq"),
+    ("qdq_mul_relu", lambda: rb.qdq_add(op="multiply", relu=True), "npu.mul", "qdq"),
+    ("qdq_mul_channel_broadcast", lambda: rb.qdq_add(op="multiply", b_shape=(1, 1, 1, 4)), "npu.mul", "qdq"),
+    ("qdq_mul_channel_broadcast_first", lambda: rb.qdq_add(op="multiply", shape=(1, 1, 1, 4), b_shape=(1, 8, 8, 4)),
+     "npu.mul", "qdq"),
 ]
 
 
@@ -470,8 +476,19 @@ NEGATIVE = [
     # add
     (
         "add_broadcasting",
-        lambda: rb.qdq_add(b_shape=(1, 1, 1, 4)),
-        "add with broadcasting (1, 8, 8, 4) + (1, 1, 1, 4): NPU adds equal shapes",
+        lambda: rb.qdq_add(b_shape=(1, 8, 1, 4)),
+        "add with broadcasting (1, 8, 8, 4) × (1, 8, 1, 4): NPU add broadcasts only a channel vector",
+    ),
+    # mul
+    (
+        "mul_broadcasting",
+        lambda: rb.qdq_add(op="multiply", b_shape=(1, 1, 8, 1)),
+        "mul with broadcasting (1, 8, 8, 4) × (1, 1, 8, 1): NPU mul broadcasts only a channel vector",
+    ),
+    (
+        "mul_rescale_shift_17",  # 0.5 * 0.25 / 1e-6 = 125000 = 0.95 * 2^17
+        lambda: rb.qdq_add(op="multiply", output_scale=1e-6),
+        "mul rescale out of range: mul_params: s1·s2/s_out = 125000 gives shift 17, outside [-31, 15]",
     ),
     (
         "add_constant_operand",

@@ -75,7 +75,7 @@ def same_as_machine(npu, words, regions, hw=HW, **kw):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model", ALL_MODELS)
+@pytest.mark.parametrize("model", [*ALL_MODELS, "op_mul_int8.tflite"])
 def test_fixture_partitions_equal_the_machine(rtl, plans, model):
     for name, plan in plans(model).items():
         schedule = schedule_partition(plan, HW)
@@ -384,15 +384,18 @@ def test_static_archive_links_into_a_program(tmp_path, head):
     plan, schedule = head
     main = tmp_path / "main.c"
     words = ", ".join(f"0x{int(w):08X}u" for w in schedule.words())
+    constants = ", ".join(str(b) for b in schedule.constants)  # weights, requantize tables
     main.write_text(f"""
 #include <stdio.h>
 #include <stdint.h>
 #include "npu_driver.h"
 static const uint32_t stream[] = {{{words}}};
+static uint8_t constants[] = {{{constants}}};
 static uint8_t region[4][4096];
 int main(void) {{
     npu_buffer_t regions[4];
     for (int r = 0; r < 4; ++r) {{ regions[r].data = region[r]; regions[r].size = sizeof region[r]; }}
+    regions[0].data = constants; regions[0].size = sizeof constants;
     npu_result_t result;
     npu_submit(stream, sizeof stream / sizeof stream[0], regions, 4, &result);
     printf("%u %u %llu\\n", result.status, result.word_index, (unsigned long long)result.cycles);
@@ -517,8 +520,10 @@ def _op_streams(plans) -> dict[Opcode, tuple[list, int, dict]]:
     """Per opcode: a short stream (one layer's steps up to the output DMA after the kick), the
     index of the step to mutate, and bound regions."""
     found = {}
-    for name in ("npu_subgraph_1", "npu_subgraph_0"):
-        plan = plans("tiny_cnn_int8.tflite")[name]
+    subgraphs = [("tiny_cnn_int8.tflite", "npu_subgraph_1"), ("tiny_cnn_int8.tflite", "npu_subgraph_0")]
+    subgraphs += [("op_mul_int8.tflite", name) for name in plans("op_mul_int8.tflite")]  # MUL
+    for model, name in subgraphs:
+        plan = plans(model)[name]
         schedule = schedule_partition(plan, HW, residency=False)  # every layer stores its output
         regions = bind(plan, schedule, random_inputs(plan, 4))
         for layer in range(len(plan.ops)):

@@ -326,6 +326,70 @@ def test_add_unit_random_kicks(rtl):
         np.testing.assert_array_equal(got.reshape(H, W, C), expect, err_msg=f"add case {case}: {p}")
 
 
+def _mul_reference(a, b, zp1, zp2, zpo, m, s, lo, hi):
+    """MulElementwise written out here: (a - zp1)(b - zp2), MBQM, + zp_out, clamp."""
+    prod = (a.astype(np.int64) - zp1) * (b.astype(np.int64) - zp2)
+    return np.clip(nx.multiply_by_quantized_multiplier(prod, m, s).astype(np.int64) + zpo, lo, hi).astype(np.int8)
+
+
+@pytest.mark.parametrize("broadcast", [0, 1])
+def test_mul_unit_random_kicks(rtl, broadcast):
+    """MUL on random shapes (channels across the 32-lane groups), scales and raw parameters,
+    IFM2 of the OFM shape or one broadcast channel vector; the cycles as cycles.py says."""
+    from npu_byoc.runtime.cycles import stream_cycles
+
+    rng = np.random.default_rng(61 + broadcast)
+    for case in range(30):
+        H, W, C = int(rng.integers(1, 8)), int(rng.integers(1, 8)), int(rng.integers(1, 80))
+        a = rng.integers(-128, 128, (H, W, C)).astype(np.int8)
+        b = rng.integers(-128, 128, (1, 1, C) if broadcast else (H, W, C)).astype(np.int8)
+        zp1, zp2, zpo = (int(v) for v in rng.integers(-128, 128, 3))
+        if case % 4:
+            m, s = nx.mul_params(*(float(v) for v in rng.uniform(0.002, 0.3, 3)))
+        else:  # any legal raw parameters (a left shift wraps the product, as numerics does)
+            m, s = int(rng.integers(-(2**31), 2**31)), int(rng.integers(-31, 31))
+        lo, hi = _clamp(rng)
+        sram = Sram()
+        ia, ib = sram.put(a), sram.put(b)
+        ofm = sram.reserve(a.size)
+        regs = {Reg.IFM_ADDR: ia, Reg.IFM_ZERO_POINT: zp1, Reg.IFM2_ADDR: ib, Reg.IFM2_ZERO_POINT: zp2,
+                Reg.IFM2_BROADCAST: broadcast, Reg.OFM_ADDR: ofm, Reg.OFM_H: H, Reg.OFM_W: W, Reg.OFM_C: C,
+                Reg.OFM_ZERO_POINT: zpo, Reg.ACT_MIN: lo, Reg.ACT_MAX: hi, Reg.OFM_MULTIPLIER: m,
+                Reg.OFM_SHIFT: s}  # fmt: skip
+        result, got = run_kick(rtl, sram, Opcode.MUL, regs, ofm, a.size)
+        assert result.ok, f"case {case}: {result}"
+        np.testing.assert_array_equal(got.reshape(H, W, C), _mul_reference(a, b, zp1, zp2, zpo, m, s, lo, hi),
+                                      err_msg=f"mul case {case}: m={m} s={s}")
+        steps = [Dma(Opcode.DMA_IN, IO_IN, 0, 0, len(sram.blob)), Kick.make(Opcode.MUL, regs),
+                 Dma(Opcode.DMA_OUT, IO_OUT, 0, ofm, a.size)]  # fmt: skip
+        assert result.cycles == stream_cycles(steps, HW), f"mul case {case}"
+
+
+def test_broadcast_add_unit_random_kicks(rtl):
+    """ADD with IFM2_BROADCAST: the channel vector added at every pixel."""
+    rng = np.random.default_rng(71)
+    for case in range(20):
+        H, W, C = int(rng.integers(1, 8)), int(rng.integers(1, 8)), int(rng.integers(1, 80))
+        a = rng.integers(-128, 128, (H, W, C)).astype(np.int8)
+        b = rng.integers(-128, 128, (1, 1, C)).astype(np.int8)
+        zp1, zp2, zpo = (int(v) for v in rng.integers(-128, 128, 3))
+        p = nx.add_params(*(float(v) for v in rng.uniform(0.005, 0.3, 3)))
+        lo, hi = _clamp(rng)
+        sram = Sram()
+        ia, ib = sram.put(a), sram.put(b)
+        ofm = sram.reserve(a.size)
+        regs = {Reg.IFM_ADDR: ia, Reg.IFM_ZERO_POINT: zp1, Reg.IFM2_ADDR: ib, Reg.IFM2_ZERO_POINT: zp2,
+                Reg.IFM2_BROADCAST: 1, Reg.OFM_ADDR: ofm, Reg.OFM_H: H, Reg.OFM_W: W, Reg.OFM_C: C,
+                Reg.OFM_ZERO_POINT: zpo, Reg.ACT_MIN: lo, Reg.ACT_MAX: hi, Reg.LEFT_SHIFT: p.left_shift,
+                Reg.IFM_MULTIPLIER: p.input1_multiplier, Reg.IFM_SHIFT: p.input1_shift,
+                Reg.IFM2_MULTIPLIER: p.input2_multiplier, Reg.IFM2_SHIFT: p.input2_shift,
+                Reg.OFM_MULTIPLIER: p.output_multiplier, Reg.OFM_SHIFT: p.output_shift}  # fmt: skip
+        result, got = run_kick(rtl, sram, Opcode.ADD, regs, ofm, a.size)
+        assert result.ok, f"case {case}: {result}"
+        expect = nx.add(a, np.broadcast_to(b, a.shape), zp1, zp2, zpo, p, lo, hi)
+        np.testing.assert_array_equal(got.reshape(H, W, C), expect, err_msg=f"broadcast add case {case}")
+
+
 def test_lut_unit_random_kicks(rtl):
     rng = np.random.default_rng(51)
     for case in range(30):

@@ -28,7 +28,7 @@ from npu_byoc.uint8 import to_model, to_npu
 
 from . import relax_builders as rb
 from .conftest import MODELS, onnx_tensor_lookup, reference
-from .test_golden_properties import conv_multipliers, f32, fc_per_tensor_multiplier, ref_mbqm, ref_quantize_multiplier
+from .test_golden_properties import conv_multipliers, f32, ref_mbqm, ref_quantize_multiplier
 
 U8S8 = "tiny_cnn_qdq_u8s8.onnx"
 INT8_QDQ = "tiny_cnn_qdq.onnx"
@@ -246,6 +246,12 @@ def _single_record(mod):
     return extract_composite(comp)
 
 
+def legacy_multiplier(s_in: float, s_w: float, s_out: float) -> tuple[int, int]:
+    """GetQuantizedConvolutionMultipler: the input x filter product is formed in float32, then
+    divided in double."""
+    return ref_quantize_multiplier(f32(np.float32(s_in) * np.float32(s_w)) / f32(s_out))
+
+
 def test_uint8_conv_with_one_weight_scale_takes_tflites_legacy_multiplier():
     """TFLite's uint8 conv kernels read GetQuantizedConvolutionMultipler's per-tensor multiplier
     (s_in * s_w rounded to float32 first); int8 conv the per-channel one (in double)."""
@@ -254,7 +260,7 @@ def test_uint8_conv_with_one_weight_scale_takes_tflites_legacy_multiplier():
     rng = np.random.default_rng(0)
     while True:  # scales for which the two formulas give different multipliers
         s_in, s_w, s_out = (f32(2.0 ** rng.uniform(-10, -3)) for _ in range(3))
-        legacy, double = fc_per_tensor_multiplier(s_in, s_w, s_out), ref_quantize_multiplier(s_in * s_w / s_out)
+        legacy, double = legacy_multiplier(s_in, s_w, s_out), ref_quantize_multiplier(s_in * s_w / s_out)
         if legacy != double:
             break
     for act, zp, want in (("uint8", 130, legacy), ("int8", 3, double)):

@@ -103,5 +103,5 @@ def test_weight_zero_point_must_be_zero(build):
 def test_coverage_names_the_convention():
     report = npu_byoc.coverage_report(matmul(input_zp=4, bias=BIAS8))
     (op,) = report.ops
-    assert op.offloaded and op.convention == ZP + "+bias"
-    assert "npu.fully_connected (int32-accumulate, zero-point subtract+bias)" in report.to_text()
+    assert op.offloaded and op.convention == ZP + "+bias, int8 activations"
+    assert "npu.fully_connected (int32-accumulate, zero-point subtract+bias, int8 activations)" in report.to_text()

@@ -77,6 +77,13 @@ add_scalar, sub_scalar, mul_scalar, abs, relu, relu6, relu_n1_to_1, quantize)
     QUANTIZE int8 -> int8 appears where CONCATENATION joins LOGISTIC's and TANH's fixed output
     scales. ELU, NEG, SIN and SQUARE stay float in the converter (DEQUANTIZE -> op -> QUANTIZE); LiteRT's
     reference resolver has no ELU: its references use the builtin kernels.
+``op_mul_int8.tflite``
+    MUL of two activations and broadcast ADD after quantized 1x1 CONV_2Ds of 40 channels:
+    swish y·sigmoid(y), a RELU-fused product, the squeeze-excite gate [1, 1, 1, 40] in both
+    operand orders, y + gate.
+``se_qdq.onnx``
+    onnxruntime's QDQ squeeze-excite block (NCHW gate [1, 40, 1, 1], Mul with the vector
+    first), swish and a broadcast Add; references from onnxruntime, optimizations disabled.
 ``lut_ops_qdq.onnx``
     Hand-written ONNX QDQ branches (chosen scales): Sigmoid, Tanh, HardSwish, LeakyRelu, Abs,
     Exp, Relu, Clip, Elu and a bare DequantizeLinear -> QuantizeLinear requantize; references
@@ -1053,6 +1060,41 @@ def build_batch2_mean(out: Path):
     return path
 
 
+def build_mul_model(out: Path):
+    """op_mul_int8: MUL of two activations and broadcast ADD after quantized 1x1 CONV_2Ds of
+    40 channels (two 32-lane groups): swish y·sigmoid(y) (same shape), a RELU-fused product
+    of two convs, the squeeze-excite gate y·s and s·y' with s = sigmoid(conv(mean(y)))
+    [1, 1, 1, 40] in both operand orders, and y + s (broadcast ADD)."""
+    import tensorflow as tf
+
+    _set_seeds()
+    rng = np.random.default_rng(SEED)
+    shape, c = (8, 8, 4), 40
+
+    def const(*dims, scale=0.6):
+        return tf.constant(rng.normal(size=dims).astype(np.float32) * scale)
+
+    w1, b1, w2, b2 = const(1, 1, 4, c), const(c, scale=0.1), const(1, 1, 4, c), const(c, scale=0.1)
+    w3, b3 = const(1, 1, c, c, scale=0.3), const(c, scale=0.1)
+
+    @tf.function(input_signature=[tf.TensorSpec([1, *shape], tf.float32)])
+    def f(x):
+        y = tf.nn.conv2d(x, w1, 1, "SAME") + b1
+        y2 = tf.nn.conv2d(x, w2, 1, "SAME") + b2
+        swish = y * tf.nn.sigmoid(y)
+        product = tf.nn.relu(y * y2)
+        s = tf.nn.sigmoid(tf.nn.conv2d(tf.reduce_mean(y, axis=[1, 2], keepdims=True), w3, 1, "VALID") + b3)
+        return swish, product, y * s, s * y2, y + s
+
+    path = out / "op_mul_int8.tflite"
+    path.write_bytes(convert_int8(f, nhwc_batch(CALIB_SEEDS, *shape)))
+    meta = {"model": "MUL (same shape, squeeze-excite broadcast, both orders) and broadcast ADD after "
+                     "quantized CONV_2Ds (tools/make_models.py)",
+            "input_shape": [1, *shape], **_common_meta()}
+    tflite_references(path, nhwc_batch(REF_SEEDS, *shape), meta)
+    return path
+
+
 TFLITE_OP_MODELS = tuple(f"op_{op}_int8" for op in (
     "pad", "padv2", "strided_slice", "split", "split_v", "transpose", "squeeze",
     "resize_nearest_neighbor", "pack", "tile", "gather", "shape"))
@@ -1322,22 +1364,51 @@ def qop_cnn_float_onnx():
     return _float_onnx_model("qop_cnn", nodes, inits, [1, 3, 16, 16], [1, 10])
 
 
-def build_qop_cnn(out: Path, stem: str, activation_type: str):
-    """The small CNN quantized by onnxruntime in QOperator format (QLinearConv, QLinearAdd,
-    QLinearSigmoid, QLinearLeakyRelu, QLinearConcat, QLinearAveragePool,
-    QLinearGlobalAveragePool, QGemm), per-channel int8 weights, ``activation_type``
-    activations; references from onnxruntime with graph optimizations disabled."""
+def se_float_onnx():
+    """A float NCHW squeeze-excite block with swish (opset 13): x = Relu(Conv1x1(input)),
+    s = Sigmoid(Conv1x1(GlobalAveragePool(x))) [1, 40, 1, 1], g = Mul(s, x) (the vector
+    first), w = Mul(g, Sigmoid(g)) (swish, same shape), output = Add(w, s) (broadcast)."""
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(SEED)
+    c = 40
+    inits = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in (
+        ("w1", rng.normal(0, 0.6, (c, 3, 1, 1))), ("b1", rng.normal(0, 0.1, c)),
+        ("w2", rng.normal(0, 0.3, (c, c, 1, 1))), ("b2", rng.normal(0, 0.1, c)))]
+    nodes = [
+        helper.make_node("Conv", ["input", "w1", "b1"], ["c1"], name="conv1"),
+        helper.make_node("Relu", ["c1"], ["x"], name="relu1"),
+        helper.make_node("GlobalAveragePool", ["x"], ["m"], name="gap"),
+        helper.make_node("Conv", ["m", "w2", "b2"], ["c2"], name="conv2"),
+        helper.make_node("Sigmoid", ["c2"], ["s"], name="gate"),
+        helper.make_node("Mul", ["s", "x"], ["g"], name="se_mul"),
+        helper.make_node("Sigmoid", ["g"], ["sg"], name="swish_sigmoid"),
+        helper.make_node("Mul", ["g", "sg"], ["w"], name="swish_mul"),
+        helper.make_node("Add", ["w", "s"], ["output"], name="bcast_add"),
+    ]
+    return _float_onnx_model("se_block", nodes, inits, [1, 3, 8, 8], [1, c, 8, 8])
+
+
+def build_se_qdq(out: Path):
+    """se_qdq.onnx: the squeeze-excite block quantized by onnxruntime in QDQ format (int8
+    activations, per-channel int8 weights); references from onnxruntime, graph optimizations
+    disabled (float Mul / Add between DequantizeLinear and QuantizeLinear)."""
+    calib = nhwc_batch(CALIB_SEEDS, 8, 8, 3).transpose(0, 3, 1, 2).copy()
+    path = out / "se_qdq.onnx"
+    qmodel = _ort_quantize(se_float_onnx(), calib, "QDQ", "QInt8", path)
+    _ort_references(path, qmodel, "se_qdq ONNX QDQ squeeze-excite + swish (tools/make_models.py)", (8, 8, 3),
+                    "QDQ", "QInt8")
+    return path
+
+
+def _ort_references(path: Path, qmodel, description: str, hwc, quant_format: str, activation_type: str):
+    """onnxruntime's outputs (graph optimizations disabled) on the REF_SEEDS inputs (NCHW) and
+    the output's quantization, written to ``path``.npz with the model's meta."""
     import onnx
     import onnxruntime
 
-    fmodel = qop_cnn_float_onnx()
-    calib = nhwc_batch(CALIB_SEEDS, 16, 16, 3).transpose(0, 3, 1, 2).copy()
-
-    path = out / f"{stem}.onnx"
-    qmodel = _ort_quantize(fmodel, calib, "QOperator", activation_type, path)
-
     ref = f"onnxruntime {onnxruntime.__version__} ORT_DISABLE_ALL"
-    x = nhwc_batch(REF_SEEDS, 16, 16, 3).transpose(0, 3, 1, 2).copy()
+    x = nhwc_batch(REF_SEEDS, *hwc).transpose(0, 3, 1, 2).copy()
     sess = _ort_session(str(path))
     outs = np.concatenate([sess.run(["output"], {"input": x[i:i + 1]})[0] for i in range(len(x))])
     producer = {o: n for n in qmodel.graph.node for o in n.output}
@@ -1345,16 +1416,30 @@ def build_qop_cnn(out: Path, stem: str, activation_type: str):
     deq = producer["output"]
     assert deq.op_type == "DequantizeLinear", deq.op_type
     out_q = {"name": "output", "scale": float(qinits[deq.input[1]]), "zero_point": int(qinits[deq.input[2]])}
-    meta = {"model": f"{stem} ONNX QOperator (tools/make_models.py)", "input_shape": [1, 3, 16, 16],
+    meta = {"model": description, "input_shape": [1, hwc[2], hwc[0], hwc[1]],
             "layout": "NCHW", "weights_seed": SEED, "calib_seeds": CALIB_SEEDS, "ref_seeds": REF_SEEDS,
             "input_range": [-1.0, 1.0], "onnxruntime": onnxruntime.__version__,
-            "quantize_static": {"quant_format": "QOperator", "per_channel": True,
+            "quantize_static": {"quant_format": quant_format, "per_channel": True,
                                 "activation_type": activation_type, "weight_type": "QInt8"},
             "outputs": [out_q], "reference": ref, "versions": _versions()}
-    save_npz(out / f"{stem}.npz", {"input_0": x, "output_0": outs, "reference": np.array(ref),
-                                   "meta": np.array(json.dumps(meta, sort_keys=True))})
+    save_npz(path.with_suffix(".npz"), {"input_0": x, "output_0": outs, "reference": np.array(ref),
+                                        "meta": np.array(json.dumps(meta, sort_keys=True))})
     print(f"  reference: {ref}")
     summarize("output_0", np.round(outs / out_q["scale"]) + out_q["zero_point"])
+
+
+def build_qop_cnn(out: Path, stem: str, activation_type: str):
+    """The small CNN quantized by onnxruntime in QOperator format (QLinearConv, QLinearAdd,
+    QLinearSigmoid, QLinearLeakyRelu, QLinearConcat, QLinearAveragePool,
+    QLinearGlobalAveragePool, QGemm), per-channel int8 weights, ``activation_type``
+    activations; references from onnxruntime with graph optimizations disabled."""
+    fmodel = qop_cnn_float_onnx()
+    calib = nhwc_batch(CALIB_SEEDS, 16, 16, 3).transpose(0, 3, 1, 2).copy()
+
+    path = out / f"{stem}.onnx"
+    qmodel = _ort_quantize(fmodel, calib, "QOperator", activation_type, path)
+    _ort_references(path, qmodel, f"{stem} ONNX QOperator (tools/make_models.py)", (16, 16, 3), "QOperator",
+                    activation_type)
     return path
 
 
@@ -1603,6 +1688,8 @@ BUILDERS = {
     "qop_ops": build_qop_ops,
     "autoencoder_int8": build_autoencoder,
     "batch2_mean_int8": build_batch2_mean,
+    "op_mul_int8": build_mul_model,
+    "se_qdq": build_se_qdq,
 }
 MODELS = tuple(BUILDERS)
 

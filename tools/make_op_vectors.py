@@ -36,7 +36,7 @@ Layout of ``<op>.npz``
       (-128..127); leaky_relu also ``alpha`` (float32).
     - avg_pool / max_pool: ``filter`` int32 [2], ``stride`` int32 [2], ``padding``.
     - mean: ``axes`` int32 [k], ``keep_dims`` bool.
-    - add: ``input2``, ``input2_scale``, ``input2_zero_point``.
+    - add, mul: ``input2``, ``input2_scale``, ``input2_zero_point``.
 
     ``model`` (str) names the one-op model a case ran on (``--models DIR`` writes them as
     ``DIR/<model>.tflite``; several cases share a model).
@@ -153,6 +153,10 @@ def single_op(model_bytes: bytes, expected: str):
         opts = {"activation": _ACTIVATIONS[o.FusedActivationFunction()]}
     elif name == "ADD":
         o = tflite.AddOptions()
+        o.Init(table.Bytes, table.Pos)
+        opts = {"activation": _ACTIVATIONS[o.FusedActivationFunction()]}
+    elif name == "MUL":
+        o = tflite.MulOptions()
         o.Init(table.Bytes, table.Pos)
         opts = {"activation": _ACTIVATIONS[o.FusedActivationFunction()]}
     elif name == "MEAN":
@@ -562,22 +566,16 @@ def build_mean(seed=70):
     return cases
 
 
-def build_add(seed=80):
+def _build_binary(kind: str, combine, configs, seed: int):
+    """``kind`` (ADD / MUL) of two activations: per config (shape1, shape2, range1, range2,
+    activation) one converted model, two random cases on it."""
     tf = _tf()
     cases = []
-    # (shape1, shape2, range1, range2, activation)
-    configs = [
-        ((1, 4, 4, 8), (1, 4, 4, 8), (-1.0, 1.0), (-4.0, 4.0), None),
-        ((1, 4, 4, 8), (1, 4, 4, 8), (0.0, 6.0), (-0.3, 0.2), None),
-        ((1, 3, 5, 4), (1, 3, 5, 4), (-2.0, 1.0), (-1.0, 2.5), "relu"),
-        ((1, 4, 4, 8), (1, 1, 1, 8), (-1.0, 1.0), (-2.0, 2.0), None),
-        ((2, 16), (2, 16), (-10.0, 10.0), (-0.05, 0.05), None),
-    ]
     for i, (s1, s2, r1, r2, act) in enumerate(configs):
         rng = np.random.default_rng(seed + i)
 
         def body(a, b, act=act):
-            y = a + b
+            y = combine(a, b)
             if act == "relu":
                 y = tf.nn.relu(y)
             return y
@@ -588,9 +586,37 @@ def build_add(seed=80):
         model = convert_int8(f, specs, [r1, r2], seed + 100 + i)
         for k in range(2):
             a, b = rand_int8(rng, s1), rand_int8(rng, s2)
-            ref = run_reference(model, "ADD", [a, b])
+            ref = run_reference(model, kind, [a, b])
             cases.append(activation_fields(ref, [a, b]))
     return cases
+
+
+def build_add(seed=80):
+    # (shape1, shape2, range1, range2, activation)
+    configs = [
+        ((1, 4, 4, 8), (1, 4, 4, 8), (-1.0, 1.0), (-4.0, 4.0), None),
+        ((1, 4, 4, 8), (1, 4, 4, 8), (0.0, 6.0), (-0.3, 0.2), None),
+        ((1, 3, 5, 4), (1, 3, 5, 4), (-2.0, 1.0), (-1.0, 2.5), "relu"),
+        ((1, 4, 4, 8), (1, 1, 1, 8), (-1.0, 1.0), (-2.0, 2.0), None),
+        ((2, 16), (2, 16), (-10.0, 10.0), (-0.05, 0.05), None),
+    ]
+    return _build_binary("ADD", lambda a, b: a + b, configs, seed)
+
+
+def build_mul(seed=120):
+    """MUL of two activations: same shape (swish's x * sigmoid(x)), and a [1, 1, 1, C] channel
+    vector broadcast over [1, H, W, C] in either order (squeeze-excite); several scales,
+    fused RELU / none."""
+    configs = [
+        ((1, 4, 4, 8), (1, 4, 4, 8), (-1.0, 1.0), (-4.0, 4.0), None),
+        ((1, 3, 5, 40), (1, 3, 5, 40), (-6.0, 6.0), (0.0, 1.0), None),
+        ((1, 3, 5, 4), (1, 3, 5, 4), (-2.0, 1.0), (-1.0, 2.5), "relu"),
+        ((1, 4, 4, 8), (1, 1, 1, 8), (-3.0, 3.0), (0.0, 1.0), None),
+        ((1, 5, 3, 37), (1, 1, 1, 37), (-0.5, 8.0), (0.0, 1.0), "relu"),
+        ((1, 1, 1, 16), (1, 6, 6, 16), (0.0, 1.0), (-20.0, 20.0), None),
+        ((1, 2, 2, 72), (1, 1, 1, 72), (-0.05, 0.05), (-100.0, 100.0), None),
+    ]
+    return _build_binary("MUL", lambda a, b: a * b, configs, seed)
 
 
 BUILDERS = {
@@ -609,6 +635,7 @@ BUILDERS = {
     "max_pool": build_max_pool,
     "mean": build_mean,
     "add": build_add,
+    "mul": build_mul,
 }
 
 

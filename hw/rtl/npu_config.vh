@@ -16,7 +16,7 @@
 `define NPU_MAX_KERNEL 11            // CONV/DWCONV: KERNEL_H, KERNEL_W <= this
 `define NPU_MAX_STRIDE 3             // CONV/DWCONV: STRIDE_H, STRIDE_W <= this
 `define NPU_MAX_CHANNELS 4096        // CONV/DWCONV/FC: IFM_C, OFM_C <= this
-`define NPU_MAX_POOL_WINDOW 16       // AVGPOOL/MAXPOOL: KERNEL_H, KERNEL_W <= this
+`define NPU_MAX_POOL_WINDOW 32       // AVGPOOL/MAXPOOL: KERNEL_H, KERNEL_W <= this
 `define NPU_MAX_POOL_STRIDE 8        // AVGPOOL/MAXPOOL: STRIDE_H, STRIDE_W <= this
 `define NPU_MAX_MEAN_ELEMENTS 65536  // MEAN: IFM_H * IFM_W <= this
 `define NPU_MAX_FC_FEATURES 65536    // FC: input and output features <= this
@@ -58,6 +58,7 @@
 `define NPU_OP_MEAN 8'h32           // mean over H and W + requantize
 `define NPU_OP_ADD 8'h40            // elementwise add with TFLite int8 rescaling
 `define NPU_OP_LUT 8'h41            // 256-entry table lookup: out = table[x + 128]
+`define NPU_OP_MUL 8'h42            // elementwise multiply with TFLite int8 rescaling: (x - zp1)*(y - zp2) rescaled by OFM_MULTIPLIER/SHIFT
 `define NPU_OP_STOP 8'hFF           // end of stream: status OK
 
 // ---- Registers (isa.Reg); [signed] registers are read sign-extended
@@ -75,8 +76,9 @@
 `define NPU_REG_IFM_W 8'h12            // input tile width
 `define NPU_REG_IFM_C 8'h13            // input tile channels
 `define NPU_REG_IFM_ZERO_POINT 8'h14   // input zero point (-128..127) [signed]
-`define NPU_REG_IFM2_ADDR 8'h15        // SRAM address of the second input tile (ADD; OFM shape)
+`define NPU_REG_IFM2_ADDR 8'h15        // SRAM address of the second input tile (ADD, MUL; OFM shape, or OFM_C bytes if IFM2_BROADCAST)
 `define NPU_REG_IFM2_ZERO_POINT 8'h16  // second input zero point (-128..127) [signed]
+`define NPU_REG_IFM2_BROADCAST 8'h17   // ADD, MUL: 0 = second input has the OFM shape; 1 = it is OFM_C bytes, repeated at every pixel
 `define NPU_REG_OFM_ADDR 8'h20         // SRAM address of the output tile (dense HxWxC int8)
 `define NPU_REG_OFM_H 8'h21            // output tile height
 `define NPU_REG_OFM_W 8'h22            // output tile width
@@ -98,8 +100,8 @@
 `define NPU_REG_IFM_SHIFT 8'h51        // ADD: first input shift (-31..30, positive = left) [signed]
 `define NPU_REG_IFM2_MULTIPLIER 8'h52  // ADD: second input multiplier [signed]
 `define NPU_REG_IFM2_SHIFT 8'h53       // ADD: second input shift (-31..30) [signed]
-`define NPU_REG_OFM_MULTIPLIER 8'h54   // ADD, MEAN: output multiplier [signed]
-`define NPU_REG_OFM_SHIFT 8'h55        // ADD, MEAN: output shift (-31..30) [signed]
+`define NPU_REG_OFM_MULTIPLIER 8'h54   // ADD, MEAN, MUL: output multiplier [signed]
+`define NPU_REG_OFM_SHIFT 8'h55        // ADD, MEAN, MUL: output shift (-31..30) [signed]
 `define NPU_REG_LEFT_SHIFT 8'h56       // ADD: left shift of both inputs (0..31; 20 for int8) [signed]
 `define NPU_REG_LUT_ADDR 8'h60         // SRAM address of the 256 int8 table entries
 
@@ -139,6 +141,7 @@
     ((op) == `NPU_OP_MEAN) || \
     ((op) == `NPU_OP_ADD) || \
     ((op) == `NPU_OP_LUT) || \
+    ((op) == `NPU_OP_MUL) || \
     ((op) == `NPU_OP_STOP) \
   )
 // the register address exists
@@ -159,6 +162,7 @@
     ((r) == `NPU_REG_IFM_ZERO_POINT) || \
     ((r) == `NPU_REG_IFM2_ADDR) || \
     ((r) == `NPU_REG_IFM2_ZERO_POINT) || \
+    ((r) == `NPU_REG_IFM2_BROADCAST) || \
     ((r) == `NPU_REG_OFM_ADDR) || \
     ((r) == `NPU_REG_OFM_H) || \
     ((r) == `NPU_REG_OFM_W) || \

@@ -75,9 +75,9 @@ module npu_dma #(
   reg        dir_in;
   // The transfer's registers, latched at start: the stream may set the next DMA's registers
   // while this one runs in the background.
-  reg [31:0] dma_ext_region;
+  reg [3:0]  dma_ext_region;  // checked < NPU_MAX_REGIONS before it is used
   reg [31:0] dma_ext_addr;
-  reg [31:0] dma_sram_addr;
+  reg [AW-1:0] dma_sram_addr;  // checked within SRAM before it is used
   reg [31:0] dma_n0;
   reg [31:0] dma_n1;
   reg [31:0] dma_n2;
@@ -183,9 +183,9 @@ module npu_dma #(
             c_first <= 72'(reg_ext_addr) + (a0 < 0 ? a0 : 72'sd0) + (a1 < 0 ? a1 : 72'sd0) + (a2 < 0 ? a2 : 72'sd0);
             c_last <= 72'(reg_ext_addr) + (a0 > 0 ? a0 : 72'sd0) + (a1 > 0 ? a1 : 72'sd0) + (a2 > 0 ? a2 : 72'sd0);
             c_size <= size[r];
-            dma_ext_region <= reg_ext_region;
+            dma_ext_region <= reg_ext_region[3:0];
             dma_ext_addr <= reg_ext_addr;
-            dma_sram_addr <= reg_sram_addr;
+            dma_sram_addr <= AW'(reg_sram_addr);
             dma_n0 <= reg_n0;
             dma_n1 <= reg_n1;
             dma_n2 <= reg_n2;
@@ -212,7 +212,7 @@ module npu_dma #(
             ext_cur <= 64'(dma_ext_addr);
             row_base <= 64'(dma_ext_addr);
             plane_base <= 64'(dma_ext_addr);
-            sram_cur <= AW'(dma_sram_addr);
+            sram_cur <= dma_sram_addr;
             state <= D_MOVE;
           end
         end
@@ -221,7 +221,7 @@ module npu_dma #(
           if (dir_in) begin
             mem_valid <= 1'b1;
             mem_write <= 1'b0;
-            mem_region <= dma_ext_region[3:0];
+            mem_region <= dma_ext_region;
             mem_addr <= ext_cur;
             mem_len <= chunk;
             in_valid <= 1'b1;
@@ -273,7 +273,7 @@ module npu_dma #(
       if (out_valid) begin
         mem_valid <= 1'b1;
         mem_write <= 1'b1;
-        mem_region <= dma_ext_region[3:0];
+        mem_region <= dma_ext_region;
         mem_addr <= out_addr;
         mem_len <= out_len;
       end

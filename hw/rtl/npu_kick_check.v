@@ -37,6 +37,7 @@ module npu_kick_check #(
     input  wire [31:0] ifm_zero_point,
     input  wire [31:0] ifm2_addr,
     input  wire [31:0] ifm2_zero_point,
+    input  wire [31:0] ifm2_broadcast,
     input  wire [31:0] ofm_addr,
     input  wire [31:0] ofm_h,
     input  wire [31:0] ofm_w,
@@ -183,14 +184,16 @@ module npu_kick_check #(
           in_addr[0] = 64'(ifm_addr);
           in_len[0] = ifm_bytes;
           s1_out_len <= 64'(ifm_c);
-        end else if (opcode == `NPU_OP_ADD) begin
+        end else if (opcode == `NPU_OP_ADD || opcode == `NPU_OP_MUL) begin
           ok = nonzero3(ofm_h, ofm_w, ofm_c) && is_int8(ifm_zero_point) && is_int8(ifm2_zero_point)
-            && is_int8(ofm_zero_point) && clamp_ok && $signed(left_shift) >= 0 && $signed(left_shift) <= 31
-            && shift_ok(ifm_shift) && shift_ok(ifm2_shift) && shift_ok(ofm_shift);
+            && is_int8(ofm_zero_point) && clamp_ok && shift_ok(ofm_shift) && ifm2_broadcast <= 32'd1;
+          if (opcode == `NPU_OP_ADD)
+            ok = ok && $signed(left_shift) >= 0 && $signed(left_shift) <= 31
+              && shift_ok(ifm_shift) && shift_ok(ifm2_shift);
           in_addr[0] = 64'(ifm_addr);
           in_len[0] = ofm_bytes;
           in_addr[1] = 64'(ifm2_addr);
-          in_len[1] = ofm_bytes;
+          in_len[1] = ifm2_broadcast != 32'd0 ? 64'(ofm_c) : ofm_bytes;  // broadcast: one channel vector
         end else begin  // LUT
           ok = nonzero3(ofm_h, ofm_w, ofm_c);
           in_addr[0] = 64'(ifm_addr);

@@ -31,6 +31,7 @@ module npu_regfile (
     output reg  [31:0] ifm_zero_point,
     output reg  [31:0] ifm2_addr,
     output reg  [31:0] ifm2_zero_point,
+    output reg  [31:0] ifm2_broadcast,
     output reg  [31:0] ofm_addr,
     output reg  [31:0] ofm_h,
     output reg  [31:0] ofm_w,
@@ -76,6 +77,7 @@ module npu_regfile (
       ifm_zero_point <= 32'd0;
       ifm2_addr <= 32'd0;
       ifm2_zero_point <= 32'd0;
+      ifm2_broadcast <= 32'd0;
       ofm_addr <= 32'd0;
       ofm_h <= 32'd0;
       ofm_w <= 32'd0;
@@ -119,6 +121,7 @@ module npu_regfile (
         `NPU_REG_IFM_ZERO_POINT: ifm_zero_point <= wdata;
         `NPU_REG_IFM2_ADDR: ifm2_addr <= wdata;
         `NPU_REG_IFM2_ZERO_POINT: ifm2_zero_point <= wdata;
+        `NPU_REG_IFM2_BROADCAST: ifm2_broadcast <= wdata;
         `NPU_REG_OFM_ADDR: ofm_addr <= wdata;
         `NPU_REG_OFM_H: ofm_h <= wdata;
         `NPU_REG_OFM_W: ofm_w <= wdata;

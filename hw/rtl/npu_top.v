@@ -73,6 +73,7 @@ module npu_top #(
   wire [31:0] ifm_zero_point;
   wire [31:0] ifm2_addr;
   wire [31:0] ifm2_zero_point;
+  wire [31:0] ifm2_broadcast;
   wire [31:0] ofm_addr;
   wire [31:0] ofm_h;
   wire [31:0] ofm_w;
@@ -125,6 +126,7 @@ module npu_top #(
       .ifm_zero_point(ifm_zero_point),
       .ifm2_addr(ifm2_addr),
       .ifm2_zero_point(ifm2_zero_point),
+      .ifm2_broadcast(ifm2_broadcast),
       .ofm_addr(ofm_addr),
       .ofm_h(ofm_h),
       .ofm_w(ofm_w),
@@ -210,6 +212,7 @@ module npu_top #(
       .ifm_zero_point(ifm_zero_point),
       .ifm2_addr(ifm2_addr),
       .ifm2_zero_point(ifm2_zero_point),
+      .ifm2_broadcast(ifm2_broadcast),
       .ofm_addr(ofm_addr),
       .ofm_h(ofm_h),
       .ofm_w(ofm_w),
@@ -394,7 +397,7 @@ module npu_top #(
       .out_data(out_data)
   );
 
-  // ---- vector unit: AVGPOOL, MAXPOOL, MEAN, ADD, LUT
+  // ---- vector unit: AVGPOOL, MAXPOOL, MEAN, ADD, MUL, LUT
   npu_vec #(.AW(AW), .V(C)) vec (
       .clk(clk),
       .rst_n(rst_n),
@@ -408,6 +411,7 @@ module npu_top #(
       .ifm_zero_point(ifm_zero_point),
       .ifm2_addr(ifm2_addr),
       .ifm2_zero_point(ifm2_zero_point),
+      .ifm2_broadcast(ifm2_broadcast),
       .ofm_addr(ofm_addr),
       .ofm_h(ofm_h),
       .ofm_w(ofm_w),

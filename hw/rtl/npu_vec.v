@@ -1,12 +1,14 @@
-// npu_vec.v -- the vector unit: AVGPOOL, MAXPOOL, MEAN, ADD and LUT on VEC_BYTES lanes
+// npu_vec.v -- the vector unit: AVGPOOL, MAXPOOL, MEAN, ADD, MUL and LUT on VEC_BYTES lanes
 // (docs/isa.md §3, docs/numerics.md §4-8).
 //
 // A three-stage pipeline: the issue stage walks the operation's loops and reads VEC_BYTES
-// consecutive bytes of SRAM per cycle (ADD: two operands), the SRAM registers the data, and
+// consecutive bytes of SRAM per cycle (ADD, MUL: two operands), the SRAM registers the data, and
 // the consume stage computes every lane and writes up to VEC_BYTES output bytes.
 //
-//   ADD, LUT   the tiles are dense and of one shape: 32 bytes per cycle, flat
-//              (LUT first loads its 256-entry table into registers: 8 cycles)
+//   ADD, MUL,  the tiles are dense and of one shape: 32 bytes per cycle, flat
+//   LUT        (LUT first loads its 256-entry table into registers: 8 cycles)
+//   ADD, MUL   with IFM2_BROADCAST: per output pixel and group of 32 channels, one cycle; the
+//   broadcast  second operand is the group of the OFM_C-byte channel vector
 //   MEAN       per group of 32 channels, one pixel per cycle; the last pixel's cycle
 //              requantizes the lanes (MBQM) and writes the group
 //   AVGPOOL,   per output pixel and group of 32 channels, one window tap per cycle (taps in the
@@ -35,6 +37,7 @@ module npu_vec #(
     input  wire [31:0] ifm_zero_point,
     input  wire [31:0] ifm2_addr,
     input  wire [31:0] ifm2_zero_point,
+    input  wire [31:0] ifm2_broadcast,
     input  wire [31:0] ofm_addr,
     input  wire [31:0] ofm_h,
     input  wire [31:0] ofm_w,
@@ -72,6 +75,8 @@ module npu_vec #(
 
   localparam [1:0] V_IDLE = 2'd0, V_TABLE = 2'd1, V_RUN = 2'd2, V_FLUSH = 2'd3;
   localparam int LUT_CHUNKS = (256 + V - 1) / V;
+  // a window's valid taps: up to max_pool_window^2 (the count an AVGPOOL divides by)
+  localparam int TAPS_W = $clog2(`NPU_MAX_POOL_WINDOW * `NPU_MAX_POOL_WINDOW + 1);
 
   reg [1:0]  state;
   reg [7:0]  op;
@@ -97,9 +102,11 @@ module npu_vec #(
   reg [7:0]         table_q [0:255];
   reg signed [31:0] sum  [0:V-1];
   reg signed [7:0]  vmax [0:V-1];
-  reg [8:0]         taps;           // valid taps of the window so far
+  reg [TAPS_W-1:0]  taps;           // valid taps of the window so far
 
   wire is_pool = op == `NPU_OP_AVGPOOL || op == `NPU_OP_MAXPOOL;
+  wire is_binary = op == `NPU_OP_ADD || op == `NPU_OP_MUL;
+  wire bcast = ifm2_broadcast != 32'd0;  // checked to be 0 or 1; stable during the kick
 
   function automatic logic [LW-1:0] lanes_left(input logic [31:0] fn_total, input logic [31:0] fn_done);
     begin
@@ -108,7 +115,7 @@ module npu_vec #(
   endfunction
 
   // AVGPOOL: sum / n rounded half away from zero (C: (sum +- n/2) / n)
-  function automatic logic signed [31:0] avg_round(input logic signed [31:0] fn_sum, input logic [8:0] fn_n);
+  function automatic logic signed [31:0] avg_round(input logic signed [31:0] fn_sum, input logic [TAPS_W-1:0] fn_n);
     logic [31:0] mag;
     begin
       mag = (fn_sum < 0) ? 32'(-fn_sum) : 32'(fn_sum);
@@ -147,8 +154,9 @@ module npu_vec #(
             kx <= 32'd0;
             n_bytes <= ofm_h * ofm_w * ofm_c;
             n_chunks <= (ofm_h * ofm_w * ofm_c + 32'(V - 1)) / 32'(V);
-            n_groups <= (ifm_c + 32'(V - 1)) / 32'(V);
-            n_pixels <= ifm_h * ifm_w;
+            // ADD/MUL broadcast walks the OFM; MEAN and the pools the IFM (IFM_C == OFM_C)
+            n_groups <= ((opcode == `NPU_OP_ADD || opcode == `NPU_OP_MUL ? ofm_c : ifm_c) + 32'(V - 1)) / 32'(V);
+            n_pixels <= (opcode == `NPU_OP_ADD || opcode == `NPU_OP_MUL) ? ofm_h * ofm_w : ifm_h * ifm_w;
             n_window <= ifm_h * ifm_w;
             state <= (opcode == `NPU_OP_LUT) ? V_TABLE : V_RUN;
           end
@@ -168,10 +176,30 @@ module npu_vec #(
         V_RUN: begin
           t1_valid <= 1'b1;
           t1_table <= 1'b0;
-          if (op == `NPU_OP_ADD || op == `NPU_OP_LUT) begin
+          if (is_binary && bcast) begin
+            rd_a_en <= 1'b1;
+            rd_a_addr <= AW'(ifm_addr + q * ofm_c + g * 32'(V));
+            rd_b_en <= 1'b1;
+            rd_b_addr <= AW'(ifm2_addr + g * 32'(V));
+            t1_first <= 1'b1;
+            t1_last <= 1'b1;
+            t1_tap <= 1'b1;
+            t1_waddr <= AW'(ofm_addr + q * ofm_c + g * 32'(V));
+            t1_wlen <= lanes_left(ofm_c, g * 32'(V));
+            // loops: q (pixel), g (channel group, innermost)
+            if (g + 32'd1 != n_groups) g <= g + 32'd1;
+            else begin
+              g <= 32'd0;
+              if (q + 32'd1 != n_pixels) q <= q + 32'd1;
+              else begin
+                state <= V_FLUSH;
+                tail <= 2'd3;
+              end
+            end
+          end else if (is_binary || op == `NPU_OP_LUT) begin
             rd_a_en <= 1'b1;
             rd_a_addr <= AW'(ifm_addr + j * 32'(V));
-            rd_b_en <= op == `NPU_OP_ADD;
+            rd_b_en <= is_binary;
             rd_b_addr <= AW'(ifm2_addr + j * 32'(V));
             t1_first <= 1'b1;
             t1_last <= 1'b1;
@@ -279,6 +307,12 @@ module npu_vec #(
             b = mbqm((32'($signed(rd_b_data[i])) - $signed(ifm2_zero_point)) << left_shift, ifm2_multiplier, ifm2_shift);
             l_out[i] = add_zero_point_clamp(mbqm(a + b, ofm_multiplier, ofm_shift), ofm_zero_point, act_min, act_max);
           end
+        end else if (op == `NPU_OP_MUL) begin
+          for (int i = 0; i < V; i++) begin : mul_lane
+            logic signed [31:0] p;  // |(x - zp1)(y - zp2)| <= 255^2
+            p = (32'($signed(rd_a_data[i])) - $signed(ifm_zero_point)) * (32'($signed(rd_b_data[i])) - $signed(ifm2_zero_point));
+            l_out[i] = add_zero_point_clamp(mbqm(p, ofm_multiplier, ofm_shift), ofm_zero_point, act_min, act_max);
+          end
         end else if (op == `NPU_OP_MEAN) begin
           for (int i = 0; i < V; i++) begin
             l_sum[i] = (t2_first ? 32'sd0 : sum[i]) + 32'($signed(rd_a_data[i]));
@@ -288,8 +322,8 @@ module npu_vec #(
           end
           sum <= l_sum;
         end else if (is_pool) begin
-          logic [8:0] n;
-          n = (t2_first ? 9'd0 : taps) + {8'd0, t2_tap};
+          logic [TAPS_W-1:0] n;
+          n = (t2_first ? TAPS_W'(0) : taps) + TAPS_W'(t2_tap);
           taps <= n;
           for (int i = 0; i < V; i++) begin
             l_sum[i] = t2_first ? 32'sd0 : sum[i];

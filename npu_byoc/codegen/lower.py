@@ -22,10 +22,10 @@ from ..errors import LoweringError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import MAX_REGIONS, Region
 from ..patterns import LAYER_ATTR, Reject, extract_composite
-from ..qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QOp, QPool2D
+from ..qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D
 from ..relax_utils import dtype_of, shape_of
 from ..requant import fc_scale, weighted_requant
-from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, NpuOp, Pool, TensorRef
+from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, TensorRef
 
 SCRATCH_ALIGN = 16
 
@@ -167,18 +167,34 @@ def _lower_mean(name: str, op: QMean, ifms: list[TensorRef], ofm: TensorRef) -> 
     )
 
 
+def _binary_operands(word: str, op: QAdd | QMul, ifms: list[TensorRef], ofm: TensorRef):
+    """(first, second, their refs, broadcast): the second is the channel vector of a broadcast
+    (the operands swapped if the model gives it first; ADD and MUL commute exactly)."""
+    (a, b), (ra, rb) = (op.input_a, op.input_b), ifms
+    if ra.shape != ofm.shape:
+        (a, b), (ra, rb) = (b, a), (rb, ra)
+    if ra.shape == rb.shape == ofm.shape:
+        return a, b, ra, rb, False
+    if ra.shape == ofm.shape and rb.shape == (1, 1, ofm.shape[2]):  # any layout: C contiguous bytes
+        return a, b, ra, rb, True
+    raise Reject(f"{word} with broadcasting {op.input_a.shape} × {op.input_b.shape}: NPU {word} broadcasts only a "
+                 "channel vector in the partition's layout (NHWC [1, 1, 1, C], NCHW [1, C, 1, 1])")
+
+
 def _lower_add(name: str, op: QAdd, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
+    a, b, ifm, ifm2, broadcast = _binary_operands("add", op, ifms, ofm)
     try:
-        p = nx.add_params(op.input_a.scale, op.input_b.scale, op.output.scale)
+        p = nx.add_params(a.scale, b.scale, op.output.scale)
     except ValueError as err:
         raise Reject(f"add rescaling out of range: {err}") from None
     return Add(
         name=name,
-        ifm=ifms[0],
-        ifm2=ifms[1],
+        ifm=ifm,
+        ifm2=ifm2,
+        broadcast=broadcast,
         ofm=ofm,
-        ifm_zero_point=op.input_a.zero_point,
-        ifm2_zero_point=op.input_b.zero_point,
+        ifm_zero_point=a.zero_point,
+        ifm2_zero_point=b.zero_point,
         ofm_zero_point=op.output.zero_point,
         left_shift=p.left_shift,
         ifm_multiplier=p.input1_multiplier,
@@ -192,6 +208,17 @@ def _lower_add(name: str, op: QAdd, ifms: list[TensorRef], ofm: TensorRef) -> Np
     )
 
 
+def _lower_mul(name: str, op: QMul, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
+    a, b, ifm, ifm2, broadcast = _binary_operands("mul", op, ifms, ofm)
+    try:
+        multiplier, shift = nx.mul_params(a.scale, b.scale, op.output.scale)
+    except ValueError as err:
+        raise Reject(f"mul rescale out of range: {err}") from None
+    return Mul(name=name, ifm=ifm, ifm2=ifm2, ofm=ofm, ifm_zero_point=a.zero_point, ifm2_zero_point=b.zero_point,
+               ofm_zero_point=op.output.zero_point, multiplier=multiplier, shift=shift, act_min=op.act_min,
+               act_max=op.act_max, broadcast=broadcast)  # fmt: skip
+
+
 def _lower_lut(name: str, op: QLut, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
     return Lut(name=name, function=op.function, ifm=ifms[0], ofm=ofm, table=lut_ops.table(op))
 
@@ -202,6 +229,7 @@ LOWERINGS: dict[type, Callable[[str, QOp, list[TensorRef], TensorRef], NpuOp]] =
     QPool2D: _lower_pool,
     QMean: _lower_mean,
     QAdd: _lower_add,
+    QMul: _lower_mul,
     QLut: _lower_lut,
 }
 

@@ -64,6 +64,18 @@ class _NpuOp:
         return (self.ifm,)
 
 
+class _Binary(_NpuOp):
+    """Add, Mul: two inputs, no MAC."""
+
+    @property
+    def inputs(self) -> tuple[TensorRef, ...]:
+        return (self.ifm, self.ifm2)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
 @dataclass(eq=False)
 class Conv2D(_NpuOp):
     """acc[c] = bias[c] + sum_{kh,kw,ci} (x - ifm_zero_point) * w[c, kh, kw, ci];
@@ -196,7 +208,7 @@ class Mean(_NpuOp):
 
 
 @dataclass(eq=False)
-class Add(_NpuOp):
+class Add(_Binary):
     """TFLite int8 ADD: both inputs shifted left by left_shift, rescaled to a common scale,
     summed, rescaled to the output, plus ofm_zero_point, clamped."""
 
@@ -217,15 +229,29 @@ class Add(_NpuOp):
     act_min: int
     act_max: int
     tiling: Tiling | None = None
+    broadcast: bool = False  # ifm2 is one (1, 1, C) channel vector, repeated over H and W
     kind: str = field(default="add", init=False)
 
-    @property
-    def inputs(self) -> tuple[TensorRef, ...]:
-        return (self.ifm, self.ifm2)
 
-    @property
-    def macs(self) -> int:
-        return 0
+@dataclass(eq=False)
+class Mul(_Binary):
+    """TFLite int8 MUL: (x − ifm_zero_point)·(y − ifm2_zero_point) requantized with
+    (multiplier, shift) = s1·s2/s_out, plus ofm_zero_point, clamped."""
+
+    name: str
+    ifm: TensorRef
+    ifm2: TensorRef  # the ofm shape, or (1, 1, C) when broadcast
+    ofm: TensorRef
+    ifm_zero_point: int
+    ifm2_zero_point: int
+    ofm_zero_point: int
+    multiplier: int
+    shift: int
+    act_min: int
+    act_max: int
+    tiling: Tiling | None = None
+    broadcast: bool = False  # ifm2 is one (1, 1, C) channel vector, repeated over H and W
+    kind: str = field(default="mul", init=False)
 
 
 @dataclass(eq=False)
@@ -245,4 +271,4 @@ class Lut(_NpuOp):
         return 0
 
 
-NpuOp = Conv2D | DepthwiseConv2D | FullyConnected | Pool | Mean | Add | Lut
+NpuOp = Conv2D | DepthwiseConv2D | FullyConnected | Pool | Mean | Add | Mul | Lut

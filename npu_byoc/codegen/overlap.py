@@ -47,6 +47,12 @@ def _mac_reads(k: Kick) -> list[tuple[Reg, int]]:
             (Reg.REQUANT_ADDR, k[Reg.OFM_C] * REQUANT_RECORD_BYTES)]  # fmt: skip
 
 
+def _binary_reads(k: Kick) -> list[tuple[Reg, int]]:
+    """ADD, MUL: IFM2 is one OFM_C channel vector when IFM2_BROADCAST."""
+    ifm2 = k[Reg.OFM_C] if k[Reg.IFM2_BROADCAST] else _hwc(k, "OFM")
+    return [(Reg.IFM_ADDR, _hwc(k, "OFM")), (Reg.IFM2_ADDR, ifm2)]
+
+
 # SRAM each kick reads: (address register, bytes); every kick writes its OFM.
 _READS = {
     Opcode.CONV: _mac_reads,
@@ -55,7 +61,8 @@ _READS = {
     Opcode.AVGPOOL: lambda k: [(Reg.IFM_ADDR, _hwc(k, "IFM"))],
     Opcode.MAXPOOL: lambda k: [(Reg.IFM_ADDR, _hwc(k, "IFM"))],
     Opcode.MEAN: lambda k: [(Reg.IFM_ADDR, _hwc(k, "IFM"))],
-    Opcode.ADD: lambda k: [(Reg.IFM_ADDR, _hwc(k, "OFM")), (Reg.IFM2_ADDR, _hwc(k, "OFM"))],
+    Opcode.ADD: _binary_reads,
+    Opcode.MUL: _binary_reads,
     Opcode.LUT: lambda k: [(Reg.IFM_ADDR, _hwc(k, "OFM")), (Reg.LUT_ADDR, 256)],
 }
 

@@ -42,7 +42,7 @@ from .encoder import Dma, Kick, Step, disassemble, encode_with_starts
 from .lower import PartitionPlan
 from .residency import Buffer, largest_gap, place
 from .overlap import overlap
-from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, NpuOp, Pool, TensorRef, Tiling
+from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, TensorRef, Tiling
 
 ALIGN = 16  # SRAM buffers and constants start on 16-byte boundaries (REQUANT_ADDR needs 4)
 LUT_BYTES = 256
@@ -306,16 +306,24 @@ def _mean_tile(op, io: "_TileIo", r0: int, nr: int, c0: int, nc: int) -> list[St
     return [*steps, Kick.make(Opcode.MEAN, regs), *store]
 
 
-# Elementwise: Add, Lut (no halo).
+# Elementwise: Add, Mul, Lut (no halo). A broadcast ifm2 is the tile's channel slice.
 
 
 def _elementwise_buffers(op, r: int, cb: int) -> dict[str, int]:
     W = op.ofm.shape[1]
     bufs = {"lut": LUT_BYTES} if isinstance(op, Lut) else {}
     bufs |= {"ifm": r * W * cb}
-    if isinstance(op, Add):
-        bufs["ifm2"] = r * W * cb
+    if isinstance(op, Add | Mul):
+        bufs["ifm2"] = cb if op.broadcast else r * W * cb
     return bufs | {"ofm": r * W * cb}
+
+
+def _ifm2_regs(op: Add | Mul, io: "_TileIo", steps: list[Step], r0: int, nr: int, c0: int, nc: int) -> dict[Reg, int]:
+    """The second operand's registers (ADD, MUL): its tile, or its channel slice when broadcast."""
+    box = (0, 1, 0, 1, c0, nc) if op.broadcast else (r0, nr, 0, op.ofm.shape[1], c0, nc)
+    return {Reg.IFM2_ADDR: io.load(steps, "ifm2", op.ifm2, *box), Reg.IFM2_ZERO_POINT: op.ifm2_zero_point,
+            Reg.IFM2_BROADCAST: int(op.broadcast), Reg.IFM_ZERO_POINT: op.ifm_zero_point,
+            Reg.OFM_ZERO_POINT: op.ofm_zero_point} | _clamp_regs(op)  # fmt: skip
 
 
 def _elementwise_tile(op, io: "_TileIo", r0: int, nr: int, c0: int, nc: int) -> list[Step]:
@@ -325,15 +333,15 @@ def _elementwise_tile(op, io: "_TileIo", r0: int, nr: int, c0: int, nc: int) -> 
     ofm, store = io.store("ofm", op.ofm, r0, nr, 0, W, c0, nc)
     regs = {Reg.IFM_ADDR: ifm} | _ofm_regs(ofm, nr, W, nc)
     if isinstance(op, Add):
-        ifm2 = io.load(steps, "ifm2", op.ifm2, r0, nr, 0, W, c0, nc)
-        regs |= _clamp_regs(op) | {
-            Reg.IFM2_ADDR: ifm2, Reg.IFM_ZERO_POINT: op.ifm_zero_point,
-            Reg.IFM2_ZERO_POINT: op.ifm2_zero_point, Reg.OFM_ZERO_POINT: op.ofm_zero_point,
+        regs |= _ifm2_regs(op, io, steps, r0, nr, c0, nc) | {
             Reg.LEFT_SHIFT: op.left_shift, Reg.IFM_MULTIPLIER: op.ifm_multiplier, Reg.IFM_SHIFT: op.ifm_shift,
             Reg.IFM2_MULTIPLIER: op.ifm2_multiplier, Reg.IFM2_SHIFT: op.ifm2_shift,
             Reg.OFM_MULTIPLIER: op.ofm_multiplier, Reg.OFM_SHIFT: op.ofm_shift,
         }  # fmt: skip
         steps.append(Kick.make(Opcode.ADD, regs))
+    elif isinstance(op, Mul):
+        regs |= _ifm2_regs(op, io, steps, r0, nr, c0, nc)
+        steps.append(Kick.make(Opcode.MUL, regs | {Reg.OFM_MULTIPLIER: op.multiplier, Reg.OFM_SHIFT: op.shift}))
     else:
         steps.append(Kick.make(Opcode.LUT, regs | {Reg.LUT_ADDR: io.sram["lut"]}))
     return steps + store
@@ -356,6 +364,7 @@ KINDS: dict[type, _Kind] = {
     Mean: _Kind(lambda op: 1, lambda op: op.ofm.shape[2], _mean_buffers, _mean_tile,
                 lambda op: f"mean {'x'.join(map(str, op.ifm.shape))}"),  # fmt: skip
     Add: _ELEMENTWISE,
+    Mul: _ELEMENTWISE,
     Lut: _ELEMENTWISE,
 }
 

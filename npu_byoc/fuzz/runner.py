@@ -38,7 +38,7 @@ import tvm
 from tvm import relax
 
 from ..codegen.lower import PartitionPlan, lower_module
-from ..codegen.npu_ops import Conv2D, DepthwiseConv2D, FullyConnected, Mean, NpuOp
+from ..codegen.npu_ops import Conv2D, DepthwiseConv2D, Mean, NpuOp
 from ..codegen.schedule import schedule_partition
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..patterns import npu_functions, partition_for_npu, partition_log
@@ -56,13 +56,13 @@ STREAM_BACKENDS = ("functional", "verilator")
 
 
 def _left_shift_wrap(op: NpuOp) -> tuple[str, int] | None:
-    """TFLite's MultiplyByQuantizedMultiplier shifts the int32 accumulator (a conv / FC sum, a
-    MEAN's sum) left *before* the multiply and wraps on overflow (the golden model follows it
+    """TFLite's MultiplyByQuantizedMultiplier shifts the int32 accumulator (a conv sum, a MEAN's
+    sum) left *before* the multiply and wraps on overflow (the golden model follows it
     bit-exactly); TVM computes in float and saturates. When |acc| · 2^shift can reach 2^31 the
-    two differ arbitrarily."""
+    two differ arbitrarily. Fully connected multiplies by its double scale (no shift, no wrap)."""
     zp = getattr(op, "ifm_zero_point", 0)
     max_x = max(127 - zp, zp + 128)
-    if isinstance(op, (Conv2D, DepthwiseConv2D, FullyConnected)):
+    if isinstance(op, (Conv2D, DepthwiseConv2D)):
         w = np.abs(op.weights.astype(np.int64)).reshape(op.weights.shape[0], -1).sum(axis=1)
         worst = w * max_x + np.abs(op.bias.astype(np.int64))
     elif isinstance(op, Mean):

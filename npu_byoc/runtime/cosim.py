@@ -58,7 +58,7 @@ from ..cache import atomic_output, build_lock, cache_dir, content_key, is_intact
 from ..codegen.encoder import encode_with_starts
 from ..codegen.lower import PartitionPlan, partition_batch
 from ..codegen.lower import per_image as per_image_shape
-from ..codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, NpuOp, Pool
+from ..codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool
 from ..codegen.schedule import schedule_partition
 from ..errors import NpuByocError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
@@ -70,7 +70,7 @@ from ..uint8 import to_model
 from . import cycles as cycle_model
 from . import golden
 
-OP_CLASSES = ("conv", "pointwise", "depthwise", "fc", "pool", "mean", "add", "lut")
+OP_CLASSES = ("conv", "pointwise", "depthwise", "fc", "pool", "mean", "add", "mul", "lut")
 MAC_CLASSES = ("conv", "pointwise", "depthwise", "fc")
 CLASS_NAMES = {
     "conv": "standard conv",
@@ -80,10 +80,11 @@ CLASS_NAMES = {
     "pool": "pool",
     "mean": "mean",
     "add": "add",
+    "mul": "mul",
     "lut": "lut",
 }
 _CLASS_OF_TYPE = {DepthwiseConv2D: "depthwise", FullyConnected: "fc", Pool: "pool", Mean: "mean", Add: "add",
-                  Lut: "lut"}  # fmt: skip
+                  Mul: "mul", Lut: "lut"}  # fmt: skip
 _DMA = set(DMA_OPCODES)
 _NOT_COMPUTE = {Opcode.NOP, Opcode.SET_REG, Opcode.STOP, Opcode.WAIT_DMA} | _DMA
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import numerics as nx
 from ..codegen.lower import PartitionPlan
-from ..codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, NpuOp, Pool, TensorRef
+from ..codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, TensorRef
 from ..isa import Region
 from ..uint8 import to_model, to_npu
 
@@ -92,6 +92,12 @@ def add(op: Add, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return nx.add(x, y, op.ifm_zero_point, op.ifm2_zero_point, op.ofm_zero_point, params, op.act_min, op.act_max)
 
 
+def mul(op: Mul, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    # a broadcast ifm2 is (1, 1, C): numpy broadcasting repeats it over H and W
+    return nx.mul(x, y, op.ifm_zero_point, op.ifm2_zero_point, op.ofm_zero_point, op.multiplier, op.shift,
+                  op.act_min, op.act_max)
+
+
 KERNELS: dict[type, Callable[..., np.ndarray]] = {
     Conv2D: conv2d,
     DepthwiseConv2D: depthwise_conv2d,
@@ -100,6 +106,7 @@ KERNELS: dict[type, Callable[..., np.ndarray]] = {
     Mean: mean,
     Lut: lut,
     Add: add,
+    Mul: mul,
 }
 
 

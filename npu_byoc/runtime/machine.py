@@ -377,7 +377,7 @@ class Machine:
         self._tile(out, (ifm[2],))[...] = np.clip(y, lo, hi)
 
     # -----------------------------------------------------------------------------------------
-    # Elementwise: ADD, LUT
+    # Elementwise: ADD, MUL, LUT
 
     def _add(self) -> None:
         r = self.regs
@@ -386,18 +386,38 @@ class Machine:
         act = self._check_clamp()
         _param(0 <= r[Reg.LEFT_SHIFT] <= 31, f"LEFT_SHIFT {r[Reg.LEFT_SHIFT]} outside [0, 31]")
         shifts = [self._check_shift(s) for s in (Reg.IFM_SHIFT, Reg.IFM2_SHIFT, Reg.OFM_SHIFT)]
+        a, b, out = self._binary_operands(shape)
+        params = nx.AddParams(r[Reg.LEFT_SHIFT], r[Reg.IFM_MULTIPLIER], shifts[0], r[Reg.IFM2_MULTIPLIER], shifts[1],
+                              r[Reg.OFM_MULTIPLIER], shifts[2])  # fmt: skip
+        y = nx.add(a, b, r[Reg.IFM_ZERO_POINT], r[Reg.IFM2_ZERO_POINT], r[Reg.OFM_ZERO_POINT], params, *act)
+        self._tile(out, shape)[...] = y
+
+    def _mul(self) -> None:
+        r = self.regs
+        shape = self._shape("OFM")
+        self._check_int8(Reg.IFM_ZERO_POINT, Reg.IFM2_ZERO_POINT, Reg.OFM_ZERO_POINT)
+        act = self._check_clamp()
+        shift = self._check_shift(Reg.OFM_SHIFT)
+        a, b, out = self._binary_operands(shape)
+        y = nx.mul(a, b, r[Reg.IFM_ZERO_POINT], r[Reg.IFM2_ZERO_POINT], r[Reg.OFM_ZERO_POINT], r[Reg.OFM_MULTIPLIER],
+                   shift, *act)  # fmt: skip
+        self._tile(out, shape)[...] = y
+
+    def _binary_operands(self, shape: tuple[int, int, int]):
+        """ADD / MUL: the IFM and IFM2 tiles (IFM2 a (1, 1, C) vector when IFM2_BROADCAST) and
+        the OFM span, after the broadcast flag, range and overlap checks."""
+        r = self.regs
+        broadcast = r[Reg.IFM2_BROADCAST]
+        _param(broadcast in (0, 1), f"IFM2_BROADCAST = {broadcast} is not 0 or 1")
         nbytes = math.prod(shape)
+        shape2 = (1, 1, shape[2]) if broadcast else shape
         spans = {
             "IFM": self._sram("IFM", r[Reg.IFM_ADDR], nbytes),
-            "IFM2": self._sram("IFM2", r[Reg.IFM2_ADDR], nbytes),
+            "IFM2": self._sram("IFM2", r[Reg.IFM2_ADDR], math.prod(shape2)),
         }
         out = self._sram("OFM", r[Reg.OFM_ADDR], nbytes)
         self._no_overlap(out, spans)
-        params = nx.AddParams(r[Reg.LEFT_SHIFT], r[Reg.IFM_MULTIPLIER], shifts[0], r[Reg.IFM2_MULTIPLIER], shifts[1],
-                              r[Reg.OFM_MULTIPLIER], shifts[2])  # fmt: skip
-        a, b = self._tile(spans["IFM"], shape), self._tile(spans["IFM2"], shape)
-        y = nx.add(a, b, r[Reg.IFM_ZERO_POINT], r[Reg.IFM2_ZERO_POINT], r[Reg.OFM_ZERO_POINT], params, *act)
-        self._tile(out, shape)[...] = y
+        return self._tile(spans["IFM"], shape), self._tile(spans["IFM2"], shape2), out
 
     def _lut(self) -> None:
         r = self.regs
@@ -429,6 +449,7 @@ _EXECUTE = {
     Opcode.MEAN: Machine._mean,
     Opcode.ADD: Machine._add,
     Opcode.LUT: Machine._lut,
+    Opcode.MUL: Machine._mul,
 }
 
 

@@ -109,8 +109,8 @@ void npu_subgraph_0(tvm::ffi::TensorView input0, tvm::ffi::TensorView output0) {
     npu_buffer_t regions[4] = {
         {const_cast<unsigned char*>(k_constants), 128},  // CONST (never written by the NPU)
         {scratch.data(), scratch.size()},  // SCRATCH
-        {static_cast<char*>(data_of(input0)) + n * 32, 32},  // IO0: input 'x' (NHWC)
-        {static_cast<char*>(data_of(output0)) + n * 64, 64},  // IO1: output 'output_0' (NHWC)
+        {static_cast<unsigned char*>(data_of(input0)) + n * 32, 32},  // IO0: input 'x' (NHWC)
+        {static_cast<unsigned char*>(data_of(output0)) + n * 64, 64},  // IO1: output 'output_0' (NHWC)
     };
     npu_result_t result;
     if (npu_submit(k_stream, 79, regions, 4, &result) != NPU_STATUS_OK) {

@@ -17,7 +17,7 @@
 #define NPU_MAX_KERNEL 11            /* CONV/DWCONV: KERNEL_H, KERNEL_W <= this */
 #define NPU_MAX_STRIDE 3             /* CONV/DWCONV: STRIDE_H, STRIDE_W <= this */
 #define NPU_MAX_CHANNELS 4096        /* CONV/DWCONV/FC: IFM_C, OFM_C <= this */
-#define NPU_MAX_POOL_WINDOW 16       /* AVGPOOL/MAXPOOL: KERNEL_H, KERNEL_W <= this */
+#define NPU_MAX_POOL_WINDOW 32       /* AVGPOOL/MAXPOOL: KERNEL_H, KERNEL_W <= this */
 #define NPU_MAX_POOL_STRIDE 8        /* AVGPOOL/MAXPOOL: STRIDE_H, STRIDE_W <= this */
 #define NPU_MAX_MEAN_ELEMENTS 65536  /* MEAN: IFM_H * IFM_W <= this */
 #define NPU_MAX_FC_FEATURES 65536    /* FC: input and output features <= this */
@@ -60,6 +60,7 @@ typedef enum npu_opcode {
     NPU_OP_MEAN = 0x32,           /* mean over H and W + requantize */
     NPU_OP_ADD = 0x40,            /* elementwise add with TFLite int8 rescaling */
     NPU_OP_LUT = 0x41,            /* 256-entry table lookup: out = table[x + 128] */
+    NPU_OP_MUL = 0x42,            /* elementwise multiply with TFLite int8 rescaling: (x - zp1)*(y - zp2) rescaled by OFM_MULTIPLIER/SHIFT */
     NPU_OP_STOP = 0xFF,           /* end of stream: status OK */
 } npu_opcode_t;
 
@@ -79,8 +80,9 @@ typedef enum npu_reg {
     NPU_REG_IFM_W = 0x12,            /* input tile width */
     NPU_REG_IFM_C = 0x13,            /* input tile channels */
     NPU_REG_IFM_ZERO_POINT = 0x14,   /* input zero point (-128..127) [signed] */
-    NPU_REG_IFM2_ADDR = 0x15,        /* SRAM address of the second input tile (ADD; OFM shape) */
+    NPU_REG_IFM2_ADDR = 0x15,        /* SRAM address of the second input tile (ADD, MUL; OFM shape, or OFM_C bytes if IFM2_BROADCAST) */
     NPU_REG_IFM2_ZERO_POINT = 0x16,  /* second input zero point (-128..127) [signed] */
+    NPU_REG_IFM2_BROADCAST = 0x17,   /* ADD, MUL: 0 = second input has the OFM shape; 1 = it is OFM_C bytes, repeated at every pixel */
     NPU_REG_OFM_ADDR = 0x20,         /* SRAM address of the output tile (dense HxWxC int8) */
     NPU_REG_OFM_H = 0x21,            /* output tile height */
     NPU_REG_OFM_W = 0x22,            /* output tile width */
@@ -102,8 +104,8 @@ typedef enum npu_reg {
     NPU_REG_IFM_SHIFT = 0x51,        /* ADD: first input shift (-31..30, positive = left) [signed] */
     NPU_REG_IFM2_MULTIPLIER = 0x52,  /* ADD: second input multiplier [signed] */
     NPU_REG_IFM2_SHIFT = 0x53,       /* ADD: second input shift (-31..30) [signed] */
-    NPU_REG_OFM_MULTIPLIER = 0x54,   /* ADD, MEAN: output multiplier [signed] */
-    NPU_REG_OFM_SHIFT = 0x55,        /* ADD, MEAN: output shift (-31..30) [signed] */
+    NPU_REG_OFM_MULTIPLIER = 0x54,   /* ADD, MEAN, MUL: output multiplier [signed] */
+    NPU_REG_OFM_SHIFT = 0x55,        /* ADD, MEAN, MUL: output shift (-31..30) [signed] */
     NPU_REG_LEFT_SHIFT = 0x56,       /* ADD: left shift of both inputs (0..31; 20 for int8) [signed] */
     NPU_REG_LUT_ADDR = 0x60,         /* SRAM address of the 256 int8 table entries */
 } npu_reg_t;
@@ -173,6 +175,7 @@ static inline int npu_opcode_valid(uint32_t opcode)
     case NPU_OP_MEAN: return 1;
     case NPU_OP_ADD: return 1;
     case NPU_OP_LUT: return 1;
+    case NPU_OP_MUL: return 1;
     case NPU_OP_STOP: return 1;
     default: return 0;
     }
@@ -198,6 +201,7 @@ static inline int npu_reg_valid(uint32_t reg)
     case NPU_REG_IFM_ZERO_POINT: return 1;
     case NPU_REG_IFM2_ADDR: return 1;
     case NPU_REG_IFM2_ZERO_POINT: return 1;
+    case NPU_REG_IFM2_BROADCAST: return 1;
     case NPU_REG_OFM_ADDR: return 1;
     case NPU_REG_OFM_H: return 1;
     case NPU_REG_OFM_W: return 1;
@@ -269,6 +273,7 @@ static inline const char * npu_opcode_name(uint32_t opcode)
     case NPU_OP_MEAN: return "MEAN";
     case NPU_OP_ADD: return "ADD";
     case NPU_OP_LUT: return "LUT";
+    case NPU_OP_MUL: return "MUL";
     case NPU_OP_STOP: return "STOP";
     default: return "?";
     }
@@ -294,6 +299,7 @@ static inline const char * npu_reg_name(uint32_t reg)
     case NPU_REG_IFM_ZERO_POINT: return "IFM_ZERO_POINT";
     case NPU_REG_IFM2_ADDR: return "IFM2_ADDR";
     case NPU_REG_IFM2_ZERO_POINT: return "IFM2_ZERO_POINT";
+    case NPU_REG_IFM2_BROADCAST: return "IFM2_BROADCAST";
     case NPU_REG_OFM_ADDR: return "OFM_ADDR";
     case NPU_REG_OFM_H: return "OFM_H";
     case NPU_REG_OFM_W: return "OFM_W";

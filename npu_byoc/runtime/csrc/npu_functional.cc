@@ -369,6 +369,9 @@ private:
     uint32_t pool(bool average);
     uint32_t mean();
     uint32_t add();
+    uint32_t mul();
+    uint32_t binary_registers(Shape *out) const;
+    uint32_t binary_operands(uint64_t nbytes, uint64_t channels, Span *a, Span *b, Span *out) const;
     uint32_t lut();
 
     uint64_t kick_cycles(uint32_t opcode) const;
@@ -467,6 +470,7 @@ uint32_t Machine::execute(uint32_t op) {
     case NPU_OP_MAXPOOL: return pool(false);
     case NPU_OP_MEAN: return mean();
     case NPU_OP_ADD: return add();
+    case NPU_OP_MUL: return mul();
     case NPU_OP_LUT: return lut();
     default: return NPU_STATUS_INVALID_OPCODE;  // not reached: command() checked the opcode
     }
@@ -794,11 +798,7 @@ uint32_t Machine::mean() {
 uint32_t Machine::add() {
     Shape shp;
     uint32_t st;
-    if ((st = shape(NPU_REG_OFM_H, &shp)) != kOk) return st;
-    if ((st = check_int8(NPU_REG_IFM_ZERO_POINT)) != kOk) return st;
-    if ((st = check_int8(NPU_REG_IFM2_ZERO_POINT)) != kOk) return st;
-    if ((st = check_int8(NPU_REG_OFM_ZERO_POINT)) != kOk) return st;
-    if ((st = check_clamp()) != kOk) return st;
+    if ((st = binary_registers(&shp)) != kOk) return st;
     const int64_t left_shift = s(NPU_REG_LEFT_SHIFT);
     if (!(left_shift >= 0 && left_shift <= 31)) return NPU_STATUS_INVALID_PARAMETER;
     if ((st = check_shift(NPU_REG_IFM_SHIFT)) != kOk) return st;
@@ -806,10 +806,8 @@ uint32_t Machine::add() {
     if ((st = check_shift(NPU_REG_OFM_SHIFT)) != kOk) return st;
     const uint64_t nbytes = shp.elements();
     Span a_span, b_span, out_span;
-    if ((st = sram_span(u(NPU_REG_IFM_ADDR), nbytes, &a_span)) != kOk) return st;
-    if ((st = sram_span(u(NPU_REG_IFM2_ADDR), nbytes, &b_span)) != kOk) return st;
-    if ((st = sram_span(u(NPU_REG_OFM_ADDR), nbytes, &out_span)) != kOk) return st;
-    if (overlaps(out_span, a_span) || overlaps(out_span, b_span)) return NPU_STATUS_INVALID_PARAMETER;
+    if ((st = binary_operands(nbytes, shp.c, &a_span, &b_span, &out_span)) != kOk) return st;
+    const uint64_t b_mod = u(NPU_REG_IFM2_BROADCAST) ? shp.c : nbytes;  // broadcast: channel k % C
 
     const int64_t zp1 = s(NPU_REG_IFM_ZERO_POINT), zp2 = s(NPU_REG_IFM2_ZERO_POINT);
     const int64_t zp_out = s(NPU_REG_OFM_ZERO_POINT);
@@ -826,11 +824,64 @@ uint32_t Machine::add() {
     uint8_t *out = m_.sram + out_span.lo;
     for (uint64_t k = 0; k < nbytes; ++k) {
         const int32_t sa = wrap_i32(static_cast<uint64_t>(as_i8(a[k]) - zp1) << ls);
-        const int32_t sb = wrap_i32(static_cast<uint64_t>(as_i8(b[k]) - zp2) << ls);
+        const int32_t sb = wrap_i32(static_cast<uint64_t>(as_i8(b[k % b_mod]) - zp2) << ls);
         const int32_t ra = mbqm(sa, m1, s1);
         const int32_t rb = mbqm(sb, m2, s2);
         const int32_t raw = wrap_i32_signed(static_cast<int64_t>(ra) + rb);
         const int64_t v = static_cast<int64_t>(mbqm(raw, mo, so)) + zp_out;
+        out[k] = as_u8(clamp_i32(v, act_min, act_max));
+    }
+    return kOk;
+}
+
+// ADD, MUL: the OFM shape, the three zero points and the clamp.
+uint32_t Machine::binary_registers(Shape *out) const {
+    uint32_t st;
+    if ((st = shape(NPU_REG_OFM_H, out)) != kOk) return st;
+    if ((st = check_int8(NPU_REG_IFM_ZERO_POINT)) != kOk) return st;
+    if ((st = check_int8(NPU_REG_IFM2_ZERO_POINT)) != kOk) return st;
+    if ((st = check_int8(NPU_REG_OFM_ZERO_POINT)) != kOk) return st;
+    return check_clamp();
+}
+
+// ADD, MUL: IFM2_BROADCAST is 0 (IFM2 has the OFM shape) or 1 (IFM2 is OFM_C bytes); then the
+// operand ranges in order (IFM, IFM2, OFM) and the output overlapping an input.
+uint32_t Machine::binary_operands(uint64_t nbytes, uint64_t channels, Span *a, Span *b, Span *out) const {
+    const uint64_t broadcast = u(NPU_REG_IFM2_BROADCAST);
+    if (broadcast > 1) return NPU_STATUS_INVALID_PARAMETER;
+    uint32_t st;
+    if ((st = sram_span(u(NPU_REG_IFM_ADDR), nbytes, a)) != kOk) return st;
+    if ((st = sram_span(u(NPU_REG_IFM2_ADDR), broadcast ? channels : nbytes, b)) != kOk) return st;
+    if ((st = sram_span(u(NPU_REG_OFM_ADDR), nbytes, out)) != kOk) return st;
+    if (overlaps(*out, *a) || overlaps(*out, *b)) return NPU_STATUS_INVALID_PARAMETER;
+    return kOk;
+}
+
+// ---------------------------------------------------------------------------------------------
+// MUL (reference_integer_ops::MulElementwise)
+
+uint32_t Machine::mul() {
+    Shape shp;
+    uint32_t st;
+    if ((st = binary_registers(&shp)) != kOk) return st;
+    if ((st = check_shift(NPU_REG_OFM_SHIFT)) != kOk) return st;
+    const uint64_t nbytes = shp.elements();
+    Span a_span, b_span, out_span;
+    if ((st = binary_operands(nbytes, shp.c, &a_span, &b_span, &out_span)) != kOk) return st;
+    const uint64_t b_mod = u(NPU_REG_IFM2_BROADCAST) ? shp.c : nbytes;
+
+    const int64_t zp1 = s(NPU_REG_IFM_ZERO_POINT), zp2 = s(NPU_REG_IFM2_ZERO_POINT);
+    const int64_t zp_out = s(NPU_REG_OFM_ZERO_POINT);
+    const int32_t mo = static_cast<int32_t>(s(NPU_REG_OFM_MULTIPLIER));
+    const int32_t so = static_cast<int32_t>(s(NPU_REG_OFM_SHIFT));
+    const int64_t act_min = s(NPU_REG_ACT_MIN), act_max = s(NPU_REG_ACT_MAX);
+    const uint8_t *a = m_.sram + a_span.lo;
+    const uint8_t *b = m_.sram + b_span.lo;
+    uint8_t *out = m_.sram + out_span.lo;
+    for (uint64_t k = 0; k < nbytes; ++k) {
+        // |(x - zp1)(y - zp2)| <= 255^2: exact in int32
+        const int32_t prod = static_cast<int32_t>((as_i8(a[k]) - zp1) * (as_i8(b[k % b_mod]) - zp2));
+        const int64_t v = static_cast<int64_t>(mbqm(prod, mo, so)) + zp_out;
         out[k] = as_u8(clamp_i32(v, act_min, act_max));
     }
     return kOk;
@@ -892,6 +943,9 @@ uint64_t Machine::kick_cycles(uint32_t opcode) const {
     case NPU_OP_MEAN:
         return kVectorSetupCycles + u(NPU_REG_IFM_H) * u(NPU_REG_IFM_W) * ceil_div(u(NPU_REG_IFM_C), lanes);
     case NPU_OP_ADD:
+    case NPU_OP_MUL:
+        if (u(NPU_REG_IFM2_BROADCAST))  // pixel by pixel, the channel vector read again at each
+            return kVectorSetupCycles + u(NPU_REG_OFM_H) * u(NPU_REG_OFM_W) * ceil_div(u(NPU_REG_OFM_C), lanes);
         return kVectorSetupCycles + ceil_div(u(NPU_REG_OFM_H) * u(NPU_REG_OFM_W) * u(NPU_REG_OFM_C), lanes);
     case NPU_OP_LUT:
         return kVectorSetupCycles + ceil_div(kLutBytes, lanes) +
