@@ -38,7 +38,7 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-from npu_byoc.hwconfig import DEFAULT_CONFIG  # noqa: E402
+from npu_byoc.hwconfig import DEFAULT_CONFIG, configure  # noqa: E402
 from npu_byoc.runtime.cosim import CLASS_NAMES, cosim  # noqa: E402
 from npu_byoc.runtime.verilator import VerilatorNpu  # noqa: E402
 
@@ -61,16 +61,18 @@ def pct(x) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*", default=MODELS)
+    parser.add_argument("--dma-overlap", type=int, default=0, choices=(0, 1), help="HwConfig.dma_overlap (default 0)")
     args = parser.parse_args(argv)
 
     t0 = time.perf_counter()
-    npu = VerilatorNpu(DEFAULT_CONFIG)
+    hw = configure(dma_overlap=args.dma_overlap)
+    npu = VerilatorNpu(hw)
     print(f"RTL library: {time.perf_counter() - t0:.1f} s (build or cache); array {DEFAULT_CONFIG.array_rows} x "
           f"{DEFAULT_CONFIG.array_cols}, {DEFAULT_CONFIG.sram_bytes // 1024} KiB SRAM\n")  # fmt: skip
     reports = []
     for model in args.models:
         inputs, reference = sample(model)
-        report = cosim(FIXTURES / model, inputs, reference, npu=npu)
+        report = cosim(FIXTURES / model, inputs, reference, hw=hw, npu=npu)
         reports.append((model, report))
         print(f"{model}: {len(report.layers)} layers, {report.summary['wall_seconds']:.1f} s", file=sys.stderr)
 

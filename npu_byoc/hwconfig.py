@@ -19,6 +19,10 @@ class HwConfig:
     sram_bytes: int = 256 * 1024
     # External memory: bytes the DMA moves per cycle on a contiguous row (one request each).
     dma_bytes_per_cycle: int = 16
+    # 1: the compiler runs DMAs in the background while the array computes (DMA_IN_ASYNC,
+    # DMA_OUT_ASYNC, WAIT_DMA; npu_byoc.codegen.overlap). The hardware always has the background
+    # DMA engine (its own SRAM port); this chooses the schedule. 0: every command in turn.
+    dma_overlap: int = 0
 
     # Convolution unit limits (also used by depthwise).
     max_kernel: int = 11  # kh, kw <= max_kernel
@@ -47,6 +51,7 @@ FIELD_RANGES: dict[str, tuple[int, int]] = {
     "array_cols": (1, 128),
     "sram_bytes": (1024, 1 << 32),  # SRAM addresses are 32-bit registers
     "dma_bytes_per_cycle": (1, 64),
+    "dma_overlap": (0, 1),
     "max_kernel": (1, 32),
     "max_stride": (1, 16),
     "max_channels": (1, 65535),

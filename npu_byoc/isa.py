@@ -22,7 +22,7 @@ from enum import IntEnum
 
 MAGIC = 0x3155504E  # "NPU1" read as a little-endian word
 VERSION_MAJOR = 1
-VERSION_MINOR = 0
+VERSION_MINOR = 1  # 1.1: DMA_IN_ASYNC, DMA_OUT_ASYNC, WAIT_DMA (DMA overlapped with compute); MUL, IFM2_BROADCAST
 VERSION = (VERSION_MAJOR << 16) | VERSION_MINOR
 HEADER_WORDS = 3
 
@@ -35,6 +35,9 @@ class Opcode(IntEnum):
     SET_REG = 0x01  # word0 = opcode | reg << 16; word1 = value
     DMA_IN = 0x10  # external region -> SRAM
     DMA_OUT = 0x11  # SRAM -> external region
+    DMA_IN_ASYNC = 0x12  # DMA_IN in the background: the stream goes on once its checks pass
+    DMA_OUT_ASYNC = 0x13  # DMA_OUT in the background
+    WAIT_DMA = 0x14  # wait until the DMA engine is idle (every earlier DMA complete)
     CONV = 0x20  # 2-D convolution + per-channel requantize
     DWCONV = 0x21  # depthwise 2-D convolution + per-channel requantize
     FC = 0x22  # fully connected (matrix x weights^T) + per-channel requantize
@@ -127,6 +130,11 @@ class Status(IntEnum):
     CYCLE_LIMIT = 10  # the harness stopped a run that exceeded its cycle budget
 
 
+# The background DMA commands and the transfer each one performs; the synchronous DMA_IN /
+# DMA_OUT also wait for the engine to be free (one transfer at a time, in stream order).
+ASYNC_DMA: dict[Opcode, Opcode] = {Opcode.DMA_IN_ASYNC: Opcode.DMA_IN, Opcode.DMA_OUT_ASYNC: Opcode.DMA_OUT}
+DMA_OPCODES = frozenset({Opcode.DMA_IN, Opcode.DMA_OUT, *ASYNC_DMA})
+
 # Registers holding signed values (zero points, clamps, shifts, strides): sign-extended.
 SIGNED_REGS = frozenset(
     {
@@ -203,6 +211,9 @@ _POOL_REGS = (
 KICK_REGS: dict[Opcode, tuple[Reg, ...]] = {
     Opcode.DMA_IN: _DMA_REGS,
     Opcode.DMA_OUT: _DMA_REGS,
+    Opcode.DMA_IN_ASYNC: _DMA_REGS,
+    Opcode.DMA_OUT_ASYNC: _DMA_REGS,
+    Opcode.WAIT_DMA: (),
     Opcode.CONV: _IFM_REGS + _OFM_REGS + _WINDOW_REGS + (Reg.WEIGHT_ADDR, Reg.REQUANT_ADDR),
     Opcode.DWCONV: _IFM_REGS + _OFM_REGS + _WINDOW_REGS + (Reg.WEIGHT_ADDR, Reg.REQUANT_ADDR),
     Opcode.FC: _IFM_REGS + _OFM_REGS + (Reg.WEIGHT_ADDR, Reg.REQUANT_ADDR),
@@ -229,6 +240,10 @@ OPCODE_DOC: dict[Opcode, str] = {
     Opcode.SET_REG: "register ← the next word",
     Opcode.DMA_IN: "copy N2×N1×N0 bytes from a region (strided) to SRAM (dense)",
     Opcode.DMA_OUT: "copy N2×N1×N0 bytes from SRAM (dense) to a region (strided)",
+    Opcode.DMA_IN_ASYNC: "DMA_IN run by the DMA engine in the background (waits for the engine to be free, "
+    "then for the copy's checks only)",
+    Opcode.DMA_OUT_ASYNC: "DMA_OUT run in the background, as DMA_IN_ASYNC",
+    Opcode.WAIT_DMA: "wait until the DMA engine is idle: every earlier DMA has completed",
     Opcode.CONV: "2-D convolution + per-channel requantize",
     Opcode.DWCONV: "depthwise 2-D convolution (channel multiplier 1) + per-channel requantize",
     Opcode.FC: "fully connected: IFM_W rows × weightsᵀ + per-channel requantize",

@@ -54,8 +54,8 @@ def assert_cycles_exact(rtl, plan, schedule, hw=HW, what: str = "") -> int:
     assert got.status == Status.OK, f"{what}: {got}"
     executed = [e for e in got.trace if e.opcode != Opcode.STOP]
     assert [e.opcode for e in executed] == [s.opcode for s in schedule.steps]
-    for entry, step in zip(executed, schedule.steps):
-        assert entry.cycles == cycles.command_cycles(step, hw), f"{what}: {step}"
+    for entry, step, want in zip(executed, schedule.steps, cycles.command_timeline(schedule.steps, hw)):
+        assert entry.cycles == want, f"{what}: {step}"
     assert got.cycles == cycles.stream_cycles(schedule.steps, hw), what
     return got.cycles
 

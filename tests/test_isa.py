@@ -140,8 +140,8 @@ def steps_strategy(draw):
     for _ in range(draw(st.integers(0, 12))):
         opcode = draw(st.sampled_from(sorted(KICK_REGS)))
         values = {r: draw(reg_value(r)) for r in KICK_REGS[opcode]}
-        if opcode in (Opcode.DMA_IN, Opcode.DMA_OUT):
-            out.append(Dma(opcode, *values.values()))
+        if opcode in isa.DMA_OPCODES:  # the background ones decode as Dma(background=True)
+            out.append(Dma(isa.ASYNC_DMA.get(opcode, opcode), *values.values(), background=opcode in isa.ASYNC_DMA))
         else:
             out.append(Kick.make(opcode, values))
     return out

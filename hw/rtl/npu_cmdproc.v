@@ -6,6 +6,9 @@
 //   SET_REG:  register address checked, value word fetched, register written
 //   NOP:      nothing;  STOP: status OK at the STOP word
 //   DMA_IN/OUT:         the DMA unit checks its registers, then moves the data
+//   DMA_*_ASYNC:        the DMA unit checks its registers; the copy runs in the background
+//                       while the next commands execute (one transfer at a time: every DMA,
+//                       WAIT_DMA and the end of the run first wait for the engine to be idle)
 //   compute kicks:      npu_kick_check checks registers / SRAM ranges / overlaps, then the
 //                       MAC engine (CONV, DWCONV, FC: it also checks the requantize table) or the
 //                       vector unit (AVGPOOL, MAXPOOL, MEAN, ADD, LUT) runs
@@ -44,6 +47,8 @@ module npu_cmdproc (
     output reg  [7:0]  kick_op,       // opcode of the current kick, held while it runs
     output reg         dma_start,
     input  wire        dma_done,
+    input  wire        dma_accepted,  // a background DMA passed its checks
+    input  wire        dma_busy,      // the DMA engine is checking or copying a transfer
     input  wire [`NPU_STATUS_BITS-1:0] dma_status,
     output reg         check_start,
     input  wire        check_done,
@@ -59,7 +64,10 @@ module npu_cmdproc (
     output reg  [31:0] cmd_index
 );
   localparam [3:0] S_IDLE = 4'd0, S_MAGIC = 4'd1, S_VERSION = 4'd2, S_LENGTH = 4'd3, S_DECODE = 4'd4,
-                   S_VALUE = 4'd5, S_DMA = 4'd6, S_CHECK = 4'd7, S_MAC = 4'd8, S_VEC = 4'd9;
+                   S_VALUE = 4'd5, S_DMA = 4'd6, S_CHECK = 4'd7, S_MAC = 4'd8, S_VEC = 4'd9,
+                   S_ENGINE = 4'd10,  // a DMA or WAIT_DMA waits for the DMA engine to be idle
+                   S_ACCEPT = 4'd11,  // a background DMA waits for its checks
+                   S_DRAIN = 4'd12;   // the run ends once the DMA engine is idle
 
   reg [3:0]  state;
   reg [63:0] idx;  // word index of the current command
@@ -71,17 +79,34 @@ module npu_cmdproc (
   wire       set_reg  = opcode == `NPU_OP_SET_REG;
   wire       reserved = set_reg ? |(fetch_word & `NPU_SET_REG_RESERVED_MASK)
                                 : |(fetch_word & `NPU_KICK_RESERVED_MASK);
-  wire       is_dma   = opcode == `NPU_OP_DMA_IN || opcode == `NPU_OP_DMA_OUT;
+  wire       engine   = opcode == `NPU_OP_DMA_IN || opcode == `NPU_OP_DMA_OUT || opcode == `NPU_OP_WAIT_DMA ||
+                        opcode == `NPU_OP_DMA_IN_ASYNC || opcode == `NPU_OP_DMA_OUT_ASYNC;
   wire       is_mac   = kick_op == `NPU_OP_CONV || kick_op == `NPU_OP_DWCONV || kick_op == `NPU_OP_FC;
 
-  // End the run.
+  // End the run; done waits for a background DMA to complete (S_DRAIN).
   task automatic finish(input [`NPU_STATUS_BITS-1:0] st, input [31:0] index);
     begin
       status <= st;
       word_index <= index;
-      done <= 1'b1;
-      busy <= 1'b0;
-      state <= S_IDLE;
+      if (dma_busy) state <= S_DRAIN;
+      else begin
+        done <= 1'b1;
+        busy <= 1'b0;
+        state <= S_IDLE;
+      end
+    end
+  endtask
+
+  // Run op (a DMA or WAIT_DMA; kick_op holds it from the next cycle) with the DMA engine idle.
+  task automatic engine_command(input [7:0] op);
+    begin
+      if (op == `NPU_OP_WAIT_DMA) begin
+        retire(op);
+        next_command(idx + 64'd1, commands + 64'd1);
+      end else begin
+        dma_start <= 1'b1;
+        state <= (op == `NPU_OP_DMA_IN_ASYNC || op == `NPU_OP_DMA_OUT_ASYNC) ? S_ACCEPT : S_DMA;
+      end
     end
   endtask
 
@@ -201,9 +226,9 @@ module npu_cmdproc (
             finish(`NPU_STATUS_OK, 32'(idx));
           end else begin
             kick_op <= opcode;
-            if (is_dma) begin
-              dma_start <= 1'b1;
-              state <= S_DMA;
+            if (engine) begin
+              if (dma_busy) state <= S_ENGINE;
+              else engine_command(opcode);
             end else begin
               check_start <= 1'b1;
               state <= S_CHECK;
@@ -223,6 +248,21 @@ module npu_cmdproc (
               retire(kick_op);
               next_command(idx + 64'd1, commands + 64'd1);
             end
+          end
+        end
+        S_ENGINE: if (!dma_busy) engine_command(kick_op);
+        S_ACCEPT: begin
+          if (dma_done) finish(dma_status, 32'(idx));  // a failed check: the engine is idle again
+          else if (dma_accepted) begin
+            retire(kick_op);
+            next_command(idx + 64'd1, commands + 64'd1);
+          end
+        end
+        S_DRAIN: begin
+          if (!dma_busy) begin
+            done <= 1'b1;
+            busy <= 1'b0;
+            state <= S_IDLE;
           end
         end
         S_CHECK: begin

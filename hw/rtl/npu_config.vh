@@ -12,6 +12,7 @@
 `define NPU_ARRAY_COLS 32            // MAC array columns: output pixels (or FC rows) computed in parallel
 `define NPU_SRAM_BYTES 262144        // on-chip SRAM in bytes; the compiler tiles layers to fit
 `define NPU_DMA_BYTES_PER_CYCLE 16   // external memory bytes per DMA request (one per cycle on a contiguous row)
+`define NPU_DMA_OVERLAP 0            // 1: schedules run DMAs in the background while the array computes (compiler only)
 `define NPU_MAX_KERNEL 11            // CONV/DWCONV: KERNEL_H, KERNEL_W <= this
 `define NPU_MAX_STRIDE 3             // CONV/DWCONV: STRIDE_H, STRIDE_W <= this
 `define NPU_MAX_CHANNELS 4096        // CONV/DWCONV/FC: IFM_C, OFM_C <= this
@@ -27,8 +28,8 @@
 `define NPU_WORD_BITS 32                        // command-stream word (little-endian)
 `define NPU_MAGIC 32'h3155504E                  // header word 0: "NPU1" read as a little-endian word
 `define NPU_VERSION_MAJOR 16'd1                 // must equal the NPU's
-`define NPU_VERSION_MINOR 16'd0                 // must be <= the NPU's
-`define NPU_VERSION 32'h00010000                // header word 1: MAJOR << 16 | MINOR
+`define NPU_VERSION_MINOR 16'd1                 // must be <= the NPU's
+`define NPU_VERSION 32'h00010001                // header word 1: MAJOR << 16 | MINOR
 `define NPU_HEADER_WORDS 3                      // MAGIC, VERSION, total word count (header included)
 `define NPU_OPCODE_SHIFT 24                     // opcode = word[31:24]
 `define NPU_OPCODE_BITS 8                       // width of the opcode field
@@ -42,20 +43,23 @@
 `define NPU_STATUS_BITS 4                       // width of a status code
 
 // ---- Opcodes (isa.Opcode)
-`define NPU_OP_NOP 8'h00      // does nothing
-`define NPU_OP_SET_REG 8'h01  // register <- the next word
-`define NPU_OP_DMA_IN 8'h10   // copy N2xN1xN0 bytes from a region (strided) to SRAM (dense)
-`define NPU_OP_DMA_OUT 8'h11  // copy N2xN1xN0 bytes from SRAM (dense) to a region (strided)
-`define NPU_OP_CONV 8'h20     // 2-D convolution + per-channel requantize
-`define NPU_OP_DWCONV 8'h21   // depthwise 2-D convolution (channel multiplier 1) + per-channel requantize
-`define NPU_OP_FC 8'h22       // fully connected: IFM_W rows x weights^T + per-channel requantize
-`define NPU_OP_AVGPOOL 8'h30  // average pool, padding excluded, rounding half away from zero
-`define NPU_OP_MAXPOOL 8'h31  // max pool, padding excluded
-`define NPU_OP_MEAN 8'h32     // mean over H and W + requantize
-`define NPU_OP_ADD 8'h40      // elementwise add with TFLite int8 rescaling
-`define NPU_OP_LUT 8'h41      // 256-entry table lookup: out = table[x + 128]
-`define NPU_OP_MUL 8'h42      // elementwise multiply with TFLite int8 rescaling: (x - zp1)*(y - zp2) rescaled by OFM_MULTIPLIER/SHIFT
-`define NPU_OP_STOP 8'hFF     // end of stream: status OK
+`define NPU_OP_NOP 8'h00            // does nothing
+`define NPU_OP_SET_REG 8'h01        // register <- the next word
+`define NPU_OP_DMA_IN 8'h10         // copy N2xN1xN0 bytes from a region (strided) to SRAM (dense)
+`define NPU_OP_DMA_OUT 8'h11        // copy N2xN1xN0 bytes from SRAM (dense) to a region (strided)
+`define NPU_OP_DMA_IN_ASYNC 8'h12   // DMA_IN run by the DMA engine in the background (waits for the engine to be free, then for the copy's checks only)
+`define NPU_OP_DMA_OUT_ASYNC 8'h13  // DMA_OUT run in the background, as DMA_IN_ASYNC
+`define NPU_OP_WAIT_DMA 8'h14       // wait until the DMA engine is idle: every earlier DMA has completed
+`define NPU_OP_CONV 8'h20           // 2-D convolution + per-channel requantize
+`define NPU_OP_DWCONV 8'h21         // depthwise 2-D convolution (channel multiplier 1) + per-channel requantize
+`define NPU_OP_FC 8'h22             // fully connected: IFM_W rows x weights^T + per-channel requantize
+`define NPU_OP_AVGPOOL 8'h30        // average pool, padding excluded, rounding half away from zero
+`define NPU_OP_MAXPOOL 8'h31        // max pool, padding excluded
+`define NPU_OP_MEAN 8'h32           // mean over H and W + requantize
+`define NPU_OP_ADD 8'h40            // elementwise add with TFLite int8 rescaling
+`define NPU_OP_LUT 8'h41            // 256-entry table lookup: out = table[x + 128]
+`define NPU_OP_MUL 8'h42            // elementwise multiply with TFLite int8 rescaling: (x - zp1)*(y - zp2) rescaled by OFM_MULTIPLIER/SHIFT
+`define NPU_OP_STOP 8'hFF           // end of stream: status OK
 
 // ---- Registers (isa.Reg); [signed] registers are read sign-extended
 `define NPU_REG_DMA_EXT_REGION 8'h00   // external region number (Region)
@@ -126,6 +130,9 @@
     ((op) == `NPU_OP_SET_REG) || \
     ((op) == `NPU_OP_DMA_IN) || \
     ((op) == `NPU_OP_DMA_OUT) || \
+    ((op) == `NPU_OP_DMA_IN_ASYNC) || \
+    ((op) == `NPU_OP_DMA_OUT_ASYNC) || \
+    ((op) == `NPU_OP_WAIT_DMA) || \
     ((op) == `NPU_OP_CONV) || \
     ((op) == `NPU_OP_DWCONV) || \
     ((op) == `NPU_OP_FC) || \

@@ -34,17 +34,20 @@ module npu_dma #(
     input  wire        start,
     input  wire        to_sram,   // 1: DMA_IN (region -> SRAM), 0: DMA_OUT
     output reg         done,      // pulse, with status
+    output reg         accepted,  // pulse: the checks passed, the copy runs (a background DMA retires)
+    output wire        busy,      // a transfer is being checked or copied
+
     output reg  [`NPU_STATUS_BITS-1:0] status,
     // registers
-    input  wire [31:0] dma_ext_region,
-    input  wire [31:0] dma_ext_addr,
-    input  wire [31:0] dma_sram_addr,
-    input  wire [31:0] dma_n0,
-    input  wire [31:0] dma_n1,
-    input  wire [31:0] dma_n2,
-    input  wire [31:0] dma_stride0,
-    input  wire [31:0] dma_stride1,
-    input  wire [31:0] dma_stride2,
+    input  wire [31:0] reg_ext_region,
+    input  wire [31:0] reg_ext_addr,
+    input  wire [31:0] reg_sram_addr,
+    input  wire [31:0] reg_n0,
+    input  wire [31:0] reg_n1,
+    input  wire [31:0] reg_n2,
+    input  wire [31:0] reg_stride0,
+    input  wire [31:0] reg_stride1,
+    input  wire [31:0] reg_stride2,
     // external memory port
     output reg         mem_valid,
     output reg         mem_write,
@@ -70,6 +73,18 @@ module npu_dma #(
 
   reg [1:0]  state;
   reg        dir_in;
+  // The transfer's registers, latched at start: the stream may set the next DMA's registers
+  // while this one runs in the background.
+  reg [3:0]  dma_ext_region;  // checked < NPU_MAX_REGIONS before it is used
+  reg [31:0] dma_ext_addr;
+  reg [AW-1:0] dma_sram_addr;  // checked within SRAM before it is used
+  reg [31:0] dma_n0;
+  reg [31:0] dma_n1;
+  reg [31:0] dma_n2;
+  reg [31:0] dma_stride0;
+  reg [31:0] dma_stride1;
+  reg [31:0] dma_stride2;
+
   // check stage
   reg        c_region_ok;
   reg        c_counts_ok;
@@ -131,10 +146,13 @@ module npu_dma #(
     end
   end
 
+  assign busy = state != D_IDLE;
+
   always_ff @(posedge clk) begin
     if (!rst_n) begin
       state <= D_IDLE;
       done <= 1'b0;
+      accepted <= 1'b0;
       status <= `NPU_STATUS_OK;
       mem_valid <= 1'b0;
       mem_write <= 1'b0;
@@ -143,6 +161,7 @@ module npu_dma #(
       out_valid <= 1'b0;
     end else begin
       done <= 1'b0;
+      accepted <= 1'b0;
       mem_valid <= 1'b0;
       sram_rd_en <= 1'b0;
       in_valid <= 1'b0;
@@ -152,18 +171,27 @@ module npu_dma #(
           if (start) begin : check1
             logic [3:0] r;
             logic signed [71:0] a0, a1, a2;
-            r = dma_ext_region[3:0];
+            r = reg_ext_region[3:0];
             dir_in <= to_sram;
-            c_region_ok <= dma_ext_region < 32'(`NPU_MAX_REGIONS) && bound[r] && (to_sram || r != `NPU_REGION_CONST);
-            c_counts_ok <= dma_n0 != 32'd0 && dma_n1 != 32'd0 && dma_n2 != 32'd0;
-            c_sram_ok <= 64'(dma_sram_addr) + smul(smul(64'(dma_n0), 64'(dma_n1)), 64'(dma_n2))
+            c_region_ok <= reg_ext_region < 32'(`NPU_MAX_REGIONS) && bound[r] && (to_sram || r != `NPU_REGION_CONST);
+            c_counts_ok <= reg_n0 != 32'd0 && reg_n1 != 32'd0 && reg_n2 != 32'd0;
+            c_sram_ok <= 64'(reg_sram_addr) + smul(smul(64'(reg_n0), 64'(reg_n1)), 64'(reg_n2))
                          <= 64'(SRAM_BYTES);
-            a0 = span(dma_n0, s0);
-            a1 = span(dma_n1, s1);
-            a2 = span(dma_n2, s2);
-            c_first <= 72'(dma_ext_addr) + (a0 < 0 ? a0 : 72'sd0) + (a1 < 0 ? a1 : 72'sd0) + (a2 < 0 ? a2 : 72'sd0);
-            c_last <= 72'(dma_ext_addr) + (a0 > 0 ? a0 : 72'sd0) + (a1 > 0 ? a1 : 72'sd0) + (a2 > 0 ? a2 : 72'sd0);
+            a0 = span(reg_n0, 64'($signed(reg_stride0)));
+            a1 = span(reg_n1, 64'($signed(reg_stride1)));
+            a2 = span(reg_n2, 64'($signed(reg_stride2)));
+            c_first <= 72'(reg_ext_addr) + (a0 < 0 ? a0 : 72'sd0) + (a1 < 0 ? a1 : 72'sd0) + (a2 < 0 ? a2 : 72'sd0);
+            c_last <= 72'(reg_ext_addr) + (a0 > 0 ? a0 : 72'sd0) + (a1 > 0 ? a1 : 72'sd0) + (a2 > 0 ? a2 : 72'sd0);
             c_size <= size[r];
+            dma_ext_region <= reg_ext_region[3:0];
+            dma_ext_addr <= reg_ext_addr;
+            dma_sram_addr <= AW'(reg_sram_addr);
+            dma_n0 <= reg_n0;
+            dma_n1 <= reg_n1;
+            dma_n2 <= reg_n2;
+            dma_stride0 <= reg_stride0;
+            dma_stride1 <= reg_stride1;
+            dma_stride2 <= reg_stride2;
             state <= D_CHECK;
           end
         end
@@ -177,13 +205,14 @@ module npu_dma #(
             done <= 1'b1;
             state <= D_IDLE;
           end else begin
+            accepted <= 1'b1;
             i0 <= 32'd0;
             i1 <= 32'd0;
             i2 <= 32'd0;
             ext_cur <= 64'(dma_ext_addr);
             row_base <= 64'(dma_ext_addr);
             plane_base <= 64'(dma_ext_addr);
-            sram_cur <= AW'(dma_sram_addr);
+            sram_cur <= dma_sram_addr;
             state <= D_MOVE;
           end
         end
@@ -192,7 +221,7 @@ module npu_dma #(
           if (dir_in) begin
             mem_valid <= 1'b1;
             mem_write <= 1'b0;
-            mem_region <= dma_ext_region[3:0];
+            mem_region <= dma_ext_region;
             mem_addr <= ext_cur;
             mem_len <= chunk;
             in_valid <= 1'b1;
@@ -244,7 +273,7 @@ module npu_dma #(
       if (out_valid) begin
         mem_valid <= 1'b1;
         mem_write <= 1'b1;
-        mem_region <= dma_ext_region[3:0];
+        mem_region <= dma_ext_region;
         mem_addr <= out_addr;
         mem_len <= out_len;
       end

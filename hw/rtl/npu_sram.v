@@ -1,7 +1,9 @@
 // npu_sram.v -- the on-chip SRAM: SRAM_BYTES bytes, byte-addressed from 0 (docs/isa.md §1).
 //
-// One port per client; the command processor runs one unit at a time, so the ports never
-// compete and need no arbiter. Every read is synchronous: the client registers an address
+// One port per client, so the ports never compete and need no arbiter: the command processor
+// runs one compute unit at a time, and the DMA (which may run in the background beside it,
+// docs/isa.md "Concurrency") has its own port; a stream never lets a kick touch the bytes a
+// DMA in flight writes (the compiler's WAIT_DMA), so same-edge writes never meet. Every read is synchronous: the client registers an address
 // and enable, the data is registered here on the next clock edge.
 //
 //   DMA      DMA_BYTES-byte read and write (any byte address; a write stores `len` bytes)

@@ -156,7 +156,7 @@ module npu_top #(
 
   // ---- command processor
   wire [7:0] kick_op;
-  wire dma_start, dma_done, check_start, check_done, mac_start, mac_done, mac_error, vec_start, vec_done;
+  wire dma_start, dma_done, dma_accepted, dma_busy, check_start, check_done, mac_start, mac_done, mac_error, vec_start, vec_done;
   wire [`NPU_STATUS_BITS-1:0] dma_status, check_status;
 
   npu_cmdproc cmdproc (
@@ -181,6 +181,8 @@ module npu_top #(
       .kick_op(kick_op),
       .dma_start(dma_start),
       .dma_done(dma_done),
+      .dma_accepted(dma_accepted),
+      .dma_busy(dma_busy),
       .dma_status(dma_status),
       .check_start(check_start),
       .check_done(check_done),
@@ -316,18 +318,20 @@ module npu_top #(
       .region_bound(region_bound),
       .region_size(region_size),
       .start(dma_start),
-      .to_sram(kick_op == `NPU_OP_DMA_IN),
+      .to_sram(kick_op == `NPU_OP_DMA_IN || kick_op == `NPU_OP_DMA_IN_ASYNC),
       .done(dma_done),
+      .accepted(dma_accepted),
+      .busy(dma_busy),
       .status(dma_status),
-      .dma_ext_region(dma_ext_region),
-      .dma_ext_addr(dma_ext_addr),
-      .dma_sram_addr(dma_sram_addr),
-      .dma_n0(dma_n0),
-      .dma_n1(dma_n1),
-      .dma_n2(dma_n2),
-      .dma_stride0(dma_stride0),
-      .dma_stride1(dma_stride1),
-      .dma_stride2(dma_stride2),
+      .reg_ext_region(dma_ext_region),
+      .reg_ext_addr(dma_ext_addr),
+      .reg_sram_addr(dma_sram_addr),
+      .reg_n0(dma_n0),
+      .reg_n1(dma_n1),
+      .reg_n2(dma_n2),
+      .reg_stride0(dma_stride0),
+      .reg_stride1(dma_stride1),
+      .reg_stride2(dma_stride2),
       .mem_valid(mem_valid),
       .mem_write(mem_write),
       .mem_region(mem_region),

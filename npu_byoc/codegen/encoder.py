@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..isa import (
+    ASYNC_DMA,
+    DMA_OPCODES,
     HEADER_WORDS,
     KICK_REGS,
     MAGIC,
@@ -34,7 +36,6 @@ from ..isa import (
 )
 
 WORD_MASK = 0xFFFFFFFF
-DMA_OPCODES = (Opcode.DMA_IN, Opcode.DMA_OUT)
 _REG_VALUES = {int(r) for r in Reg}
 
 
@@ -58,9 +59,12 @@ class Dma:
     stride0: int = 1
     stride1: int = 0
     stride2: int = 0
+    background: bool = False  # DMA_IN_ASYNC / DMA_OUT_ASYNC: runs while later commands execute
 
     @property
     def opcode(self) -> Opcode:
+        if self.background:
+            return Opcode.DMA_IN_ASYNC if self.direction == Opcode.DMA_IN else Opcode.DMA_OUT_ASYNC
         return self.direction
 
     @property
@@ -162,7 +166,7 @@ def encode(steps: Iterable[Step]) -> np.ndarray:
 def _step_of(opcode: Opcode, file: Mapping[int, int]) -> Step:
     values = [from_word(r, file[r]) for r in KICK_REGS[opcode]]
     if opcode in DMA_OPCODES:
-        return Dma(opcode, *values)
+        return Dma(ASYNC_DMA.get(opcode, opcode), *values, background=opcode in ASYNC_DMA)
     return Kick(opcode, tuple(zip(KICK_REGS[opcode], values)))
 
 
@@ -232,10 +236,12 @@ def _fmt_value(reg: Reg, value: int) -> str:
 def _summary(opcode: Opcode, v: Mapping[Reg, int]) -> str:
     """One readable line of what a kick does, from the registers it reads."""
     R = Reg
+    if not KICK_REGS.get(opcode, True):  # WAIT_DMA reads no register
+        return ""
     if opcode in DMA_OPCODES:
         ext = f"{region_name(v[R.DMA_EXT_REGION])}+0x{v[R.DMA_EXT_ADDR]:X}"
         sram = f"sram 0x{v[R.DMA_SRAM_ADDR]:05X}"
-        src, dst = (ext, sram) if opcode == Opcode.DMA_IN else (sram, ext)
+        src, dst = (ext, sram) if ASYNC_DMA.get(opcode, opcode) == Opcode.DMA_IN else (sram, ext)
         if v[R.DMA_N1] == v[R.DMA_N2] == 1 and v[R.DMA_STRIDE0] == 1:
             return f"{src} -> {dst}  {v[R.DMA_N0]} bytes"
         size = f"{v[R.DMA_N2]}x{v[R.DMA_N1]}x{v[R.DMA_N0]}"

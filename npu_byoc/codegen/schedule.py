@@ -41,6 +41,7 @@ from .. import numerics as nx
 from .encoder import Dma, Kick, Step, disassemble, encode_with_starts
 from .lower import PartitionPlan
 from .residency import Buffer, largest_gap, place
+from .overlap import overlap
 from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, TensorRef, Tiling
 
 ALIGN = 16  # SRAM buffers and constants start on 16-byte boundaries (REQUANT_ADDR needs 4)
@@ -560,6 +561,7 @@ class _OpPlan:
     tiling: Tiling
     resident: dict[str, int]  # buffer name -> resident tensor key
     base: int  # where the op's own buffers start
+    end: int  # the end of the free SRAM they lie in
 
 
 def _plan_ops(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer]) -> tuple[list[_OpPlan], dict[int, int]]:
@@ -590,18 +592,23 @@ def _plan_ops(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer]) -> tup
             blocked = [key for name, key in names.items() if name != "ifm" or not isinstance(op, Conv2D)]
             if blocked:
                 raise _Drop(*blocked)
-        out.append(_OpPlan(tiling, names, addr))
+        out.append(_OpPlan(tiling, names, addr, addr + budget))
     return out, {p.buffer.key: p.addr for p in placed}
 
 
-def _schedule(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer]) -> Schedule:
+def _schedule(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer], overlapped: bool) -> Schedule:
     """The schedule with the tensors in ``keep`` resident; raises _Drop when one cannot be."""
     ops, base = _plan_ops(plan, hw, keep)
     pool = _Constants(plan.constants)
     steps: list[Step] = []
     step_op: list[int] = []
     for k, (op, p) in enumerate(zip(plan.ops, ops)):
-        sram, _ = _sram_layout(_work_buffers(op, p.tiling.rows, p.tiling.channels, p.resident), p.base)
+        bufs = _work_buffers(op, p.tiling.rows, p.tiling.channels, p.resident)
+        start = p.base
+        if overlapped and k % 2:  # ping-pong: odd ops at the top of their free SRAM, so the
+            # next op's weights can load while this one computes
+            start = max(p.base, (p.end - _sram_layout(bufs)[1]) // ALIGN * ALIGN)
+        sram, _ = _sram_layout(bufs, start)
         io = _TileIo(sram, {name: base[key] for name, key in p.resident.items()})
         try:
             op_steps = _op_steps(op, p.tiling, io, _constants_of(op, pool))
@@ -609,6 +616,8 @@ def _schedule(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer]) -> Sch
             raise _Drop(err.ref.offset) from None
         steps += op_steps
         step_op += [k] * len(op_steps)
+    if overlapped:
+        steps, step_op = overlap(steps, step_op, ALIGN)
     region_bytes = {int(Region.CONST): len(pool.blob), int(Region.SCRATCH): plan.scratch_bytes}
     for io_tensor in [*plan.inputs, *plan.outputs]:
         region_bytes[io_tensor.ref.region] = io_tensor.ref.nbytes
@@ -618,17 +627,21 @@ def _schedule(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer]) -> Sch
                     resident)  # fmt: skip
 
 
-def schedule_partition(plan: PartitionPlan, hw: HwConfig = DEFAULT_CONFIG, residency: bool = True) -> Schedule:
+def schedule_partition(plan: PartitionPlan, hw: HwConfig = DEFAULT_CONFIG, residency: bool = True,
+                       overlapped: bool | None = None) -> Schedule:  # fmt: skip
     """Tile every op of ``plan`` to ``hw.sram_bytes`` and list its DMA transfers and kicks.
 
     With ``residency`` (the default), an intermediate tensor stays in SRAM from the op that
     writes it to the last op that reads it whenever it fits and every tile of those ops reads
     or writes it as one contiguous run (full-channel tiles); the others go through SCRATCH.
+    With ``overlapped`` (default: ``hw.dma_overlap``), DMAs run in the background while the array computes
+    (npu_byoc.codegen.overlap); without, every command runs to completion in turn.
     Raises LoweringError naming the layer when an op cannot be tiled."""
     keep = scratch_live_ranges(plan) if residency else {}
+    overlapped = bool(hw.dma_overlap) if overlapped is None else overlapped
     while True:
         try:
-            return _schedule(plan, hw, keep)
+            return _schedule(plan, hw, keep, overlapped)
         except _Drop as drop:  # each retry stages at least one more tensor: this terminates
             for key in drop.keys:
                 del keep[key]

@@ -62,7 +62,7 @@ from ..codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut,
 from ..codegen.schedule import schedule_partition
 from ..errors import NpuByocError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
-from ..isa import Opcode, Region
+from ..isa import DMA_OPCODES, Opcode, Region
 from ..patterns import LAYER_ATTR, VIEW_PATTERNS, npu_functions, partition_for_npu, partition_log
 from ..progress import Progress
 from ..relax_utils import dtype_of, shape_of
@@ -85,8 +85,8 @@ CLASS_NAMES = {
 }
 _CLASS_OF_TYPE = {DepthwiseConv2D: "depthwise", FullyConnected: "fc", Pool: "pool", Mean: "mean", Add: "add",
                   Mul: "mul", Lut: "lut"}  # fmt: skip
-_NOT_COMPUTE = {Opcode.NOP, Opcode.SET_REG, Opcode.STOP, Opcode.DMA_IN, Opcode.DMA_OUT}
-_DMA = {Opcode.DMA_IN, Opcode.DMA_OUT}
+_DMA = set(DMA_OPCODES)
+_NOT_COMPUTE = {Opcode.NOP, Opcode.SET_REG, Opcode.STOP, Opcode.WAIT_DMA} | _DMA
 
 
 def op_class(op: NpuOp) -> str:
@@ -444,6 +444,7 @@ def _layer_results(plan: PartitionPlan, schedule, starts: list[int], n_words: in
     predicted = [0] * n
     ends = starts[1:] + [n_words - 1]  # per step: the word after its command
     last_end = 0
+    timeline = cycle_model.command_timeline(schedule.steps, hw)
     for i, (entry, k) in enumerate(zip(status.trace, schedule.step_op)):
         if entry.opcode in _DMA:
             dma[k] += entry.cycles
@@ -452,11 +453,11 @@ def _layer_results(plan: PartitionPlan, schedule, starts: list[int], n_words: in
             kicks[k] += 1
         cyc[k] += entry.end_cycle - last_end
         last_end = entry.end_cycle
-        predicted[k] += ends[i] - starts[i] + cycle_model.step_cycles(schedule.steps[i], hw)
+        predicted[k] += ends[i] - starts[i] - 1 + timeline[i]  # SET_REGs + the command
     if n:
         cyc[n - 1] += status.cycles - last_end  # STOP
         predicted[0] += starts[0] if starts else 0  # the header
-        predicted[n - 1] += 1  # STOP's fetch
+        predicted[n - 1] += cycle_model.stream_cycles(schedule.steps, hw) - sum(predicted)  # STOP
     peak = hw.array_rows * hw.array_cols
     wall = status.wall_seconds / max(status.cycles, 1)
     out = []

@@ -35,8 +35,21 @@ LUT        ``VECTOR_SETUP_CYCLES + ceil(256/C) + ceil(OFM_H·OFM_W·OFM_C / C)``
 NOP, STOP  fetch only
 =========  ==================================================================================
 
-For a stream that reaches its STOP as its last word, ``stream_cycles(steps, hw)`` is the RTL's
-``cycles`` (start pulse to done). DMA and compute never overlap (the ISA is sequential).
+Concurrency (ISA 1.1): the DMA engine runs one transfer at a time, in stream order, beside the
+command processor. With t the cycle a command's word is fetched (decoded) and E the first cycle
+the engine is idle, a command that needs the engine starts at ``a = max(t, E)``:
+
+=============  ==================================================================================
+DMA_IN/OUT     next command fetched at ``a + 1 + dma``; engine idle from ``a + dma``
+…_ASYNC        next command at ``a + ASYNC_ISSUE_CYCLES + 1`` (the copy's checks); idle from
+               ``a + dma``
+WAIT_DMA       next command at ``a + 1``
+STOP           the run ends (done) at ``a + 1``; a run that fails also waits for the engine
+=============  ==================================================================================
+
+Compute kicks do not wait for the engine. Without background DMAs, ``E <= t`` always and a run
+is the sum of its commands. ``stream_cycles(steps, hw)`` is the RTL's ``cycles`` (start pulse
+to done) of ``encode(steps)``; ``command_timeline`` its per-command trace cycles.
 """
 
 from __future__ import annotations
@@ -44,7 +57,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
-from ..isa import Opcode, Reg
+from ..isa import ASYNC_DMA, DMA_OPCODES, Opcode, Reg
 
 DMA_SETUP_CYCLES = 5  # fixed cycles of a DMA: its checks (2), start, the first request's latency, done
 MAC_SETUP_CYCLES = 14  # checks 3, start 1, table-scan pipeline 3, first block 1, array pipeline 2,
@@ -52,6 +65,7 @@ MAC_SETUP_CYCLES = 14  # checks 3, start 1, table-scan pipeline 3, first block 1
 MAC_WEIGHT_LANES = 4  # channel blocks one MAC block may span (npu_top's LANES)
 VECTOR_SETUP_CYCLES = 8  # fixed cycles of a vector kick: checks, start, the three-stage pipeline, done
 LUT_BYTES = 256
+ASYNC_ISSUE_CYCLES = 3  # a background DMA holds the command processor for its start and checks
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -98,9 +112,9 @@ def kick_cycles(opcode: Opcode, regs: Mapping[Reg, int], hw: HwConfig = DEFAULT_
     r = {Reg(k): int(v) for k, v in dict(regs).items()}
     rows, cols = max(hw.array_rows, 1), max(hw.array_cols, 1)
     lanes = cols  # the vector unit has one lane per array column
-    if opcode in (Opcode.DMA_IN, Opcode.DMA_OUT):
+    if opcode in DMA_OPCODES:
         return dma_cycles(r[Reg.DMA_N0], r[Reg.DMA_N1], r[Reg.DMA_N2], r[Reg.DMA_STRIDE0], hw)
-    if opcode in (Opcode.NOP, Opcode.STOP, Opcode.SET_REG):
+    if opcode in (Opcode.NOP, Opcode.STOP, Opcode.SET_REG, Opcode.WAIT_DMA):
         return 0
     if opcode in (Opcode.CONV, Opcode.DWCONV, Opcode.FC):
         pixels = r[Reg.OFM_W] if opcode == Opcode.FC else r[Reg.OFM_H] * r[Reg.OFM_W]
@@ -128,18 +142,64 @@ def step_cycles(step, hw: HwConfig = DEFAULT_CONFIG) -> int:
 
 
 def command_cycles(step, hw: HwConfig = DEFAULT_CONFIG) -> int:
-    """Cycles of a step's command with the fetch of its command word (the RTL trace entry of
-    the command, less the SET_REGs before it)."""
+    """Cycles of a step's command with the fetch of its command word when the DMA engine is
+    idle (the RTL trace entry of the command, less the SET_REGs before it)."""
+    if step.opcode == Opcode.WAIT_DMA:
+        return 1
+    if step.opcode in ASYNC_DMA:
+        return 1 + ASYNC_ISSUE_CYCLES
     return 1 + step_cycles(step, hw)
 
 
-def stream_cycles(steps: Iterable, hw: HwConfig = DEFAULT_CONFIG) -> int:
-    """Cycles of the stream ``encode(steps)`` run to its STOP: every word fetched plus every
-    step's own cycles (the RTL's and the functional model's count for that stream)."""
-    from ..codegen.encoder import encode  # the encoder imports isa only; no cycle at import
+class Timeline:
+    """The command processor's and the DMA engine's clocks over a stream (module docstring)."""
 
-    steps = list(steps)
-    return len(encode(steps)) + sum(step_cycles(s, hw) for s in steps)
+    def __init__(self) -> None:
+        self.t = 0  # cycles elapsed: the next word is fetched at cycle t
+        self.idle = 0  # E: the first cycle the DMA engine is idle
+
+    def command(self, opcode: Opcode, own: int) -> int:
+        """Advance over a command whose own cycles (kick_cycles) are ``own``: its trace cycles."""
+        t0 = self.t
+        if opcode in DMA_OPCODES or opcode == Opcode.WAIT_DMA:
+            a = max(self.t, self.idle)
+            if opcode == Opcode.WAIT_DMA:
+                self.t = a + 1
+            else:
+                self.idle = a + own
+                self.t = a + (1 + ASYNC_ISSUE_CYCLES if opcode in ASYNC_DMA else 1 + own)
+        else:
+            self.t += 1 + own
+        return self.t - t0
+
+    def stop(self) -> int:
+        """The run's cycles when STOP is the next word."""
+        return max(self.t, self.idle) + 1
+
+
+def _timeline(steps: list, hw: HwConfig) -> tuple[list[int], int]:
+    from ..codegen.encoder import encode_with_starts  # the encoder imports isa only
+
+    words, starts = encode_with_starts(steps)
+    clock, per_step = Timeline(), []
+    ends = starts[1:] + [len(words) - 1]  # per step: the word after its command
+    clock.t = starts[0] if starts else len(words) - 1
+    for step, start, end in zip(steps, starts, ends):
+        clock.t += end - 1 - start  # its SET_REGs, two words each
+        per_step.append(clock.command(step.opcode, step_cycles(step, hw)))
+    return per_step, clock.stop()
+
+
+def command_timeline(steps: Iterable, hw: HwConfig = DEFAULT_CONFIG) -> list[int]:
+    """Per step of ``encode(steps)``: the cycles of its command in the run (the RTL trace
+    entry: from the retirement of the word before it to its own), waits for the engine included."""
+    return _timeline(list(steps), hw)[0]
+
+
+def stream_cycles(steps: Iterable, hw: HwConfig = DEFAULT_CONFIG) -> int:
+    """Cycles of the stream ``encode(steps)`` run to its STOP (the RTL's and the functional
+    model's count for that stream)."""
+    return _timeline(list(steps), hw)[1]
 
 
 __all__ = [
@@ -153,5 +213,8 @@ __all__ = [
     "kick_cycles",
     "step_cycles",
     "command_cycles",
+    "command_timeline",
     "stream_cycles",
+    "Timeline",
+    "ASYNC_ISSUE_CYCLES",
 ]

@@ -436,6 +436,11 @@ class Machine:
 _EXECUTE = {
     Opcode.DMA_IN: Machine._dma_in,
     Opcode.DMA_OUT: Machine._dma_out,
+    # Background DMAs: a stream lets no kick touch the SRAM bytes of a DMA still in flight
+    # (the compiler's overlap pass waits first), so copying at issue is what the hardware does.
+    Opcode.DMA_IN_ASYNC: Machine._dma_in,
+    Opcode.DMA_OUT_ASYNC: Machine._dma_out,
+    Opcode.WAIT_DMA: lambda self: None,  # ordering only: nothing to do when DMAs copy at issue
     Opcode.CONV: Machine._conv,
     Opcode.DWCONV: Machine._dwconv,
     Opcode.FC: Machine._fc,

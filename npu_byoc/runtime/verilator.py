@@ -31,7 +31,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -129,11 +129,16 @@ def sim_sources() -> list[Path]:
     return sorted(p for p in SIM_DIR.iterdir() if p.suffix in (".cc", ".h"))
 
 
+def _rtl_config(hw: HwConfig) -> HwConfig:
+    """``hw`` with the compiler-only fields at their defaults: one RTL build serves them all."""
+    return replace(hw, dma_overlap=DEFAULT_CONFIG.dma_overlap)
+
+
 def build_key(hw: HwConfig = DEFAULT_CONFIG, top: str = TOP) -> str:
     """The cache key of a build: the RTL, the harness, the configuration, tools and flags."""
     v = find_verilator()
     return content_key([
-        *rtl_sources(), *sim_sources(), TEMPLATES / "npu_driver.h", top, repr(hw), v.version, _cxx(),
+        *rtl_sources(), *sim_sources(), TEMPLATES / "npu_driver.h", top, repr(_rtl_config(hw)), v.version, _cxx(),
         " ".join(VERILATOR_FLAGS), " ".join(CXXFLAGS),
     ])  # fmt: skip
 

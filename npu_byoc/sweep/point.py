@@ -110,7 +110,7 @@ def evaluate(model: ModelRef, hw_fields: dict) -> dict:
         for step in schedule.steps:
             if isinstance(step, Dma):
                 traffic[step.direction] += step.nbytes
-                dma_cycles += 1 + step_cycles(step, hw)
+                dma_cycles += 1 + step_cycles(step, hw)  # the engine's busy cycles
     peak = hw.array_rows * hw.array_cols
     return out | {
         "npu_macs": npu_macs,

@@ -13,6 +13,7 @@
 #define NPU_ARRAY_COLS 32            /* MAC array columns: output pixels (or FC rows) computed in parallel */
 #define NPU_SRAM_BYTES 262144        /* on-chip SRAM in bytes; the compiler tiles layers to fit */
 #define NPU_DMA_BYTES_PER_CYCLE 16   /* external memory bytes per DMA request (one per cycle on a contiguous row) */
+#define NPU_DMA_OVERLAP 0            /* 1: schedules run DMAs in the background while the array computes (compiler only) */
 #define NPU_MAX_KERNEL 11            /* CONV/DWCONV: KERNEL_H, KERNEL_W <= this */
 #define NPU_MAX_STRIDE 3             /* CONV/DWCONV: STRIDE_H, STRIDE_W <= this */
 #define NPU_MAX_CHANNELS 4096        /* CONV/DWCONV/FC: IFM_C, OFM_C <= this */
@@ -28,8 +29,8 @@
 #define NPU_WORD_BITS 32                       /* command-stream word (little-endian) */
 #define NPU_MAGIC 0x3155504Eu                  /* header word 0: "NPU1" read as a little-endian word */
 #define NPU_VERSION_MAJOR 1                    /* must equal the NPU's */
-#define NPU_VERSION_MINOR 0                    /* must be <= the NPU's */
-#define NPU_VERSION 0x00010000u                /* header word 1: MAJOR << 16 | MINOR */
+#define NPU_VERSION_MINOR 1                    /* must be <= the NPU's */
+#define NPU_VERSION 0x00010001u                /* header word 1: MAJOR << 16 | MINOR */
 #define NPU_HEADER_WORDS 3                     /* MAGIC, VERSION, total word count (header included) */
 #define NPU_OPCODE_SHIFT 24                    /* opcode = word[31:24] */
 #define NPU_OPCODE_BITS 8                      /* width of the opcode field */
@@ -44,20 +45,23 @@
 
 /* ---- Opcodes (isa.Opcode) ---- */
 typedef enum npu_opcode {
-    NPU_OP_NOP = 0x00,      /* does nothing */
-    NPU_OP_SET_REG = 0x01,  /* register <- the next word */
-    NPU_OP_DMA_IN = 0x10,   /* copy N2xN1xN0 bytes from a region (strided) to SRAM (dense) */
-    NPU_OP_DMA_OUT = 0x11,  /* copy N2xN1xN0 bytes from SRAM (dense) to a region (strided) */
-    NPU_OP_CONV = 0x20,     /* 2-D convolution + per-channel requantize */
-    NPU_OP_DWCONV = 0x21,   /* depthwise 2-D convolution (channel multiplier 1) + per-channel requantize */
-    NPU_OP_FC = 0x22,       /* fully connected: IFM_W rows x weights^T + per-channel requantize */
-    NPU_OP_AVGPOOL = 0x30,  /* average pool, padding excluded, rounding half away from zero */
-    NPU_OP_MAXPOOL = 0x31,  /* max pool, padding excluded */
-    NPU_OP_MEAN = 0x32,     /* mean over H and W + requantize */
-    NPU_OP_ADD = 0x40,      /* elementwise add with TFLite int8 rescaling */
-    NPU_OP_LUT = 0x41,      /* 256-entry table lookup: out = table[x + 128] */
-    NPU_OP_MUL = 0x42,      /* elementwise multiply with TFLite int8 rescaling: (x - zp1)*(y - zp2) rescaled by OFM_MULTIPLIER/SHIFT */
-    NPU_OP_STOP = 0xFF,     /* end of stream: status OK */
+    NPU_OP_NOP = 0x00,            /* does nothing */
+    NPU_OP_SET_REG = 0x01,        /* register <- the next word */
+    NPU_OP_DMA_IN = 0x10,         /* copy N2xN1xN0 bytes from a region (strided) to SRAM (dense) */
+    NPU_OP_DMA_OUT = 0x11,        /* copy N2xN1xN0 bytes from SRAM (dense) to a region (strided) */
+    NPU_OP_DMA_IN_ASYNC = 0x12,   /* DMA_IN run by the DMA engine in the background (waits for the engine to be free, then for the copy's checks only) */
+    NPU_OP_DMA_OUT_ASYNC = 0x13,  /* DMA_OUT run in the background, as DMA_IN_ASYNC */
+    NPU_OP_WAIT_DMA = 0x14,       /* wait until the DMA engine is idle: every earlier DMA has completed */
+    NPU_OP_CONV = 0x20,           /* 2-D convolution + per-channel requantize */
+    NPU_OP_DWCONV = 0x21,         /* depthwise 2-D convolution (channel multiplier 1) + per-channel requantize */
+    NPU_OP_FC = 0x22,             /* fully connected: IFM_W rows x weights^T + per-channel requantize */
+    NPU_OP_AVGPOOL = 0x30,        /* average pool, padding excluded, rounding half away from zero */
+    NPU_OP_MAXPOOL = 0x31,        /* max pool, padding excluded */
+    NPU_OP_MEAN = 0x32,           /* mean over H and W + requantize */
+    NPU_OP_ADD = 0x40,            /* elementwise add with TFLite int8 rescaling */
+    NPU_OP_LUT = 0x41,            /* 256-entry table lookup: out = table[x + 128] */
+    NPU_OP_MUL = 0x42,            /* elementwise multiply with TFLite int8 rescaling: (x - zp1)*(y - zp2) rescaled by OFM_MULTIPLIER/SHIFT */
+    NPU_OP_STOP = 0xFF,           /* end of stream: status OK */
 } npu_opcode_t;
 
 /* ---- Registers (isa.Reg); [signed] registers are read sign-extended ---- */
@@ -160,6 +164,9 @@ static inline int npu_opcode_valid(uint32_t opcode)
     case NPU_OP_SET_REG: return 1;
     case NPU_OP_DMA_IN: return 1;
     case NPU_OP_DMA_OUT: return 1;
+    case NPU_OP_DMA_IN_ASYNC: return 1;
+    case NPU_OP_DMA_OUT_ASYNC: return 1;
+    case NPU_OP_WAIT_DMA: return 1;
     case NPU_OP_CONV: return 1;
     case NPU_OP_DWCONV: return 1;
     case NPU_OP_FC: return 1;
@@ -255,6 +262,9 @@ static inline const char * npu_opcode_name(uint32_t opcode)
     case NPU_OP_SET_REG: return "SET_REG";
     case NPU_OP_DMA_IN: return "DMA_IN";
     case NPU_OP_DMA_OUT: return "DMA_OUT";
+    case NPU_OP_DMA_IN_ASYNC: return "DMA_IN_ASYNC";
+    case NPU_OP_DMA_OUT_ASYNC: return "DMA_OUT_ASYNC";
+    case NPU_OP_WAIT_DMA: return "WAIT_DMA";
     case NPU_OP_CONV: return "CONV";
     case NPU_OP_DWCONV: return "DWCONV";
     case NPU_OP_FC: return "FC";

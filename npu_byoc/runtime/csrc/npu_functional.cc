@@ -115,6 +115,7 @@ namespace {
 // They are the RTL's cycles (hw/rtl, docs/cosim.md §5), exact.
 
 constexpr uint64_t kDmaSetupCycles = 5;
+constexpr uint64_t kAsyncIssueCycles = 3;  // cycles.ASYNC_ISSUE_CYCLES: a background DMA's start and checks
 constexpr uint64_t kMacSetupCycles = 14;
 constexpr uint64_t kMacWeightLanes = 4;
 constexpr uint64_t kVectorSetupCycles = 8;
@@ -400,6 +401,7 @@ void Machine::run(const uint32_t *w, size_t n, npu_result_t *res, uint64_t *kick
     if (n < NPU_HEADER_WORDS) return finish(NPU_STATUS_BAD_LENGTH, n);
     if (static_cast<uint64_t>(w[2]) != static_cast<uint64_t>(n)) return finish(NPU_STATUS_BAD_LENGTH, 2);
     uint64_t cycles = NPU_HEADER_WORDS;
+    uint64_t dma_idle = 0;  // the first cycle the DMA engine is idle (cycles.Timeline)
     uint64_t commands = 0;
     size_t i = NPU_HEADER_WORDS;
     for (;;) {
@@ -413,6 +415,10 @@ void Machine::run(const uint32_t *w, size_t n, npu_result_t *res, uint64_t *kick
         if (status != kOk) return finish(status, fault_index);
         commands += 1;
         const size_t words = op == NPU_OP_SET_REG ? 2 : 1;
+        const bool async = op == NPU_OP_DMA_IN_ASYNC || op == NPU_OP_DMA_OUT_ASYNC;
+        const bool engine = async || op == NPU_OP_DMA_IN || op == NPU_OP_DMA_OUT;
+        // Commands that need the DMA engine idle start when it is (docs/isa.md, concurrency).
+        if (engine || op == NPU_OP_WAIT_DMA || op == NPU_OP_STOP) cycles = std::max(cycles, dma_idle);
         cycles += words;
         if (op == NPU_OP_STOP) {
             res->cycles = cycles;
@@ -420,7 +426,9 @@ void Machine::run(const uint32_t *w, size_t n, npu_result_t *res, uint64_t *kick
             return finish(kOk, i);
         }
         if (op != NPU_OP_SET_REG && op != NPU_OP_NOP) {
-            cycles += kick_cycles(op);
+            const uint64_t own = kick_cycles(op);
+            if (engine) dma_idle = cycles - 1 + own;
+            cycles += async ? kAsyncIssueCycles : own;
             if (kicks != nullptr) kicks[op] += 1;
         }
         i += words;
@@ -449,8 +457,12 @@ uint32_t Machine::command(const uint32_t *w, size_t n, size_t i, uint32_t *op_ou
 
 uint32_t Machine::execute(uint32_t op) {
     switch (op) {
-    case NPU_OP_DMA_IN: return dma(true);
-    case NPU_OP_DMA_OUT: return dma(false);
+    // Background DMAs copy at issue: a stream lets no kick touch the SRAM of a DMA in flight.
+    case NPU_OP_DMA_IN:
+    case NPU_OP_DMA_IN_ASYNC: return dma(true);
+    case NPU_OP_DMA_OUT:
+    case NPU_OP_DMA_OUT_ASYNC: return dma(false);
+    case NPU_OP_WAIT_DMA: return kOk;  // ordering only
     case NPU_OP_CONV:
     case NPU_OP_DWCONV:
     case NPU_OP_FC: return mac(op);
@@ -907,7 +919,9 @@ uint64_t Machine::kick_cycles(uint32_t opcode) const {
     const uint64_t lanes = cols;
     switch (opcode) {
     case NPU_OP_DMA_IN:
-    case NPU_OP_DMA_OUT: {
+    case NPU_OP_DMA_OUT:
+    case NPU_OP_DMA_IN_ASYNC:
+    case NPU_OP_DMA_OUT_ASYNC: {
         const uint64_t n0 = u(NPU_REG_DMA_N0);
         const uint64_t beats = s(NPU_REG_DMA_STRIDE0) == 1 ? ceil_div(n0, cfg_.dma_bytes_per_cycle) : n0;
         return kDmaSetupCycles + u(NPU_REG_DMA_N2) * u(NPU_REG_DMA_N1) * beats;
