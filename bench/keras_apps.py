@@ -1,0 +1,113 @@
+"""keras.applications models as int8 TFLite, through npu_byoc: coverage, partitions, and the
+NPU result against LiteRT's reference kernels.
+
+Models the tests never saw: TensorFlow's converter (full-integer int8, per-channel weights),
+random weights, a random calibration set, small inputs. Two steps, two environments:
+
+    # 1. make the models and LiteRT's outputs (needs tensorflow and ai-edge-litert, which
+    #    npu_byoc itself never needs: use a separate venv)
+    python bench/keras_apps.py --make /tmp/keras_apps [--models mobilenet_v3_small ...]
+    # 2. run them through npu_byoc (the project's venv)
+    .venv/bin/python bench/keras_apps.py /tmp/keras_apps [--backend golden|functional|verilator]
+
+Step 2 prints, per model: operators on the NPU, MACs on the NPU, NPU partitions, CPU<->NPU
+transitions, the operators left on the CPU (by type) and the largest difference of the model
+output from LiteRT's in LSB. LiteRT runs with BUILTIN_WITHOUT_DEFAULT_DELEGATES (its
+BUILTIN_REF resolver aborts on some of these graphs); its int8 kernels there are the reference
+ones for every op these models hold but SOFTMAX, which stays on the CPU anyway.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+# name -> (keras.applications constructor keyword arguments, input side)
+MODELS = {
+    "mobilenet": ("MobileNet", dict(alpha=0.25), 96),
+    "mobilenet_v2": ("MobileNetV2", dict(alpha=0.35), 96),
+    "mobilenet_v3_small": ("MobileNetV3Small", dict(alpha=0.75, include_preprocessing=False), 96),
+    "mobilenet_v3_large": ("MobileNetV3Large", dict(alpha=0.75, include_preprocessing=False), 64),
+    "efficientnet_b0": ("EfficientNetB0", {}, 64),
+    "resnet50": ("ResNet50", {}, 64),
+    "densenet121": ("DenseNet121", {}, 64),
+}
+
+
+def make(out: Path, names: list[str]) -> None:
+    import tensorflow as tf
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    out.mkdir(parents=True, exist_ok=True)
+    for name in names:
+        ctor, kwargs, side = MODELS[name]
+        tf.keras.utils.set_random_seed(0)
+        model = getattr(tf.keras.applications, ctor)(input_shape=(side, side, 3), weights=None, **kwargs)
+        rng = np.random.default_rng(0)
+        calib = rng.uniform(-1, 1, (8, side, side, 3)).astype(np.float32)
+        conv = tf.lite.TFLiteConverter.from_keras_model(model)
+        conv.optimizations = [tf.lite.Optimize.DEFAULT]
+        conv.representative_dataset = lambda: ([calib[i : i + 1]] for i in range(len(calib)))
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+        conv.inference_input_type = conv.inference_output_type = tf.int8
+        data = conv.convert()
+        (out / f"{name}.tflite").write_bytes(data)
+        it = Interpreter(model_content=data,
+                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+        it.allocate_tensors()
+        i, o = it.get_input_details()[0], it.get_output_details()[0]
+        x = rng.integers(-128, 128, i["shape"]).astype(np.int8)
+        it.set_tensor(i["index"], x)
+        it.invoke()
+        np.save(out / f"{name}.in.npy", x)
+        np.save(out / f"{name}.out.npy", it.get_tensor(o["index"]))
+        print(f"{name}: {len(data):,} bytes", flush=True)
+
+
+def run(folder: Path, names: list[str], backend: str) -> None:
+    import npu_byoc
+
+    print(f"{'model':<20} {'ops on NPU':>11} {'MACs on NPU':>12} {'parts':>5} {'trans':>5} {'max LSB':>7} "
+          f"{'seconds':>7}  on the CPU")
+    for name in names:
+        path = folder / f"{name}.tflite"
+        if not path.exists():
+            print(f"{name:<20} (no {path}: make it with --make)")
+            continue
+        t0 = time.perf_counter()
+        mod = npu_byoc.load_model(path)
+        report = npu_byoc.coverage_report(mod)
+        s = report.summary
+        got = npu_byoc.build(mod, backend).run([np.load(folder / f"{name}.in.npy")])[0]
+        want = np.load(folder / f"{name}.out.npy")
+        lsb = int(np.abs(got.astype(np.int32) - want.astype(np.int32)).max())
+        cpu = collections.Counter(o.op for o in report.ops if not o.offloaded and "computed at import" not in (o.reason or ""))
+        macs = 100.0 * s["macs_offloaded"] / max(s["macs_total"], 1)
+        print(f"{name:<20} {s['ops_offloaded']:>5}/{s['ops_total']:<5} {macs:>11.1f}% {s['partitions']:>5} "
+              f"{s['transitions']:>5} {lsb:>7} {time.perf_counter() - t0:>7.1f}  "
+              + (", ".join(f"{op} x{n}" for op, n in cpu.most_common()) or "-"), flush=True)
+    print("ops on NPU counts every operator of the file; SHAPE / PACK / STRIDED_SLICE chains that the "
+          "import computes (constants) count as CPU operators but do no run-time work and are not listed.")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("folder", type=Path)
+    ap.add_argument("--make", action="store_true", help="make the models and LiteRT's outputs (tensorflow)")
+    ap.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
+    ap.add_argument("--backend", default="golden", choices=["golden", "functional", "verilator"])
+    args = ap.parse_args(argv)
+    if args.make:
+        make(args.folder, args.models)
+    else:
+        run(args.folder, args.models, args.backend)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
