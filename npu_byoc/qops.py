@@ -240,4 +240,21 @@ class QReshape:
         return 0
 
 
-QOp = QConv2D | QFullyConnected | QPool2D | QMean | QAdd | QMul | QLut | QReshape
+@dataclass(frozen=True, eq=False)
+class QConcat:
+    """CONCATENATION of int8 tensors along the channel axis, every input quantized as the
+    output. No NPU work: lowering has each input's producer write its channel slice of the
+    output in place (npu_byoc.codegen.lower._ConcatSlots)."""
+
+    inputs: tuple[QTensor, ...]
+    output: QTensor
+    axis: int  # non-negative
+    convention: str = ""
+    operands: tuple = field(default=(), compare=False, repr=False)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+QOp = QConv2D | QFullyConnected | QPool2D | QMean | QAdd | QMul | QLut | QReshape | QConcat

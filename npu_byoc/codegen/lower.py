@@ -22,7 +22,7 @@ from ..errors import LoweringError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import MAX_REGIONS, Region
 from ..patterns import LAYER_ATTR, Reject, extract_composite
-from ..qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D, QReshape
+from ..qops import QAdd, QConcat, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D, QReshape
 from ..relax_utils import dtype_of, shape_of
 from ..requant import fc_scale, weighted_requant
 from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, TensorRef
@@ -88,6 +88,8 @@ def view(ref: TensorRef, shape: tuple[int, int, int]) -> TensorRef:
     """The same bytes seen with another H x W x C shape (memory order must agree)."""
     if ref.shape == shape:
         return ref
+    if ref.is_slice:
+        raise Reject(f"{ref.name}: cannot view a channel slice {ref.shape} as {shape}")
     same_order = ref.layout == "NHWC" or ref.shape[0] * ref.shape[1] == 1
     if not same_order or ref.nbytes != shape[0] * shape[1] * shape[2]:
         raise Reject(f"{ref.name}: cannot view {ref.shape} {ref.layout} as {shape}")
@@ -268,13 +270,53 @@ VIEWS: dict[type, Callable[[QOp, list[TensorRef], tuple[int, int, int], str], Te
 }
 
 
+class _ConcatSlots:
+    """Where each concatenation input lives: its channel slice of the concatenation's output,
+    written in place by the op that produces it (zero copy, as Vela does). Decided before the
+    ops are lowered, outermost concatenation first, so a concatenation of a concatenation
+    nests (its whole output is a slice of the outer one's)."""
+
+    def __init__(self, extracted: list, local_funcs: dict, params: list, output_region: dict, model_layout: str):
+        self.slots: dict = {}  # var -> (the concatenation's output var, first channel)
+        produced = {b.var for b, _, q in extracted if type(q) not in VIEWS}  # by an op or a concatenation
+        self.errors: dict = {}  # concatenation var -> the reason it cannot be done in place
+        for b, _, qop in reversed(extracted):
+            if type(qop) is not QConcat:
+                continue
+            try:
+                self._place(b.var, qop, _operand_args(local_funcs[b.value.op], b.value, qop), produced,
+                            output_region, model_layout)  # fmt: skip
+            except Reject as err:
+                self.errors[b.var] = str(err)
+
+    def _place(self, var, op: QConcat, srcs: list, produced: set, output_region: dict, model_layout: str) -> None:
+        channel_axis = 1 if len(op.output.shape) == 2 or model_layout == "NCHW" else 3
+        if op.axis != channel_axis:
+            raise Reject(f"CONCATENATION along axis {op.axis} of a {model_layout} partition: the NPU concatenates "
+                         f"channels (axis {channel_axis})")  # fmt: skip
+        c0, slots = 0, {}
+        for k, (src, t) in enumerate(zip(srcs, op.inputs)):
+            if src not in produced:
+                raise Reject(f"CONCATENATION input {k} is not computed by an NPU op of the partition (a partition "
+                             "input or a reshape): the NPU concatenates in place what its ops write")  # fmt: skip
+            if src in output_region:
+                raise Reject(f"CONCATENATION input {k} is also a partition output: it cannot be written in place")
+            if src in self.slots or src in slots:
+                raise Reject(f"CONCATENATION input {k} is concatenated twice: it can be written in place once")
+            slots[src] = (var, c0)
+            c0 += t.shape[channel_axis]
+        self.slots |= slots
+
+
 def _alias_view_outputs(name: str, extracted: list, local_funcs: dict, params: list, output_region: dict) -> None:
-    """A view that is a partition output hands its region to its input's producer, which then
+    """A reshape that is a partition output hands its region to its input's producer, which then
     writes the output's bytes there directly."""
     views = {b.var for b, _, q in extracted if type(q) in VIEWS}
     for b, layer, qop in extracted:
         if type(qop) not in VIEWS or b.var not in output_region:
             continue
+
+
         (src,) = _operand_args(local_funcs[b.value.op], b.value, qop)
         if src in params or src in output_region or src in views:
             reason = "a reshape alone between partition inputs and outputs: nothing for the NPU to compute"
@@ -340,7 +382,29 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
     output_region = {v: next_region + k for k, v in enumerate(result_vars)}
     _check_regions(name, refs, output_region, extracted)
     _alias_view_outputs(name, extracted, local_funcs, params, output_region)
+    concat = _ConcatSlots(extracted, local_funcs, params, output_region, model_layout)
     scratch = 0
+    placed: dict = {}  # var -> its TensorRef, for the tensors concatenations write in place
+    layout_of = {b.var: _layout_of(q, model_layout) for b, _, q in extracted}
+
+    def home(var, layer: str) -> TensorRef:
+        """Where the op producing ``var`` writes it: its slice of a concatenation, its output
+        region, or a new SCRATCH tensor."""
+        nonlocal scratch
+        if var in placed:
+            return placed[var]
+        hwc_shape = hwc(per_image(shape_of(var), batch), layout_of[var])
+        if var in concat.slots:
+            outer, c0 = concat.slots[var]
+            ref = home(outer, layer).channel_slice(c0, hwc_shape[2], layer)
+        elif var in output_region:
+            ref = TensorRef(layer, output_region[var], 0, hwc_shape, layout_of[var])
+        else:
+            ref = TensorRef(layer, int(Region.SCRATCH), scratch, hwc_shape, "NHWC")
+            scratch += -(-ref.nbytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
+        placed[var] = ref
+        return ref
+
     ops: list[NpuOp] = []
     layers = []
     for b, layer, qop in extracted:
@@ -348,15 +412,16 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         shape = shape_of(b.var)
         try:
             hwc_shape = hwc(per_image(shape, batch), layout)
+            if b.var in concat.errors:
+                raise Reject(concat.errors[b.var])
+            if type(qop) is QConcat:
+                refs[b.var] = home(b.var, layer)
+                continue
             if type(qop) in VIEWS:
                 ifms = [refs[a] for a in _operand_args(local_funcs[b.value.op], b.value, qop)]
                 refs[b.var] = VIEWS[type(qop)](qop, ifms, hwc_shape, model_layout)
                 continue
-            if b.var in output_region:
-                ofm = TensorRef(layer, output_region[b.var], 0, hwc_shape, layout)
-            else:
-                ofm = TensorRef(layer, int(Region.SCRATCH), scratch, hwc_shape, "NHWC")
-                scratch += -(-ofm.nbytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
+            ofm = home(b.var, layer)
             ifms = [refs[a] for a in _operand_args(local_funcs[b.value.op], b.value, qop)]
             op = LOWERINGS[type(qop)](layer, qop, ifms, ofm)
         except Reject as err:
