@@ -234,7 +234,7 @@ def _num(x) -> str:
 class _LayerCall:
     name: str
     composite: relax.Function
-    sources: list[tuple[str, int]]  # per composite argument: ("input", i) or ("layer", k)
+    sources: list[tuple[str, int]]  # per composite argument: ("input", i), ("layer", k) or ("concat", (axis, sources))
     shape: tuple[int, ...]  # the layer output's shape in the model (Relax)
     dtype: str
 
@@ -247,28 +247,55 @@ def _layer_calls(func: relax.Function) -> list[_LayerCall]:
     local_funcs = {b.var: b.value for b in bindings if isinstance(b.value, relax.Function)}
     aliases = {b.var: b.value for b in bindings if isinstance(b.value, relax.Var)}
     calls = [b for b in bindings if isinstance(b.value, relax.Call) and b.value.op in local_funcs]
+    concats = {}  # a concatenation has no NPU op either: its value is its inputs' joined
     for b in calls:  # a view (reshape) has no NPU op: its output is its input's bytes
-        if str(local_funcs[b.value.op].attrs["Composite"]) in VIEW_PATTERNS:
+        composite = local_funcs[b.value.op]
+        if str(composite.attrs["Composite"]) == "npu.concat":
+            concats[b.var] = (_concat_axis(composite), list(b.value.args))
+        elif str(composite.attrs["Composite"]) in VIEW_PATTERNS:
             aliases[b.var] = b.value.args[0]
-    calls = [b for b in calls if b.var not in aliases]
+    calls = [b for b in calls if b.var not in aliases and b.var not in concats]
     index = {b.var: k for k, b in enumerate(calls)}
+
+    def source(a, layer: str):
+        while a in aliases:
+            a = aliases[a]
+        if a in params:
+            return ("input", params.index(a))
+        if a in index:
+            return ("layer", index[a])
+        if a in concats:
+            axis, args = concats[a]
+            return ("concat", (axis, [source(x, layer) for x in args]))
+        raise NpuByocError(f"cosim: an argument of layer '{layer}' is neither a partition input "
+                           "nor an NPU layer's output")  # fmt: skip
+
     out = []
     for b in calls:
         composite = local_funcs[b.value.op]
-        sources = []
-        for a in b.value.args:
-            while a in aliases:
-                a = aliases[a]
-            if a in params:
-                sources.append(("input", params.index(a)))
-            elif a in index:
-                sources.append(("layer", index[a]))
-            else:
-                raise NpuByocError(f"cosim: an argument of layer '{b.var.name}' is neither a partition input "
-                                   "nor an NPU layer's output")  # fmt: skip
+        sources = [source(a, b.var.name) for a in b.value.args]
         name = str(composite.attrs[LAYER_ATTR]) if LAYER_ATTR in composite.attrs else str(b.var.name)
         out.append(_LayerCall(name, composite, sources, shape_of(b.var), dtype_of(b.var)))
     return out
+
+
+def _concat_axis(composite: relax.Function) -> int:
+    """The axis of the concat inside an npu.concat composite."""
+    call = next(b.value for block in composite.body.blocks for b in block.bindings
+                if isinstance(b.value, relax.Call) and getattr(b.value.op, "name", "") == "relax.concat")  # fmt: skip
+    return int(call.attrs.axis)
+
+
+def _source_value(src, inputs, model_values) -> np.ndarray:
+    """A layer input's value in the model: a partition input, a layer's output, or the
+    concatenation of such values."""
+    kind, i = src
+    if kind == "input":
+        return np.asarray(inputs[i])
+    if kind == "layer":
+        return model_values[i]
+    axis, parts = i
+    return np.concatenate([_source_value(s, inputs, model_values) for s in parts], axis=axis)
 
 
 def _images(calls: list[_LayerCall]) -> int:
@@ -398,9 +425,7 @@ class _Cosim:
         for n in range(n_img):
             for k, (op, call, result) in enumerate(zip(plan.ops, calls, results[n])):
                 if n == 0:  # the layer's inputs as the model has them (TVM's per-layer reference is fed these)
-                    self.layer_inputs[(plan.name, k)] = [
-                        np.asarray(inputs[i]) if kind == "input" else model_values[i] for kind, i in call.sources
-                    ]
+                    self.layer_inputs[(plan.name, k)] = [_source_value(s, inputs, model_values) for s in call.sources]
                     self.layer_outputs[(plan.name, k)] = model_values[k]
                 if n_img > 1:
                     result.name = f"{op.name} [image {n}]"
