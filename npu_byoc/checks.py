@@ -25,6 +25,8 @@ ACTIVATION_DTYPES = ("int8",)
 
 
 def _tensors(op: QOp) -> list[tuple[str, QTensor]]:
+    if hasattr(op, "inputs"):  # QConcat
+        return [*((f"input {k}", t) for k, t in enumerate(op.inputs)), ("output", op.output)]
     if hasattr(op, "input_b"):  # QAdd, QMul
         return [("input a", op.input_a), ("input b", op.input_b), ("output", op.output)]
     return [("input", op.input), ("output", op.output)]
@@ -296,6 +298,27 @@ def reshape_same_quantization(op, hw: HwConfig) -> str | None:
     if not _same_q(op.input, op.output):
         return (f"reshape rescales (input scale {op.input.scale:.6g} zp {op.input.zero_point}, output scale "
                 f"{op.output.scale:.6g} zp {op.output.zero_point}): an NPU reshape is a view of the same bytes")
+    return None
+
+
+def concat_channel_axis(op, hw: HwConfig) -> str | None:
+    """A concatenation joins channels: axis 3 (-1) of a 4-D NHWC tensor, axis 1 of a 4-D NCHW one (the partition's layout decides which, at lowering), axis 1 of a 2-D one."""
+    rank = len(op.output.shape)
+    if (rank == 4 and op.axis in (1, 3)) or (rank == 2 and op.axis == 1):
+        return None
+    return (f"CONCATENATION along axis {op.axis} of a {rank}-D tensor: the NPU concatenates along the channel "
+            "axis only (NHWC axis 3 / -1, NCHW axis 1)")
+
+
+def concat_same_quantization(op, hw: HwConfig) -> str | None:
+    """In a TFLite model every input of a concatenation has the output's scale and zero point (LiteRT's int8 CONCATENATION copies bytes, it does not rescale; the converter inserts a QUANTIZE where they differ). ONNX's Concat / QLinearConcat rescale each input; the NPU does that with a requantize LUT as it copies the input into its slice."""
+    if op.numerics != "tflite":
+        return None
+    for k, t in enumerate(op.inputs):
+        if not _same_q(t, op.output):
+            return (f"CONCATENATION input {k} (scale {t.scale:.6g} zp {t.zero_point}) is quantized unlike its output "
+                    f"(scale {op.output.scale:.6g} zp {op.output.zero_point}): LiteRT's int8 concatenation copies "
+                    "bytes without rescaling, TVM's import rescales; no single answer to match")
     return None
 
 

@@ -24,14 +24,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import tvm
 from tvm import relax
-from tvm.relax.dpl import DFPattern, is_op, wildcard
+from tvm.relax.dpl import DFPattern, is_op, is_tuple, wildcard
 from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvm.relax.transform import FusionPattern, PatternCheckContext
 
 from . import checks as C
 from . import lut_ops
 from .hwconfig import DEFAULT_CONFIG, HwConfig
-from .qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D, QReshape, QTensor
+from .qops import QAdd, QConcat, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D, QReshape, QTensor
 from .uint8 import activations_label, int8_equivalent
 from .relax_utils import NotConstant, const_eval, dtype_of, int_list, op_name, prim_value, resolve, shape_of
 
@@ -879,6 +879,51 @@ def _extract_reshape(root, bindings) -> QReshape:
     return QReshape(_carried(x), _carried(root), convention, operands=(x,))
 
 
+MAX_CONCAT_INPUTS = 8  # the concatenations the table matches (one tuple pattern per count)
+
+
+def _any_count(field: Callable[[], DFPattern]) -> DFPattern:
+    """concat((f, f), axis) | concat((f, f, f), axis) | ... up to MAX_CONCAT_INPUTS fields."""
+    alternatives = [is_op("relax.concat")(is_tuple([field() for _ in range(n)]))
+                    for n in range(2, MAX_CONCAT_INPUTS + 1)]  # fmt: skip
+    out = alternatives[0]
+    for alt in alternatives[1:]:
+        out = out | alt
+    return out
+
+
+def _concat_conventions() -> tuple[Convention, ...]:
+    n = f"2..{MAX_CONCAT_INPUTS}"
+    return (
+        Convention("qdq", "TFLite CONCATENATION, ONNX QDQ Concat", _quant(_any_count(_deq)),
+                   f"concat((dequantize(x1), …, dequantize(xn)), axis) → quantize, n = {n}"),
+        Convention("int8", "hand-written Relax", _any_count(wildcard), f"concat((int8 x1, …, int8 xn), axis), n = {n}"),
+        # any other concatenation: only to say why it is not matched (more inputs than the table takes)
+        Convention("other", "TFLite, ONNX QDQ", _quant(is_op("relax.concat")(wildcard())),
+                   f"concat of more than {MAX_CONCAT_INPUTS} dequantized inputs → quantize: stays on the CPU"),
+    )
+
+
+def _extract_concat(root, bindings) -> QConcat:
+    e = resolve(root, bindings)
+    quantize = e if op_name(e) == "relax.quantize" else None
+    concat = resolve(e.args[0], bindings) if quantize is not None else e
+    fields = list(resolve(concat.args[0], bindings).fields)
+    if len(fields) > MAX_CONCAT_INPUTS:
+        raise Reject(f"CONCATENATION of {len(fields)} inputs: the NPU pattern table matches up to {MAX_CONCAT_INPUTS}")
+    rank = len(shape_of(concat))
+    axis = int(concat.attrs.axis) % rank
+    if quantize is None:  # the integer form: quantization carried through
+        xs = fields
+        return QConcat(tuple(_carried(x) for x in xs), _carried(root), axis, "int8", operands=tuple(xs))
+    deqs = [resolve(f, bindings) for f in fields]
+    if any(op_name(d) != "relax.dequantize" for d in deqs):
+        return QConcat((), _carried(root), axis, "other")  # matched by the catch-all: not ours
+    xs = [d.args[0] for d in deqs]
+    inputs = tuple(_activation(d, bindings, f"input {k}", x) for k, (d, x) in enumerate(zip(deqs, xs)))
+    return QConcat(inputs, _activation(quantize, bindings, "output", quantize), axis, "qdq", operands=tuple(xs))
+
+
 # ---------------------------------------------------------------------------------------------
 # The table. Order matters: earlier entries win a contested binding.
 
@@ -1012,6 +1057,17 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
         extract=_extract_reshape,
         checks=(*C.COMMON, C.reshape_same_quantization),
         applies=lambda op: op.convention != "constant" and op.input.dtype in _INT_ACTIVATIONS,
+        view=True,
+    ),
+    NpuPattern(
+        name="npu.concat",
+        summary="concatenation along channels: each input's producer writes its channel slice of the output "
+                "in place; an input that cannot be (a partition input, one to rescale) is copied in by a LUT op",
+        anchor_ops=("relax.concat",),
+        conventions=_concat_conventions(),
+        extract=_extract_concat,
+        checks=(*C.COMMON, C.concat_channel_axis, C.concat_same_quantization),
+        applies=lambda op: op.convention != "other" and all(t.dtype in _INT_ACTIVATIONS for t in op.inputs),
         view=True,
     ),
 )

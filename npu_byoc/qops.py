@@ -243,4 +243,24 @@ class QReshape:
         return 0
 
 
-QOp = QConv2D | QFullyConnected | QPool2D | QMean | QAdd | QMul | QLut | QReshape
+@dataclass(frozen=True, eq=False)
+class QConcat:
+    """CONCATENATION of int8 tensors along the channel axis. Lowering has each input's producer
+    write its channel slice of the output in place (npu_byoc.codegen.lower._ConcatSlots); an
+    input that cannot be written in place (a partition input, an input quantized unlike the
+    output, ...) is copied into its slice by a requantize LUT op."""
+
+    inputs: tuple[QTensor, ...]
+    output: QTensor
+    axis: int  # non-negative
+    convention: str = ""
+    # whose arithmetic rescales an input quantized unlike the output (npu_byoc.lut_ops.NUMERICS)
+    numerics: str = "tflite"
+    operands: tuple = field(default=(), compare=False, repr=False)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+QOp = QConv2D | QFullyConnected | QPool2D | QMean | QAdd | QMul | QLut | QReshape | QConcat

@@ -54,6 +54,8 @@ def int8_equivalent(op: QOp) -> QOp:
         value = getattr(op, f.name)
         if isinstance(value, QTensor) and value.dtype in FLIPPED_DTYPES:
             changes[f.name] = _tensor(value)
+        elif isinstance(value, tuple) and any(isinstance(t, QTensor) and t.dtype in FLIPPED_DTYPES for t in value):
+            changes[f.name] = tuple(_tensor(t) if t.dtype in FLIPPED_DTYPES else t for t in value)  # QConcat.inputs
     if "output" in changes and hasattr(op, "act_min"):  # clamp bounds are quantized values of the output
         changes["act_min"] = op.act_min - FLIP
         changes["act_max"] = op.act_max - FLIP
@@ -68,11 +70,10 @@ def activation_dtypes(op: QOp) -> tuple[str, ...]:
     """The model dtypes of the op's activations (inputs and output), deduplicated, in order."""
     out: list[str] = []
     for f in dataclasses.fields(op):
-        t = getattr(op, f.name)
-        if isinstance(t, QTensor):
-            d = t.source_dtype or t.dtype
-            if d not in out:
-                out.append(d)
+        value = getattr(op, f.name)
+        for t in value if isinstance(value, tuple) else (value,):
+            if isinstance(t, QTensor) and (t.source_dtype or t.dtype) not in out:
+                out.append(t.source_dtype or t.dtype)
     return tuple(out)
 
 

@@ -35,6 +35,7 @@ EXPECTED_CONVENTIONS = {
         ("npu.max_pool2d", "integer"),
         ("npu.mean", "qdq"),
         ("npu.add", "qdq"),
+        ("npu.concat", "qdq"),  # the branches' outputs share the concatenation's quantization
     },
     "tiny_cnn_qdq.onnx": {
         ("npu.conv2d", "qdq+bias"),  # bias through dequantize -> reshape(1, C, 1, 1)

@@ -137,12 +137,17 @@ def test_fixture_feature_maps_stay_in_sram(plans, model):
         schedule = schedule_partition(plan)
         staged = schedule_partition(plan, residency=False)
         tensors = scratch_live_ranges(plan)
-        # every intermediate tensor fits the default 256 KiB: no SCRATCH traffic at all
+        # every intermediate tensor fits the default 256 KiB: the only SCRATCH traffic is a
+        # concatenation's, written slice by slice in place and read whole (never resident)
+        written = {op.ofm.offset for op in plan.ops if op.ofm.region == Region.SCRATCH and not op.ofm.is_slice}
+        slices = sum(op.ofm.nbytes for op in plan.ops if op.ofm.region == Region.SCRATCH and op.ofm.is_slice)
+        joined = sum(r.nbytes for op in plan.ops for r in op.inputs
+                     if r.region == Region.SCRATCH and r.offset not in written)  # fmt: skip
         assert len(schedule.resident) == len(tensors)
-        assert _region_bytes(schedule, Region.SCRATCH, Opcode.DMA_OUT) == 0
-        assert _region_bytes(schedule, Region.SCRATCH, Opcode.DMA_IN) == 0
+        assert _region_bytes(schedule, Region.SCRATCH, Opcode.DMA_OUT) == slices
+        assert _region_bytes(schedule, Region.SCRATCH, Opcode.DMA_IN) == joined
         # what is left is what must cross: the constants, the inputs once, the outputs once
-        assert _dma_bytes(schedule) == _dma_bytes(staged) - sum(
+        assert _dma_bytes(schedule) == slices + joined + _dma_bytes(staged) - sum(
             s.nbytes for s in staged.steps if isinstance(s, Dma) and s.region == Region.SCRATCH)
         if tensors:
             assert _dma_bytes(schedule) < _dma_bytes(staged)

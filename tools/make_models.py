@@ -22,7 +22,8 @@ Options::
                      tiny_cnn_qdq, resnet_small_int8, densenet_small_int8,
                      mobilenet_v1_batch_none_int8, ds_cnn_int8, op_<op>_int8, ops_uint8,
                      tiny_cnn_qdq_u8s8, tiny_cnn_uint8, qop_cnn_s8s8, qop_cnn_u8s8, qop_ops,
-                     autoencoder_int8, batch2_mean_int8, lut_ops_qdq, mobilenet_v3_small_int8
+                     autoencoder_int8, batch2_mean_int8, lut_ops_qdq, mobilenet_v3_small_int8,
+                     concat_cnn_int8
     --no-data-copy   do not copy the demo models to npu_byoc/data/
     --skip-build     with --verify-tvm: check the existing files only
     --verify-tvm     import every model in TVM (Relax frontends), dump the Relax script to
@@ -738,6 +739,33 @@ def build_bn_concat(out: Path):
 def build_glue_cnn(out: Path):
     return _train_and_convert("glue_cnn_int8", out, make_glue_cnn, (16, 16, 3), 2, 3e-3,
                               {"model": "glue ops: ZeroPadding2D, dilated conv, Flatten"})
+
+
+def make_concat_cnn(batch_size):
+    """CONCATENATION as CNNs write it: inception-like branches of different ranges (a ReLU
+    conv, a linear 1x1 conv, a max pool) joined on channels, a DenseNet-style concat of a
+    block's input and its output, a concat of the model input (a partition input: CPU) and a
+    concat along H (not channels: CPU)."""
+    import keras
+    from keras import layers as L
+
+    x0 = keras.Input(shape=(16, 16, 3), batch_size=batch_size, name="input")
+    s = L.Concatenate(name="cat_input")([x0, L.Conv2D(5, 3, padding="same", name="stem_conv")(x0)])
+    a = L.ReLU(name="br_a_relu")(L.Conv2D(8, 3, padding="same", name="br_a")(s))
+    b = L.Conv2D(8, 1, name="br_b")(s)
+    m = L.MaxPooling2D(3, strides=1, padding="same", name="br_pool")(a)
+    x = L.Concatenate(name="cat_branches")([a, b, m])
+    x = L.ReLU(name="mix_relu")(L.BatchNormalization(name="mix_bn")(L.Conv2D(16, 1, name="mix")(x)))
+    y = L.Conv2D(8, 3, padding="same", activation="relu", name="dense")(x)
+    x = L.Concatenate(name="cat_dense")([x, y])
+    h = L.Concatenate(axis=1, name="cat_rows")([L.Conv2D(8, 1, name="top")(x), L.Conv2D(8, 1, name="bottom")(x)])
+    x = L.GlobalAveragePooling2D(name="gap")(h)
+    return keras.Model(x0, L.Dense(10, activation="softmax", name="fc")(x), name="concat_cnn")
+
+
+def build_concat_cnn(out: Path):
+    return _train_and_convert("concat_cnn_int8", out, make_concat_cnn, (16, 16, 3), 2, 3e-3,
+                              {"model": "CONCATENATION: branches of different scales, dense, input, along H"})
 
 
 def build_resnet_small(out: Path):
@@ -1733,6 +1761,7 @@ BUILDERS = {
     "ds_cnn_int8": build_ds_cnn,
     "glue_cnn_int8": build_glue_cnn,
     "bn_concat_int8": build_bn_concat,
+    "concat_cnn_int8": build_concat_cnn,
     **{name: (lambda out, op=name[3:-5]: build_op_model(op, out)) for name in TFLITE_OP_MODELS},
     **{name: (lambda out, op=name[3:-5]: build_lut_op_model(op, out)) for name in LUT_OP_MODELS},
     "lut_ops_qdq": build_lut_ops_qdq,

@@ -22,7 +22,7 @@ from ..errors import LoweringError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import MAX_REGIONS, Region
 from ..patterns import LAYER_ATTR, Reject, extract_composite
-from ..qops import QAdd, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D, QReshape
+from ..qops import QAdd, QConcat, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D, QReshape
 from ..relax_utils import dtype_of, shape_of
 from ..requant import fc_scale, weighted_requant
 from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, TensorRef
@@ -55,6 +55,9 @@ class PartitionPlan:
     # channel vector of ADD / MUL), at 16-byte aligned offsets. The scheduler appends the
     # weights, requantize records and LUTs after them.
     constants: bytes = b""
+    # The copies a concatenation adds (an input copied or rescaled into its channel slice), as
+    # (index into ops, the concatenation's input): NPU work no composite stands for.
+    copy_ops: tuple[tuple[int, int], ...] = ()
 
     @property
     def macs(self) -> int:
@@ -92,6 +95,8 @@ def view(ref: TensorRef, shape: tuple[int, int, int]) -> TensorRef:
     """The same bytes seen with another H x W x C shape (memory order must agree)."""
     if ref.shape == shape:
         return ref
+    if ref.is_slice:
+        raise Reject(f"{ref.name}: cannot view a channel slice {ref.shape} as {shape}")
     same_order = ref.layout == "NHWC" or ref.shape[0] * ref.shape[1] == 1
     if not same_order or ref.nbytes != shape[0] * shape[1] * shape[2]:
         raise Reject(f"{ref.name}: cannot view {ref.shape} {ref.layout} as {shape}")
@@ -282,8 +287,58 @@ VIEWS: dict[type, Callable[[QOp, list[TensorRef], tuple[int, int, int], str], Te
 }
 
 
+class _ConcatSlots:
+    """Where each concatenation input lives: its channel slice of the concatenation's output,
+    written in place by the op that produces it (zero copy, as Vela does). Decided before the
+    ops are lowered, outermost concatenation first, so a concatenation of a concatenation
+    nests (its whole output is a slice of the outer one's). An input that cannot be written in
+    place -- a partition input, a reshape's view, a partition output, one concatenated twice,
+    one quantized unlike the output -- is copied (rescaled) into its slice by a LUT op."""
+
+    def __init__(self, extracted: list, local_funcs: dict, params: list, output_region: dict, model_layout: str):
+        self.slots: dict = {}  # var -> (the concatenation's output var, first channel)
+        self.copies: dict = {}  # concatenation var -> [(input index, first channel)] copied in
+        produced = {b.var for b, _, q in extracted if type(q) not in VIEWS}  # by an op or a concatenation
+        self.errors: dict = {}  # concatenation var -> the reason it cannot be done
+        for b, _, qop in reversed(extracted):
+            if type(qop) is not QConcat:
+                continue
+            try:
+                self._place(b.var, qop, _operand_args(local_funcs[b.value.op], b.value, qop), produced,
+                            output_region, model_layout)  # fmt: skip
+            except Reject as err:
+                self.errors[b.var] = str(err)
+
+    def _place(self, var, op: QConcat, srcs: list, produced: set, output_region: dict, model_layout: str) -> None:
+        channel_axis = 1 if len(op.output.shape) == 2 or model_layout == "NCHW" else 3
+        if op.axis != channel_axis:
+            raise Reject(f"CONCATENATION along axis {op.axis} of a {model_layout} partition: the NPU concatenates "
+                         f"channels (axis {channel_axis})")  # fmt: skip
+        c0, slots, copies = 0, {}, []
+        for k, (src, t) in enumerate(zip(srcs, op.inputs)):
+            in_place = (src in produced and src not in output_region and src not in self.slots and src not in slots
+                        and (t.scale, t.zero_point) == (op.output.scale, op.output.zero_point))  # fmt: skip
+            if in_place:
+                slots[src] = (var, c0)
+            else:
+                copies.append((k, c0))
+            c0 += t.shape[channel_axis]
+        self.slots |= slots
+        self.copies[var] = copies
+
+
+def _copy_into(layer: str, k: int, op: QConcat, ifm: TensorRef, ofm: TensorRef) -> NpuOp:
+    """Concatenation input ``k`` copied into its slice ``ofm``: the int8 -> int8 requantize
+    from the input's quantization to the output's (the identity when they agree), as a LUT."""
+    t, name = op.inputs[k], f"{layer} [input {k}]"
+    if (t.scale, t.zero_point) == (op.output.scale, op.output.zero_point):  # also the int8 form's (unknown) ones
+        return Lut(name=name, function="requantize", ifm=ifm, ofm=ofm, table=np.arange(-128, 128, dtype=np.int8))
+    rescale = QLut("requantize", t, op.output, -128, 127, params=(("activation", ""),), numerics=op.numerics)
+    return _lower_lut(name, rescale, [ifm], ofm)
+
+
 def _alias_view_outputs(name: str, extracted: list, local_funcs: dict, params: list, output_region: dict) -> None:
-    """A view that is a partition output hands its region to its input's producer, which then
+    """A reshape that is a partition output hands its region to its input's producer, which then
     writes the output's bytes there directly."""
     views = {b.var for b, _, q in extracted if type(q) in VIEWS}
     for b, layer, qop in extracted:
@@ -354,24 +409,56 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
     output_region = {v: next_region + k for k, v in enumerate(result_vars)}
     _check_regions(name, refs, output_region, extracted)
     _alias_view_outputs(name, extracted, local_funcs, params, output_region)
+    concat = _ConcatSlots(extracted, local_funcs, params, output_region, model_layout)
     scratch = 0
     constants = bytearray()
+    placed: dict = {}  # var -> its TensorRef, for the tensors concatenations write in place
+    layout_of = {b.var: _layout_of(q, model_layout) for b, _, q in extracted}
+    layer_of = {b.var: layer for b, layer, _ in extracted}
+
+    def home(var) -> TensorRef:
+        """Where the op producing ``var`` writes it: its slice of a concatenation, its output
+        region, or a new SCRATCH tensor."""
+        nonlocal scratch
+        if var in placed:
+            return placed[var]
+        layer = layer_of[var]
+        hwc_shape = hwc(per_image(shape_of(var), batch), layout_of[var])
+        if var in concat.slots:
+            outer, c0 = concat.slots[var]
+            ref = home(outer).channel_slice(c0, hwc_shape[2], layer)
+        elif var in output_region:
+            ref = TensorRef(layer, output_region[var], 0, hwc_shape, layout_of[var])
+        else:
+            ref = TensorRef(layer, int(Region.SCRATCH), scratch, hwc_shape, "NHWC")
+            scratch += -(-ref.nbytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
+        placed[var] = ref
+        return ref
+
     ops: list[NpuOp] = []
     layers = []
+    copy_ops: list[tuple[int, int]] = []
     for b, layer, qop in extracted:
         layout = _layout_of(qop, model_layout)
         shape = shape_of(b.var)
         try:
             hwc_shape = hwc(per_image(shape, batch), layout)
+            if b.var in concat.errors:
+                raise Reject(concat.errors[b.var])
+            if type(qop) is QConcat:
+                refs[b.var] = out = home(b.var)
+                srcs = _operand_args(local_funcs[b.value.op], b.value, qop)
+                for k, c0 in concat.copies.get(b.var, ()):
+                    ifm = refs[srcs[k]]
+                    copy_ops.append((len(ops), k))
+                    ops.append(_copy_into(layer, k, qop, ifm, out.channel_slice(c0, ifm.shape[2], layer)))
+                    layers.append(layer)
+                continue
             if type(qop) in VIEWS:
                 ifms = [refs[a] for a in _operand_args(local_funcs[b.value.op], b.value, qop)]
                 refs[b.var] = VIEWS[type(qop)](qop, ifms, hwc_shape, model_layout)
                 continue
-            if b.var in output_region:
-                ofm = TensorRef(layer, output_region[b.var], 0, hwc_shape, layout)
-            else:
-                ofm = TensorRef(layer, int(Region.SCRATCH), scratch, hwc_shape, "NHWC")
-                scratch += -(-ofm.nbytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
+            ofm = home(b.var)
             ifms = [refs[a] for a in _operand_args(local_funcs[b.value.op], b.value, qop)]
             if getattr(qop, "constant", None) is not None:
                 ifms.append(_constant_operand(layer, qop, model_layout, constants))
@@ -390,7 +477,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         if v not in refs or refs[v].region != output_region.get(v):
             raise LoweringError(f"{name}: output {k} is not produced by an NPU operation")
         outputs.append(IoTensor(f"output_{k}", shape_of(v), dtype_of(v), refs[v]))
-    return PartitionPlan(name, inputs, outputs, ops, scratch, layers, batch, bytes(constants))
+    return PartitionPlan(name, inputs, outputs, ops, scratch, layers, batch, bytes(constants), tuple(copy_ops))
 
 
 def _operand_args(composite: relax.Function, call: relax.Call, qop: QOp) -> list:

@@ -25,11 +25,34 @@ class TensorRef:
     offset: int
     shape: tuple[int, int, int]  # H, W, C
     layout: str = "NHWC"  # memory order in the region: "NHWC" or "NCHW"
+    # Channels per pixel of the tensor this one is a channel slice of (a concatenation's
+    # output: each input's producer writes its slice in place); 0 = dense, no slice.
+    pitch: int = 0
 
     @property
     def nbytes(self) -> int:
         h, w, c = self.shape
         return h * w * c
+
+    @property
+    def strides(self) -> tuple[int, int, int]:
+        """Bytes between neighbours along H, W, C in the region."""
+        h, w, c = self.shape
+        if self.layout == "NCHW":  # a channel slice of an NCHW tensor is a run of whole planes
+            return w, 1, h * w
+        p = self.pitch or c
+        return w * p, p, 1
+
+    @property
+    def is_slice(self) -> bool:
+        """A channel slice of a wider tensor (not one contiguous run of its own)."""
+        return self.layout == "NHWC" and self.pitch not in (0, self.shape[2])
+
+    def channel_slice(self, c0: int, nc: int, name: str) -> "TensorRef":
+        """Channels [c0, c0 + nc) of this tensor, in place."""
+        h, w, c = self.shape
+        offset = self.offset + c0 * self.strides[2]
+        return TensorRef(name, self.region, offset, (h, w, nc), self.layout, self.pitch or c)
 
 
 @dataclass(frozen=True)

@@ -107,8 +107,7 @@ def _box(direction: Opcode, ref: TensorRef, sram_addr: int, h0: int, nh: int, w0
          c0: int, nc: int) -> Dma:  # fmt: skip
     """DMA of the box [h0:h0+nh, w0:w0+nw, c0:c0+nc] of ``ref`` to/from a dense HWC SRAM tile
     (i2 = h, i1 = w, i0 = c); one contiguous run when the box is contiguous in the region."""
-    H, W, C = ref.shape
-    s_h, s_w, s_c = (W * C, C, 1) if ref.layout == "NHWC" else (W, 1, H * W)
+    s_h, s_w, s_c = ref.strides
     ext = ref.offset + h0 * s_h + w0 * s_w + c0 * s_c
     dense = (1, nc, nc * nw)
     if all(n == 1 or s == d for n, s, d in zip((nc, nw, nh), (s_c, s_w, s_h), dense)):
@@ -529,21 +528,27 @@ def _resident_names(op: NpuOp, k: int, keys: dict[int, Buffer]) -> dict[str, int
     """The op's operands that are resident tensors: buffer name -> tensor key (SCRATCH offset)."""
     names = {}
     for name, ref in zip(_INPUT_BUFFERS, op.inputs):
-        if ref.region == Region.SCRATCH and ref.offset in keys and keys[ref.offset].start < k:
+        if _dense_scratch(ref) and ref.offset in keys and keys[ref.offset].start < k:
             names[name] = ref.offset
-    if op.ofm.region == Region.SCRATCH and op.ofm.offset in keys and keys[op.ofm.offset].start == k:
+    if _dense_scratch(op.ofm) and op.ofm.offset in keys and keys[op.ofm.offset].start == k:
         names["ofm"] = op.ofm.offset
     return names
+
+
+def _dense_scratch(ref: TensorRef) -> bool:
+    """A SCRATCH tensor that can be resident: not a channel slice of a concatenation (those
+    are written in place by several ops and read whole, so they are staged through SCRATCH)."""
+    return ref.region == Region.SCRATCH and not ref.is_slice
 
 
 def scratch_live_ranges(plan: PartitionPlan) -> dict[int, Buffer]:
     """Every SCRATCH tensor an op of ``plan`` writes and a later op reads, keyed by its offset
     in SCRATCH: a Buffer live from its producer to its last reader."""
-    producer = {op.ofm.offset: k for k, op in enumerate(plan.ops) if op.ofm.region == Region.SCRATCH}
+    producer = {op.ofm.offset: k for k, op in enumerate(plan.ops) if _dense_scratch(op.ofm)}
     last: dict[int, int] = {}
     for k, op in enumerate(plan.ops):
         for ref in op.inputs:
-            if ref.region == Region.SCRATCH and producer.get(ref.offset, k) < k:
+            if _dense_scratch(ref) and producer.get(ref.offset, k) < k:
                 last[ref.offset] = k
     return {key: Buffer(key, producer[key], end, plan.ops[producer[key]].ofm.nbytes) for key, end in last.items()}
 

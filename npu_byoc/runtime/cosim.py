@@ -56,7 +56,7 @@ from tvm import relax
 from .. import escape
 from ..cache import atomic_output, build_lock, cache_dir, content_key, is_intact
 from ..codegen.encoder import encode_with_starts
-from ..codegen.lower import PartitionPlan, partition_batch
+from ..codegen.lower import PartitionPlan, lower_partition, partition_batch
 from ..codegen.lower import per_image as per_image_shape
 from ..codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool
 from ..codegen.schedule import schedule_partition
@@ -233,42 +233,118 @@ def _num(x) -> str:
 @dataclass
 class _LayerCall:
     name: str
-    composite: relax.Function
-    sources: list[tuple[str, int]]  # per composite argument: ("input", i) or ("layer", k)
+    composite: relax.Function  # a layer's composite, or a concatenation's copy (_copy_function)
+    sources: list[tuple[str, int]]  # per composite argument: ("input", i), ("layer", k) or ("concat", (axis, sources))
     shape: tuple[int, ...]  # the layer output's shape in the model (Relax)
     dtype: str
 
 
-def _layer_calls(func: relax.Function) -> list[_LayerCall]:
+def _layer_calls(func: relax.Function, plan: PartitionPlan | None = None) -> list[_LayerCall]:
     """The composite calls of a Codegen="npu" function in order (= the plan's ops, as
-    lower_partition walks them) and where each call's arguments come from."""
+    lower_partition walks them) and where each call's arguments come from. A concatenation
+    has no NPU op of its own: its value is its inputs' joined; the copies it adds to the plan
+    (``plan.copy_ops``) get entries at their place among the ops (_copy_function)."""
     params = list(func.params)
     bindings = [b for block in func.body.blocks for b in block.bindings]
     local_funcs = {b.var: b.value for b in bindings if isinstance(b.value, relax.Function)}
     aliases = {b.var: b.value for b in bindings if isinstance(b.value, relax.Var)}
-    calls = [b for b in bindings if isinstance(b.value, relax.Call) and b.value.op in local_funcs]
-    for b in calls:  # a view (reshape) has no NPU op: its output is its input's bytes
-        if str(local_funcs[b.value.op].attrs["Composite"]) in VIEW_PATTERNS:
-            aliases[b.var] = b.value.args[0]
-    calls = [b for b in calls if b.var not in aliases]
-    index = {b.var: k for k, b in enumerate(calls)}
-    out = []
-    for b in calls:
+    copy_input = dict(plan.copy_ops) if plan is not None else {}  # op index -> concatenation input
+    concats: dict = {}  # concatenation var -> (axis, its inputs' sources)
+    index: dict = {}  # layer output var -> its entry
+    out: list[_LayerCall] = []
+
+    def source(a, layer: str):
+        while a in aliases:
+            a = aliases[a]
+        if a in params:
+            return ("input", params.index(a))
+        if a in index:
+            return ("layer", index[a])
+        if a in concats:
+            return ("concat", concats[a])
+        raise NpuByocError(f"cosim: an argument of layer '{layer}' is neither a partition input "
+                           "nor an NPU layer's output")  # fmt: skip
+
+    for b in bindings:
+        if not (isinstance(b.value, relax.Call) and b.value.op in local_funcs):
+            continue
         composite = local_funcs[b.value.op]
-        sources = []
-        for a in b.value.args:
-            while a in aliases:
-                a = aliases[a]
-            if a in params:
-                sources.append(("input", params.index(a)))
-            elif a in index:
-                sources.append(("layer", index[a]))
-            else:
-                raise NpuByocError(f"cosim: an argument of layer '{b.var.name}' is neither a partition input "
-                                   "nor an NPU layer's output")  # fmt: skip
         name = str(composite.attrs[LAYER_ATTR]) if LAYER_ATTR in composite.attrs else str(b.var.name)
-        out.append(_LayerCall(name, composite, sources, shape_of(b.var), dtype_of(b.var)))
+        if str(composite.attrs["Composite"]) == "npu.concat":
+            args = _concat_inputs(composite, b.value)
+            parts = [source(a, name) for a in args]
+            while len(out) in copy_input:  # this concatenation's copies, where lowering put them
+                k = copy_input[len(out)]
+                out.append(_LayerCall(plan.ops[len(out)].name, _copy_function(composite, k), [parts[k]],
+                                      shape_of(args[k]), dtype_of(b.var)))  # fmt: skip
+                parts[k] = ("layer", len(out) - 1)
+            concats[b.var] = (_concat_axis(composite), parts)
+        elif str(composite.attrs["Composite"]) in VIEW_PATTERNS:  # a view (reshape): its input's bytes
+            aliases[b.var] = b.value.args[0]
+        else:
+            index[b.var] = len(out)
+            out.append(_LayerCall(name, composite, [source(a, name) for a in b.value.args], shape_of(b.var),
+                                  dtype_of(b.var)))  # fmt: skip
     return out
+
+
+def _copy_function(composite: relax.Function, k: int) -> relax.Function:
+    """TVM's reference for a concatenation's copy of input ``k``: that input requantized to the
+    output's quantization, with the composite's own dequantize and quantize (the int8 form:
+    the input as it is)."""
+    inner = {b.var: b.value for block in composite.body.blocks for b in block.bindings}
+    concat = next(v for v in inner.values() if isinstance(v, relax.Call) and getattr(v.op, "name", "") == "relax.concat")
+    field = inner.get(inner.get(concat.args[0], concat.args[0]).fields[k], None)
+    root = inner.get(composite.body.body, composite.body.body)
+    bb = relax.BlockBuilder()
+    if isinstance(field, relax.Call) and getattr(root.op, "name", "") == "relax.quantize":  # qdq
+        x = relax.Var("x", field.args[0].ty)
+        with bb.function("copy", [x]):
+            with bb.dataflow():
+                d = bb.emit(relax.op.dequantize(x, field.args[1], field.args[2], axis=int(field.attrs.axis)))
+                q = bb.emit_output(relax.op.quantize(d, root.args[1], root.args[2], axis=int(root.attrs.axis),
+                                                     out_dtype=str(root.attrs.out_dtype)))  # fmt: skip
+            bb.emit_func_output(q)
+    else:
+        x = relax.Var("x", composite.params[0].ty)
+        with bb.function("copy", [x]):
+            bb.emit_func_output(x)
+    return bb.get()["copy"].without_attr("global_symbol")
+
+
+def _concat_inputs(composite: relax.Function, call: relax.Call) -> list:
+    """The call arguments feeding an npu.concat composite's concatenation, in its order (each
+    field is a composite parameter, or the dequantize of one)."""
+    inner = {b.var: b.value for block in composite.body.blocks for b in block.bindings}
+    concat = next(v for v in inner.values() if isinstance(v, relax.Call) and getattr(v.op, "name", "") == "relax.concat")
+    fields = inner.get(concat.args[0], concat.args[0]).fields
+    params = list(composite.params)
+    out = []
+    for f in fields:
+        f = inner.get(f, f)
+        if isinstance(f, relax.Call):  # dequantize(x, ...)
+            f = f.args[0]
+        out.append(call.args[params.index(f)])
+    return out
+
+
+def _concat_axis(composite: relax.Function) -> int:
+    """The axis of the concat inside an npu.concat composite."""
+    call = next(b.value for block in composite.body.blocks for b in block.bindings
+                if isinstance(b.value, relax.Call) and getattr(b.value.op, "name", "") == "relax.concat")  # fmt: skip
+    return int(call.attrs.axis)
+
+
+def _source_value(src, inputs, model_values) -> np.ndarray:
+    """A layer input's value in the model: a partition input, a layer's output, or the
+    concatenation of such values."""
+    kind, i = src
+    if kind == "input":
+        return np.asarray(inputs[i])
+    if kind == "layer":
+        return model_values[i]
+    axis, parts = i
+    return np.concatenate([_source_value(s, inputs, model_values) for s in parts], axis=axis)
 
 
 def _images(calls: list[_LayerCall]) -> int:
@@ -398,9 +474,7 @@ class _Cosim:
         for n in range(n_img):
             for k, (op, call, result) in enumerate(zip(plan.ops, calls, results[n])):
                 if n == 0:  # the layer's inputs as the model has them (TVM's per-layer reference is fed these)
-                    self.layer_inputs[(plan.name, k)] = [
-                        np.asarray(inputs[i]) if kind == "input" else model_values[i] for kind, i in call.sources
-                    ]
+                    self.layer_inputs[(plan.name, k)] = [_source_value(s, inputs, model_values) for s in call.sources]
                     self.layer_outputs[(plan.name, k)] = model_values[k]
                 if n_img > 1:
                     result.name = f"{op.name} [image {n}]"
@@ -505,7 +579,7 @@ def cosim(
     info = model_info(mod)
     part = mod if partition_log(mod) is not None or npu_functions(mod) else partition_for_npu(mod, hw=hw)
     funcs = npu_functions(part)
-    calls = {name: _layer_calls(f) for name, f in funcs.items()}
+    calls = {name: _layer_calls(f, lower_partition(name, f, hw)) for name, f in funcs.items()}
     total = sum(len(c) * _images(c) for c in calls.values())  # one row per layer and image
     bar = progress if isinstance(progress, Progress) else Progress(total, enabled=bool(progress))
     bar.total = max(total, 1)

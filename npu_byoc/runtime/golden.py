@@ -20,21 +20,23 @@ from ..uint8 import to_model, to_npu
 Regions = dict[int, np.ndarray]  # region id -> uint8 buffer
 
 
+def _strided(regions: Regions, ref: TensorRef) -> np.ndarray:
+    """The (H, W, C) bytes of ``ref`` in its region, a writable view (a channel slice is strided)."""
+    h, w, c = ref.shape
+    strides = ref.strides
+    span = (h - 1) * strides[0] + (w - 1) * strides[1] + (c - 1) * strides[2] + 1
+    raw = regions[ref.region][ref.offset : ref.offset + span].view(np.int8)
+    return np.lib.stride_tricks.as_strided(raw, (h, w, c), strides)
+
+
 def read_tensor(regions: Regions, ref: TensorRef) -> np.ndarray:
     """The (H, W, C) int8 feature map of ``ref``, whatever its layout in the region."""
-    h, w, c = ref.shape
-    raw = regions[ref.region][ref.offset : ref.offset + ref.nbytes].view(np.int8)
-    if ref.layout == "NCHW":
-        return raw.reshape(c, h, w).transpose(1, 2, 0)
-    return raw.reshape(h, w, c)
+    return _strided(regions, ref).copy()
 
 
 def write_tensor(regions: Regions, ref: TensorRef, value: np.ndarray) -> None:
     h, w, c = ref.shape
-    value = np.asarray(value, np.int8).reshape(h, w, c)
-    if ref.layout == "NCHW":
-        value = value.transpose(2, 0, 1)
-    regions[ref.region][ref.offset : ref.offset + ref.nbytes] = np.ascontiguousarray(value).reshape(-1).view(np.uint8)
+    _strided(regions, ref)[...] = np.asarray(value, np.int8).reshape(h, w, c)
 
 
 def _padded_windows(x: np.ndarray, kernel, stride, padding, fill: int) -> np.ndarray:

@@ -1,0 +1,194 @@
+"""CONCATENATION along channels: each input's producer writes its channel slice of the output
+in place; an input that cannot be written in place (a partition input, one concatenated twice,
+one ONNX rescales) is copied into its slice by a requantize LUT op.
+
+* concat_cnn_int8 / densenet_small_int8 (TFLite, tools/make_models.py): the concatenations run
+  on the NPU and the models are 0 LSB off LiteRT's reference kernels (golden, C model, RTL);
+* tiny_cnn_qdq.onnx / qop_cnn (onnxruntime QDQ and QLinearConcat, inputs quantized unlike the
+  output): the rescaling copies are exact against onnxruntime;
+* Relax modules against TVM's CPU build; the reasons of what stays on the CPU.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from tvm import relax
+from tvm.script import relax as R
+
+import npu_byoc
+from npu_byoc.codegen.lower import lower_partition
+from npu_byoc.codegen.npu_ops import Lut
+from npu_byoc.patterns import npu_functions, partition_for_npu
+
+from .conftest import model_path, reference
+
+_built: dict = {}
+_reports: dict = {}
+
+
+def _model(name: str, backend: str):
+    if (name, backend) not in _built:
+        _built[name, backend] = npu_byoc.build(npu_byoc.load_model(model_path(name)), backend)
+    return _built[name, backend]
+
+
+def _coverage(name: str):
+    if name not in _reports:
+        _reports[name] = npu_byoc.coverage_report(npu_byoc.load_model(model_path(name)))
+    return _reports[name]
+
+
+def _concats(name: str) -> dict:
+    return {o.name.split("/")[-2] if "/" in o.name else o.name: o for o in _coverage(name).ops
+            if o.op in ("CONCATENATION", "Concat", "QLinearConcat")}  # fmt: skip
+
+
+def _plans(name: str) -> list:
+    part = partition_for_npu(npu_byoc.load_model(model_path(name)))
+    return [lower_partition(n, f) for n, f in npu_functions(part).items()]
+
+
+# ------------------------------------------------------------------------------- coverage
+def test_densenet_is_one_partition():
+    r = _coverage("densenet_small_int8.tflite")
+    assert r.summary["partitions"] == 1
+    assert [o.op for o in r.ops if not o.offloaded] == ["SOFTMAX"]
+    (plan,) = _plans("densenet_small_int8.tflite")
+    assert plan.copy_ops == ()  # every concatenation in place: zero copy
+
+
+def test_concat_cnn_coverage_and_reasons():
+    cats = _concats("concat_cnn_int8.tflite")
+    for name in ("cat_input_1", "cat_branches_1", "cat_dense_1"):
+        assert cats[name].offloaded and cats[name].pattern == "npu.concat", name
+    assert not cats["cat_rows_1"].offloaded
+    assert "along axis 1" in cats["cat_rows_1"].reason and "channels" in cats["cat_rows_1"].reason
+
+
+def test_only_the_model_input_is_copied():
+    """concat((input, conv(input))): the model input is a partition input, so it is copied into
+    its slice (one LUT op, the identity table); everything else is written in place."""
+    plans = _plans("concat_cnn_int8.tflite")
+    copies = [(p.ops[k], k_in) for p in plans for k, k_in in p.copy_ops]
+    assert [k_in for _, k_in in copies] == [0]
+    op = copies[0][0]
+    assert isinstance(op, Lut) and np.array_equal(op.table, np.arange(-128, 128).astype(np.int8))
+    assert op.ofm.is_slice and op.ofm.shape[2] == 3 and op.ofm.pitch == 8
+
+
+@pytest.mark.parametrize("name", ["tiny_cnn_qdq.onnx", "qop_cnn_s8s8.onnx", "qop_cnn_u8s8.onnx"])
+def test_onnx_concat_rescales_its_inputs(name):
+    (cat,) = _concats(name).values()
+    assert cat.offloaded and cat.pattern == "npu.concat"
+    rescaled = [k for p in _plans(name) for _, k in p.copy_ops]
+    assert rescaled == [0, 1, 2]  # onnxruntime gave each branch its own scale
+
+
+def test_uint8_concat_of_one_tensor_twice():
+    """TFLite uint8 (flipped to int8 on the NPU): concat((a, b, b)) writes b once in place and
+    copies it once; the whole model is one partition."""
+    r = _coverage("tiny_cnn_uint8.tflite")
+    assert r.summary["ops_offloaded"] == r.summary["ops_total"] and r.summary["partitions"] == 1
+    assert [k for p in _plans("tiny_cnn_uint8.tflite") for _, k in p.copy_ops] == [1]
+
+
+# ------------------------------------------------------------------------------- numerics
+@pytest.mark.parametrize("backend", ["golden", "functional", pytest.param("verilator", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", ["concat_cnn_int8.tflite", "densenet_small_int8.tflite", "tiny_cnn_uint8.tflite"])
+def test_model_is_litert_exact(name, backend):
+    ref = reference(name)
+    for inputs, outputs in zip(ref["inputs"], ref["outputs"]):
+        for got, want in zip(_model(name, backend).run(inputs), outputs):
+            np.testing.assert_array_equal(got, np.asarray(want).reshape(got.shape))
+
+
+@pytest.mark.parametrize("backend", ["golden", "functional"])
+def test_rescaled_concat_within_one_lsb_of_onnxruntime(backend):
+    """qop_cnn_u8s8 (QLinearConcat of three branches, each with its own scale) in one NPU
+    partition: the output is within 1 LSB of onnxruntime's (the convs requantize in fixed
+    point, onnxruntime in float: test_onnx_qop); the copies themselves are exact
+    (test_golden's per-op comparison with onnxruntime's tensors of tiny_cnn_qdq)."""
+    name = "qop_cnn_u8s8.onnx"
+    ref = np.load(model_path(name).with_suffix(".npz"))
+    meta = json.loads(str(ref["meta"]))
+    for s in range(ref["input_0"].shape[0]):
+        got = _model(name, backend).run([ref["input_0"][s : s + 1]])[0]
+        lsb = np.abs(got.astype(np.float64) - ref["output_0"][s : s + 1]).max() / meta["outputs"][0]["scale"]
+        assert lsb <= 1.0 + 1e-4
+
+
+def _int8_concat(first_is_input: bool):
+    """x -> relu-free requantize LUT (sigmoid) -> concat with x or with a second LUT output."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([1, 4, 4, 3], "int8"))
+    s, z = relax.const(np.float32(0.05)), relax.const(np.int8(-4))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            def sig(v, scale):
+                d = bb.emit(R.dequantize(v, s, z, axis=-1))
+                y = bb.emit(R.sigmoid(d))
+                return bb.emit(R.quantize(y, relax.const(np.float32(scale)), relax.const(np.int8(-128)), axis=-1,
+                                          out_dtype="int8"))  # fmt: skip
+            a = sig(x, 1 / 256)
+            b = x if first_is_input else sig(a, 1 / 256)
+            cat = bb.emit(R.concat([b, a], axis=3))
+            out = bb.emit_output(cat)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+@pytest.mark.parametrize("first_is_input", [True, False], ids=["input_copied", "in_place"])
+def test_int8_concat_equals_tvm(first_is_input):
+    """The hand-written int8 form (the concatenation of int8 tensors: bytes, no arithmetic)
+    against TVM's CPU build of the same module."""
+    mod = _int8_concat(first_is_input)
+    part = partition_for_npu(mod)
+    assert len(npu_functions(part)) == 1
+    x = np.random.default_rng(3).integers(-128, 128, (1, 4, 4, 3), dtype=np.int8)
+    want = npu_byoc.build(mod, "cpu").run([x])[0]
+    for backend in ("golden", "functional"):
+        np.testing.assert_array_equal(npu_byoc.build(part, backend).run([x])[0], want)
+
+
+def test_tflite_concat_of_differently_quantized_inputs_stays_on_the_cpu():
+    """TFLite numerics (a hand-written QDQ module): LiteRT copies bytes, TVM rescales; no
+    single answer, so the CPU keeps it and says why."""
+    bb = relax.BlockBuilder()
+    a = relax.Var("a", relax.TensorType([1, 4, 4, 2], "int8"))
+    with bb.function("main", [a]):
+        with bb.dataflow():
+            def lut(scale):
+                d = bb.emit(R.dequantize(a, relax.const(np.float32(0.05)), relax.const(np.int8(0)), axis=-1))
+                return bb.emit(R.quantize(bb.emit(R.sigmoid(d)), relax.const(np.float32(scale)),
+                                          relax.const(np.int8(-128)), axis=-1, out_dtype="int8"))  # fmt: skip
+            parts = [bb.emit(R.dequantize(v, relax.const(np.float32(sc)), relax.const(np.int8(-128)), axis=-1))
+                     for v, sc in ((lut(1 / 256), 1 / 256), (lut(1 / 128), 1 / 128))]  # fmt: skip
+            cat = bb.emit(R.quantize(bb.emit(R.concat(parts, axis=3)), relax.const(np.float32(1 / 128)),
+                                     relax.const(np.int8(-128)), axis=-1, out_dtype="int8"))  # fmt: skip
+            out = bb.emit_output(cat)
+        bb.emit_func_output(out)
+    r = npu_byoc.coverage_report(bb.get())
+    (cat_op,) = [o for o in r.ops if o.op == "relax.concat"]
+    assert not cat_op.offloaded and "quantized unlike its output" in cat_op.reason
+
+
+# ------------------------------------------------------------------------------- co-simulation
+@pytest.mark.slow
+def test_cosim_shows_the_copies_as_layers():
+    """The rescaling copies are layers of the whole-partition co-simulation (cycles from the
+    stream, RTL equal to golden), and the layers after the concatenation get TVM's reference
+    fed the concatenation's value."""
+    from npu_byoc.runtime.cosim import cosim
+
+    ref = reference("tiny_cnn_qdq.onnx")
+    rep = cosim(model_path("tiny_cnn_qdq.onnx"), ref["inputs"][0], ref["outputs"][0])
+    copies = [layer for layer in rep.layers if "[input " in layer.name]
+    assert [c.op for c in copies] == ["lut"] * 3 and all(c.cycles > 0 for c in copies)
+    assert all(layer.max_diff_golden in (None, 0) for layer in rep.layers)
+    # TVM's reference of each copy (dequantize -> quantize, in float) agrees exactly
+    assert [c.max_diff_tvm for c in copies] == [0, 0, 0]
+    after = rep.layers[rep.layers.index(copies[-1]) + 1]
+    assert after.max_diff_tvm is not None and after.max_diff_tvm <= 1  # TVM's rounding (docs/numerics.md)
