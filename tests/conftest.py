@@ -15,6 +15,18 @@ ONNX_MODELS = ["tiny_cnn_qdq.onnx"]
 ALL_MODELS = TFLITE_MODELS + ONNX_MODELS
 
 
+def op_expected(plan, k: int, tensor_of):
+    """The reference runtime's value of ``plan.ops[k]``'s output (``tensor_of(name, hwc)``
+    looks a tensor up by name); for a concatenation's copy, its channel slice of the
+    concatenation (read whole by the ops after it, so some op input names it)."""
+    op = plan.ops[k]
+    if k not in dict(plan.copy_ops):
+        return tensor_of(op.name, op.ofm.shape)
+    whole = next(r for o in plan.ops for r in o.inputs if r.name == plan.layers[k] and not r.pitch)
+    c0 = (op.ofm.offset - whole.offset) // op.ofm.strides[2]
+    return tensor_of(whole.name, whole.shape)[..., c0 : c0 + op.ofm.shape[2]]
+
+
 def model_path(name: str) -> Path:
     return MODELS / name
 
@@ -83,16 +95,24 @@ _plans: dict = {}
 
 
 @pytest.fixture(scope="session")
-def plans(partitioned):
+def plans(partitioned, imported):
     """The lowered PartitionPlans of a fixture model, by partition name."""
     from npu_byoc.codegen.lower import lower_module
 
-    def get(name: str):
-        if name not in _plans:
-            _plans[name] = lower_module(partitioned(name))
-        return _plans[name]
+    def get(name: str, exclude: tuple[str, ...] = ()):
+        """``exclude``: NPU operations kept on the CPU (partition_for_npu's), e.g. SPLIT_TINY."""
+        key = (name, tuple(exclude))
+        if key not in _plans:
+            mod = partitioned(name) if not exclude else npu_byoc.partition_for_npu(imported(name), exclude=exclude)
+            _plans[key] = lower_module(mod)
+        return _plans[key]
 
     return get
+
+
+# tiny_cnn with its concatenation on the CPU: two partitions, the body and a small head
+# (avg pool, mean, fully connected) -- the short streams the ISA / RTL error tests mutate
+SPLIT_TINY = ("npu.concat",)
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ from npu_byoc.runtime import golden
 from npu_byoc.runtime.build import build
 from npu_byoc.runtime.compare import compare
 
-from .conftest import MODELS, onnx_tensor_lookup, reference
+from .conftest import MODELS, onnx_tensor_lookup, op_expected, reference
 
 TFLITE = ["tiny_cnn_int8.tflite", "mobilenet_v2_int8.tflite"]
 
@@ -31,17 +31,11 @@ def _per_op_diffs(partitioned, name, tensor_of):
     diffs = []
     for plan in lower_module(partitioned(name)).values():
         regions = golden.allocate_regions(plan, [np.zeros(io.shape, np.int8) for io in plan.inputs])
-        wholes = {r.name: r for op in plan.ops for r in op.inputs if not r.pitch}
         for k, op in enumerate(plan.ops):
             for ref in op.inputs:
                 golden.write_tensor(regions, ref, tensor_of(ref.name, ref.shape))
             out = golden.run_op(op, regions)
-            if k in dict(plan.copy_ops):  # a concatenation's copy: its channel slice of the concatenation
-                whole = wholes[plan.layers[k]]
-                c0 = (op.ofm.offset - whole.offset) // op.ofm.strides[2]
-                expected = tensor_of(whole.name, whole.shape)[..., c0 : c0 + op.ofm.shape[2]]
-            else:
-                expected = tensor_of(op.name, op.ofm.shape)
+            expected = op_expected(plan, k, tensor_of)
             diffs.append((op.kind, op.name, int(np.abs(out.astype(int) - expected.astype(int)).max())))
     return diffs
 

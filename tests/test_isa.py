@@ -34,7 +34,7 @@ from npu_byoc.isa import HEADER_WORDS, KICK_REGS, MAGIC, VERSION, Opcode, Reg, R
 from npu_byoc.runtime import golden
 from npu_byoc.runtime.machine import Machine
 
-from .conftest import ALL_MODELS
+from .conftest import ALL_MODELS, SPLIT_TINY
 
 DEFAULT = HwConfig()
 SMALL = HwConfig(sram_bytes=1536)  # forces row and channel tiles on the tiny CNN (its dilated conv, 5x5 zero-inserted, needs 1360 B)
@@ -380,7 +380,7 @@ def test_machine_equals_golden_random_ops(plan_hw, seed):
 @pytest.fixture(scope="module")
 def small_stream(plans):
     """The tiny CNN's head (avg pool, mean, fully connected) and its bound regions."""
-    plan = plans("tiny_cnn_int8.tflite")["npu_subgraph_1"]
+    plan = plans("tiny_cnn_int8.tflite", SPLIT_TINY)["npu_subgraph_1"]
     schedule = schedule_partition(plan, DEFAULT)
     return plan, schedule
 
@@ -579,7 +579,7 @@ def test_fuzz_plausible_kicks(steps):
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_fuzz_mutated_streams(plans, data):
-    plan = plans("tiny_cnn_int8.tflite")[data.draw(st.sampled_from(["npu_subgraph_0", "npu_subgraph_1"]))]
+    plan = plans("tiny_cnn_int8.tflite", SPLIT_TINY)[data.draw(st.sampled_from(["npu_subgraph_0", "npu_subgraph_1"]))]
     schedule = schedule_partition(plan, FUZZ_HW)
     words = [int(w) for w in schedule.words()]
     for _ in range(data.draw(st.integers(1, 4))):

@@ -48,6 +48,7 @@ EXPECTED_CONVENTIONS = {
         ("npu.mean", "qdq"),  # GlobalAveragePool
         ("npu.add", "qdq"),  # shared dequantize split per consumer
         ("npu.reshape", "qdq"),  # Flatten between GlobalAveragePool and Gemm
+        ("npu.concat", "qdq"),  # each branch rescaled as it is copied in (onnxruntime's scales differ)
     },
     "mobilenet_v2_int8.tflite": {
         ("npu.conv2d", "qdq+bias+clip"),

@@ -33,7 +33,7 @@ from npu_byoc.runtime import golden
 from npu_byoc.runtime import verilator as V
 from npu_byoc.runtime.machine import Machine
 
-from .conftest import ALL_MODELS
+from .conftest import ALL_MODELS, SPLIT_TINY
 
 HW = DEFAULT_CONFIG
 SMALL = {"tiny_cnn_int8.tflite": 1536, "tiny_cnn_qdq.onnx": 1536, "mobilenet_v2_int8.tflite": 4096}
@@ -120,7 +120,7 @@ def test_tiled_schedules_equal_the_machine(rtl, plans, model):
 @pytest.fixture(scope="module")
 def head(plans):
     """The tiny CNN's head (avg pool, mean, FC): a short stream with every kind of step."""
-    plan = plans("tiny_cnn_int8.tflite")["npu_subgraph_1"]
+    plan = plans("tiny_cnn_int8.tflite", SPLIT_TINY)["npu_subgraph_1"]
     return plan, schedule_partition(plan, HW, residency=False, overlapped=False)  # fixed layouts the mutations rely on
 
 
@@ -331,7 +331,7 @@ def test_mutated_fixture_streams_match_the_machine(rtl, plans):
     small = HwConfig(sram_bytes=4096)
     streams = []
     for name in ("npu_subgraph_0", "npu_subgraph_1"):
-        plan = plans("tiny_cnn_int8.tflite")[name]
+        plan = plans("tiny_cnn_int8.tflite", SPLIT_TINY)[name]
         schedule = schedule_partition(plan, small)
         streams.append((plan, schedule))
     for case in range(250):
@@ -520,10 +520,10 @@ def _op_streams(plans) -> dict[Opcode, tuple[list, int, dict]]:
     """Per opcode: a short stream (one layer's steps up to the output DMA after the kick), the
     index of the step to mutate, and bound regions."""
     found = {}
-    subgraphs = [("tiny_cnn_int8.tflite", "npu_subgraph_1"), ("tiny_cnn_int8.tflite", "npu_subgraph_0")]
-    subgraphs += [("op_mul_int8.tflite", name) for name in plans("op_mul_int8.tflite")]  # MUL
-    for model, name in subgraphs:
-        plan = plans(model)[name]
+    subgraphs = [("tiny_cnn_int8.tflite", SPLIT_TINY, "npu_subgraph_1"), ("tiny_cnn_int8.tflite", SPLIT_TINY, "npu_subgraph_0")]
+    subgraphs += [("op_mul_int8.tflite", (), name) for name in plans("op_mul_int8.tflite")]  # MUL
+    for model, exclude, name in subgraphs:
+        plan = plans(model, exclude)[name]
         schedule = schedule_partition(plan, HW, residency=False)  # every layer stores its output
         regions = bind(plan, schedule, random_inputs(plan, 4))
         for layer in range(len(plan.ops)):
