@@ -1,5 +1,5 @@
-"""keras.applications models as int8 TFLite, through npu_byoc: coverage, partitions, and the
-NPU result against LiteRT's reference kernels.
+"""keras.applications models and MLPerf Tiny's reference architectures as int8 TFLite, through
+npu_byoc: coverage, partitions, and the NPU result against LiteRT's reference kernels.
 
 Models the tests never saw: TensorFlow's converter (full-integer int8, per-channel weights),
 random weights, a random calibration set, small inputs. Two steps, two environments:
@@ -27,16 +27,79 @@ from pathlib import Path
 
 import numpy as np
 
-# name -> (keras.applications constructor keyword arguments, input side)
+# name -> (keras.applications constructor, or a builder of this file; its keyword arguments;
+# the input shape without the batch)
 MODELS = {
-    "mobilenet": ("MobileNet", dict(alpha=0.25), 96),
-    "mobilenet_v2": ("MobileNetV2", dict(alpha=0.35), 96),
-    "mobilenet_v3_small": ("MobileNetV3Small", dict(alpha=0.75, include_preprocessing=False), 96),
-    "mobilenet_v3_large": ("MobileNetV3Large", dict(alpha=0.75, include_preprocessing=False), 64),
-    "efficientnet_b0": ("EfficientNetB0", {}, 64),
-    "resnet50": ("ResNet50", {}, 64),
-    "densenet121": ("DenseNet121", {}, 64),
+    "mobilenet": ("MobileNet", dict(alpha=0.25), (96, 96, 3)),  # also MLPerf Tiny's visual wake words
+    "mobilenet_v2": ("MobileNetV2", dict(alpha=0.35), (96, 96, 3)),
+    "mobilenet_v3_small": ("MobileNetV3Small", dict(alpha=0.75, include_preprocessing=False), (96, 96, 3)),
+    "mobilenet_v3_large": ("MobileNetV3Large", dict(alpha=0.75, include_preprocessing=False), (64, 64, 3)),
+    "efficientnet_b0": ("EfficientNetB0", {}, (64, 64, 3)),
+    "resnet50": ("ResNet50", {}, (64, 64, 3)),
+    "densenet121": ("DenseNet121", {}, (64, 64, 3)),
+    # MLPerf Tiny v1.0 reference architectures
+    "resnet8": ("resnet8", {}, (32, 32, 3)),  # image classification (CIFAR-10)
+    "ds_cnn": ("ds_cnn", {}, (49, 10, 1)),  # keyword spotting
+    "fc_autoencoder": ("fc_autoencoder", {}, (640,)),  # anomaly detection (ToyADMOS)
 }
+
+
+def resnet8(input_shape):
+    """MLPerf Tiny's image-classification ResNet-8: a 16-filter stem and three residual stacks
+    (16, 32, 64 filters; the last two downsample with a 1x1 conv shortcut)."""
+    from tensorflow import keras
+    from tensorflow.keras import layers as L
+
+    def stack(x, filters, stride):
+        y = L.Conv2D(filters, 3, strides=stride, padding="same")(x)
+        y = L.Activation("relu")(L.BatchNormalization()(y))
+        y = L.BatchNormalization()(L.Conv2D(filters, 3, padding="same")(y))
+        if stride > 1:
+            x = L.Conv2D(filters, 1, strides=stride, padding="same")(x)
+        return L.Activation("relu")(L.Add()([x, y]))
+
+    x0 = keras.Input(input_shape)
+    x = L.Activation("relu")(L.BatchNormalization()(L.Conv2D(16, 3, padding="same")(x0)))
+    x = stack(stack(stack(x, 16, 1), 32, 2), 64, 2)
+    x = L.Flatten()(L.AveragePooling2D(pool_size=x.shape[1:3])(x))
+    return keras.Model(x0, L.Dense(10, activation="softmax")(x))
+
+
+def ds_cnn(input_shape):
+    """MLPerf Tiny's keyword-spotting DS-CNN: a 10x4 stride-2 conv, four depthwise-separable
+    blocks of 64 channels, an average pool over the whole map, 12 classes."""
+    from tensorflow import keras
+    from tensorflow.keras import layers as L
+
+    x0 = keras.Input(input_shape)
+    x = L.Activation("relu")(L.BatchNormalization()(L.Conv2D(64, (10, 4), strides=2, padding="same")(x0)))
+    for _ in range(4):
+        x = L.Activation("relu")(L.BatchNormalization()(L.DepthwiseConv2D(3, padding="same")(x)))
+        x = L.Activation("relu")(L.BatchNormalization()(L.Conv2D(64, 1)(x)))
+    x = L.Flatten()(L.AveragePooling2D(pool_size=x.shape[1:3])(x))
+    return keras.Model(x0, L.Dense(12, activation="softmax")(x))
+
+
+def fc_autoencoder(input_shape):
+    """MLPerf Tiny's anomaly-detection autoencoder: 640 -> 4 x 128 -> 8 -> 4 x 128 -> 640, each
+    hidden Dense with BatchNormalization and ReLU."""
+    from tensorflow import keras
+    from tensorflow.keras import layers as L
+
+    x0 = keras.Input(input_shape)
+    x = x0
+    for units in (128, 128, 128, 128, 8, 128, 128, 128, 128):
+        x = L.Activation("relu")(L.BatchNormalization()(L.Dense(units)(x)))
+    return keras.Model(x0, L.Dense(input_shape[0])(x))
+
+
+def _keras_model(name: str):
+    import tensorflow as tf
+
+    ctor, kwargs, shape = MODELS[name]
+    if ctor in globals():
+        return globals()[ctor](shape)
+    return getattr(tf.keras.applications, ctor)(input_shape=shape, weights=None, **kwargs)
 
 
 def make(out: Path, names: list[str]) -> None:
@@ -45,11 +108,11 @@ def make(out: Path, names: list[str]) -> None:
 
     out.mkdir(parents=True, exist_ok=True)
     for name in names:
-        ctor, kwargs, side = MODELS[name]
+        shape = MODELS[name][2]
         tf.keras.utils.set_random_seed(0)
-        model = getattr(tf.keras.applications, ctor)(input_shape=(side, side, 3), weights=None, **kwargs)
+        model = _keras_model(name)
         rng = np.random.default_rng(0)
-        calib = rng.uniform(-1, 1, (8, side, side, 3)).astype(np.float32)
+        calib = rng.uniform(-1, 1, (8, *shape)).astype(np.float32)
         conv = tf.lite.TFLiteConverter.from_keras_model(model)
         conv.optimizations = [tf.lite.Optimize.DEFAULT]
         conv.representative_dataset = lambda: ([calib[i : i + 1]] for i in range(len(calib)))
