@@ -100,8 +100,9 @@ def run_vela(model: Path, dma_bytes: int, work: Path) -> tuple[dict, list[dict]]
     return row, per_layer
 
 
-def run_ours(model: Path, dma_bytes: int, overlap: int = 0):
-    hw = configure(dma_bytes_per_cycle=dma_bytes, dma_overlap=overlap)
+def run_ours(model: Path, dma_bytes: int, overlap: int = 0, queue: int | None = None):
+    extra = {} if queue is None else {"dma_queue_depth": queue}
+    hw = configure(dma_bytes_per_cycle=dma_bytes, dma_overlap=overlap, **extra)
     ref = np.load(FIXTURES / (model.stem + ".npz"))
     inputs = [ref[k][0:1] for k in sorted(k for k in ref.files if k.startswith("input_"))]
     return cosim(model, inputs, hw=hw)
@@ -122,6 +123,7 @@ def main(argv=None) -> int:
     parser.add_argument("--dma-bytes-per-cycle", type=int, action="append", help="default: 16 and 8")
     parser.add_argument("--per-layer", help="print the per-layer table of this model")
     parser.add_argument("--dma-overlap", type=int, default=0, choices=(0, 1), help="HwConfig.dma_overlap (default 0)")
+    parser.add_argument("--dma-queue-depth", type=int, help="HwConfig.dma_queue_depth (default: the HwConfig's)")
     args = parser.parse_args(argv)
     widths = args.dma_bytes_per_cycle or [16, 8]
 
@@ -131,7 +133,7 @@ def main(argv=None) -> int:
             for name in args.models:
                 model = FIXTURES / name
                 vela, vela_layers = run_vela(model, d, Path(tmp))
-                ours = run_ours(model, d, args.dma_overlap)
+                ours = run_ours(model, d, args.dma_overlap, args.dma_queue_depth)
                 s = ours.summary
                 rows.append((name, d, s, vela, ours, vela_layers))
                 print(f"{name} @ {d} B/cycle: ours {s['cycles']}, Vela {vela['cycles_total']}", file=sys.stderr)

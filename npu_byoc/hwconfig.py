@@ -23,6 +23,9 @@ class HwConfig:
     # DMA_OUT_ASYNC, WAIT_DMA; npu_byoc.codegen.overlap). The hardware always has the background
     # DMA engine (its own SRAM port); this chooses the schedule. 0: every command in turn.
     dma_overlap: int = 0
+    # Background DMA transfers outstanding at most (the DMA engine's descriptor queue, the one
+    # being copied included); a background DMA waits for room.
+    dma_queue_depth: int = 8
 
     # Convolution unit limits (also used by depthwise).
     max_kernel: int = 11  # kh, kw <= max_kernel
@@ -52,6 +55,7 @@ FIELD_RANGES: dict[str, tuple[int, int]] = {
     "sram_bytes": (1024, 1 << 32),  # SRAM addresses are 32-bit registers
     "dma_bytes_per_cycle": (1, 64),
     "dma_overlap": (0, 1),
+    "dma_queue_depth": (1, 16),
     "max_kernel": (1, 32),
     "max_stride": (1, 16),
     "max_channels": (1, 65535),

@@ -37,7 +37,7 @@ class Opcode(IntEnum):
     DMA_OUT = 0x11  # SRAM -> external region
     DMA_IN_ASYNC = 0x12  # DMA_IN in the background: the stream goes on once its checks pass
     DMA_OUT_ASYNC = 0x13  # DMA_OUT in the background
-    WAIT_DMA = 0x14  # wait until the DMA engine is idle (every earlier DMA complete)
+    WAIT_DMA = 0x14  # wait until at most DMA_WAIT_PENDING DMA transfers are outstanding
     CONV = 0x20  # 2-D convolution + per-channel requantize
     DWCONV = 0x21  # depthwise 2-D convolution + per-channel requantize
     FC = 0x22  # fully connected (matrix x weights^T) + per-channel requantize
@@ -64,6 +64,8 @@ class Reg(IntEnum):
     DMA_STRIDE0 = 0x06
     DMA_STRIDE1 = 0x07
     DMA_STRIDE2 = 0x08
+    # WAIT_DMA: wait until at most this many DMA transfers are outstanding (0: all complete).
+    DMA_WAIT_PENDING = 0x09
 
     # Input feature map (dense HWC int8 tile in SRAM).
     IFM_ADDR = 0x10
@@ -131,7 +133,7 @@ class Status(IntEnum):
 
 
 # The background DMA commands and the transfer each one performs; the synchronous DMA_IN /
-# DMA_OUT also wait for the engine to be free (one transfer at a time, in stream order).
+# DMA_OUT wait until no transfer is outstanding; the engine copies transfers one at a time, in order.
 ASYNC_DMA: dict[Opcode, Opcode] = {Opcode.DMA_IN_ASYNC: Opcode.DMA_IN, Opcode.DMA_OUT_ASYNC: Opcode.DMA_OUT}
 DMA_OPCODES = frozenset({Opcode.DMA_IN, Opcode.DMA_OUT, *ASYNC_DMA})
 
@@ -213,7 +215,7 @@ KICK_REGS: dict[Opcode, tuple[Reg, ...]] = {
     Opcode.DMA_OUT: _DMA_REGS,
     Opcode.DMA_IN_ASYNC: _DMA_REGS,
     Opcode.DMA_OUT_ASYNC: _DMA_REGS,
-    Opcode.WAIT_DMA: (),
+    Opcode.WAIT_DMA: (Reg.DMA_WAIT_PENDING,),
     Opcode.CONV: _IFM_REGS + _OFM_REGS + _WINDOW_REGS + (Reg.WEIGHT_ADDR, Reg.REQUANT_ADDR),
     Opcode.DWCONV: _IFM_REGS + _OFM_REGS + _WINDOW_REGS + (Reg.WEIGHT_ADDR, Reg.REQUANT_ADDR),
     Opcode.FC: _IFM_REGS + _OFM_REGS + (Reg.WEIGHT_ADDR, Reg.REQUANT_ADDR),
@@ -240,10 +242,10 @@ OPCODE_DOC: dict[Opcode, str] = {
     Opcode.SET_REG: "register ← the next word",
     Opcode.DMA_IN: "copy N2×N1×N0 bytes from a region (strided) to SRAM (dense)",
     Opcode.DMA_OUT: "copy N2×N1×N0 bytes from SRAM (dense) to a region (strided)",
-    Opcode.DMA_IN_ASYNC: "DMA_IN run by the DMA engine in the background (waits for the engine to be free, "
+    Opcode.DMA_IN_ASYNC: "DMA_IN queued for the DMA engine, run in the background (waits for room in the queue, "
     "then for the copy's checks only)",
     Opcode.DMA_OUT_ASYNC: "DMA_OUT run in the background, as DMA_IN_ASYNC",
-    Opcode.WAIT_DMA: "wait until the DMA engine is idle: every earlier DMA has completed",
+    Opcode.WAIT_DMA: "wait until at most DMA_WAIT_PENDING DMA transfers are outstanding (0: every earlier DMA has completed)",
     Opcode.CONV: "2-D convolution + per-channel requantize",
     Opcode.DWCONV: "depthwise 2-D convolution (channel multiplier 1) + per-channel requantize",
     Opcode.FC: "fully connected: IFM_W rows × weightsᵀ + per-channel requantize",
@@ -266,6 +268,7 @@ REG_DOC: dict[Reg, str] = {
     Reg.DMA_STRIDE0: "external byte stride of i0",
     Reg.DMA_STRIDE1: "external byte stride of i1",
     Reg.DMA_STRIDE2: "external byte stride of i2",
+    Reg.DMA_WAIT_PENDING: "WAIT_DMA: DMA transfers that may still be outstanding (0: wait for all)",
     Reg.IFM_ADDR: "SRAM address of the input tile (dense H×W×C int8)",
     Reg.IFM_H: "input tile height",
     Reg.IFM_W: "input tile width",

@@ -35,6 +35,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from npu_byoc import isa
+from npu_byoc.codegen.overlap import WAIT
 from npu_byoc.codegen.encoder import Dma, Kick, encode, encode_with_starts, from_word
 from npu_byoc.codegen.schedule import schedule_partition
 from npu_byoc.hwconfig import HwConfig
@@ -171,7 +172,9 @@ def op_streams(tiny):
                 found.setdefault(step.opcode, (steps, i, regions))
                 if isinstance(step, Dma):  # the same transfer in the background, waited for
                     bg = replace(step, background=True)
-                    found.setdefault(bg.opcode, (steps[:i] + [bg, Kick(Opcode.WAIT_DMA, ())] + steps[i + 1 :], i, regions))
+                    stream = steps[:i] + [bg, WAIT] + steps[i + 1 :]
+                    found.setdefault(bg.opcode, (stream, i, regions))
+                    found.setdefault(Opcode.WAIT_DMA, (stream, i + 1, regions))
     assert set(found) == {op for op, regs in KICK_REGS.items() if regs}, "the tiny CNN and the MUL fixture no longer kick every opcode"
     return found
 
@@ -205,7 +208,9 @@ def test_every_register_of_every_kick(tiny):
                 seen[(opcode, expected.status)] += 1
     statuses = {status for _, status in seen}
     assert {Status.OK, Status.INVALID_REGION, Status.ADDRESS_OUT_OF_RANGE, Status.INVALID_PARAMETER} <= statuses
-    for opcode in (op for op, regs in KICK_REGS.items() if regs):  # every kick's checks were reached, and ran
+    # WAIT_DMA checks nothing: every DMA_WAIT_PENDING is valid
+    assert {status for op, status in seen if op == Opcode.WAIT_DMA} == {Status.OK}
+    for opcode in (op for op, regs in KICK_REGS.items() if regs and op != Opcode.WAIT_DMA):  # every kick's checks were reached, and ran
         assert seen[(opcode, Status.OK)] and (seen[(opcode, Status.INVALID_PARAMETER)] or
                                               seen[(opcode, Status.INVALID_REGION)]), opcode  # fmt: skip
 
@@ -216,6 +221,8 @@ def test_register_pairs_of_every_kick(tiny):
     rng = np.random.default_rng(5)
     for opcode, (steps, k, regions) in sorted(op_streams(tiny).items()):
         regs = dict(steps[k].registers())
+        if len(regs) < 2:  # WAIT_DMA
+            continue
         for _ in range(60):
             a, b = rng.choice(list(regs), 2, replace=False)
             words = {Reg(a): int(rng.choice(sorted(boundary_words(Reg(a), regs[a])))),
@@ -429,8 +436,8 @@ def _edge_steps(rng, hw, region_bytes: int) -> list:
         opcode = Opcode(rng.choice(sorted(KICK_REGS)))
         v = {reg: 0 for reg in KICK_REGS[opcode]}
         small = lambda lo=1, hi=5: int(rng.integers(lo, hi + 1))  # noqa: E731
-        if not v:  # WAIT_DMA
-            steps.append(_step(opcode, v))
+        if opcode == Opcode.WAIT_DMA:
+            steps.append(_step(opcode, {R.DMA_WAIT_PENDING: small(0, 4)}))
             continue
         if opcode in isa.DMA_OPCODES:
             v |= {R.DMA_EXT_REGION: small(0, 3), R.DMA_N0: small(), R.DMA_N1: small(), R.DMA_N2: small()}
@@ -621,7 +628,7 @@ SANITIZER_HARNESS = textwrap.dedent(
     #include "npu_driver.h"
     typedef struct npu_functional_config {
         uint64_t sram_bytes; uint32_t array_rows, array_cols, max_kernel, max_stride, max_channels,
-        max_pool_window, max_pool_stride, max_mean_elements, max_fc_features, dma_bytes_per_cycle;
+        max_pool_window, max_pool_stride, max_mean_elements, max_fc_features, dma_bytes_per_cycle, dma_queue_depth;
         uint64_t max_commands, max_cycles;
     } npu_functional_config_t;
     extern "C" uint32_t npu_functional_submit(const npu_functional_config_t *, const uint32_t *, size_t,
@@ -644,7 +651,7 @@ SANITIZER_HARNESS = textwrap.dedent(
         for (uint32_t k = 0; k < count; ++k) {
             npu_functional_config_t cfg = {u64(), NPU_ARRAY_ROWS, NPU_ARRAY_COLS, NPU_MAX_KERNEL, NPU_MAX_STRIDE,
                 NPU_MAX_CHANNELS, NPU_MAX_POOL_WINDOW, NPU_MAX_POOL_STRIDE, NPU_MAX_MEAN_ELEMENTS,
-                NPU_MAX_FC_FEATURES, NPU_DMA_BYTES_PER_CYCLE, 10000, UINT64_MAX};
+                NPU_MAX_FC_FEATURES, NPU_DMA_BYTES_PER_CYCLE, NPU_DMA_QUEUE_DEPTH, 10000, UINT64_MAX};
             const uint32_t n = u32();
             uint32_t *words = new uint32_t[n ? n : 1];  // exactly sized: ASan sees any overrun
             std::memcpy(words, &data[pos], 4 * (size_t)n);

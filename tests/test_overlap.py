@@ -14,10 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from npu_byoc.codegen.encoder import Dma, Kick, encode
-from npu_byoc.codegen.overlap import touched
+from npu_byoc.codegen.overlap import WAIT, touched, wait
 from npu_byoc.codegen.schedule import schedule_partition
 from npu_byoc.hwconfig import DEFAULT_CONFIG, HwConfig, configure
-from npu_byoc.isa import Opcode, Region, Status
+from npu_byoc.isa import Opcode, Reg, Region, Status
 from npu_byoc.runtime import cycles, golden
 from npu_byoc.runtime import verilator as V
 from npu_byoc.runtime.functional import FunctionalNpu
@@ -27,7 +27,7 @@ from .conftest import ALL_MODELS
 from .test_isa import bind, one_op_plans, random_inputs
 
 HW = DEFAULT_CONFIG
-WAIT = Kick(Opcode.WAIT_DMA, ())
+
 
 
 @pytest.fixture(scope="module")
@@ -74,11 +74,35 @@ def test_hand_derived_timing(rtl):
         got = rtl.run(words, copies(const), trace=True)
         assert got.ok and got.cycles == want == cycles.stream_cycles(steps), steps
         assert FunctionalNpu(HW).run(words, copies(const)).cycles == want
-    # two background DMAs in a row: the second waits for the first (12 cycles from 11)
-    steps = [bg, bg, WAIT]
+    # Two background DMAs in a row (queue depth 4): the second is queued at 15 (4 cycles) and
+    # its copy starts when the first completes, its checks done: it completes at
+    # max(15 + 12, 23 + 12 - 2) = 33. WAIT_DMA 0 at 19 waits for it: 33 + 1 - 19 = 15; STOP
+    # at 34: 35 cycles. WAIT_DMA 1 (after its SET_REG DMA_WAIT_PENDING at 19, 20; a trace entry
+    # leaves SET_REGs out) waits for the first only: 23 + 1 - 21 = 3; STOP at 24 waits for the
+    # second: 34.
+    for pending, trace, total in ((0, [4, 4, 15], 35), (1, [4, 4, 3], 34)):
+        steps = [bg, bg, wait(pending)]
+        got = rtl.run(encode(steps), copies(const), trace=True)
+        assert [e.cycles for e in got.trace[-4:-1]] == trace == cycles.command_timeline(steps)
+        assert got.cycles == cycles.stream_cycles(steps) == total
+        assert FunctionalNpu(HW).run(encode(steps), copies(const)).cycles == total
+    # WAIT_DMA 0 right after WAIT_DMA 1: its SET_REG DMA_WAIT_PENDING = 0 (24, 25) lands on the
+    # edge the WAIT_DMA is decoded (26), which must see 0: it waits for e_2 = 33: 8 cycles.
+    steps = [bg, bg, wait(1), WAIT]
     got = rtl.run(encode(steps), copies(const), trace=True)
-    assert [e.cycles for e in got.trace[-4:-1]] == [4, 23 - 15 + 4, 12 + 1 - 4] == cycles.command_timeline(steps)
-    assert got.cycles == cycles.stream_cycles(steps) == 23 + 12 + 1 + 1
+    assert [e.cycles for e in got.trace[-5:-1]] == [4, 4, 3, 8] == cycles.command_timeline(steps)
+    assert got.cycles == cycles.stream_cycles(steps) == 35
+    # A full queue: Q + 1 transfers of 1000 bytes (5 + 63 = 68 cycles each; Q = 8 by default).
+    # The first completes at 11 + 68 = 79, each next one 66 later (queued); the first Q are
+    # issued 4 cycles apart (11, 15, ...), the last, decoded at 11 + 4Q, waits for room until
+    # e_1 = 79: 79 + 4 - (11 + 4Q) = 72 - 4Q cycles (40). STOP waits for e_{Q+1} = 79 + 66Q:
+    # 80 + 66Q cycles (608).
+    q = HW.dma_queue_depth
+    big = Dma(Opcode.DMA_IN, int(Region.CONST), 0, 0, 1000, background=True)
+    steps = [big] * (q + 1)
+    got = rtl.run(encode(steps), {int(Region.CONST): np.arange(1000, dtype=np.uint8)}, trace=True)
+    assert [e.cycles for e in got.trace[:-1]] == [4] * q + [72 - 4 * q] == cycles.command_timeline(steps)
+    assert got.cycles == cycles.stream_cycles(steps) == 80 + 66 * q
 
 
 def test_background_dma_errors_name_the_dma(rtl):
@@ -118,24 +142,29 @@ def test_overlap_never_costs_cycles(plans):
 
 
 def test_no_kick_touches_a_transfer_in_flight(plans):
-    """The overlap pass's invariant, checked independently on the fixture schedules: between a
-    background DMA and the next WAIT_DMA / DMA, no kick writes its SRAM bytes or reads bytes a
-    DMA_IN writes."""
-    for model in ALL_MODELS:
-        for plan in plans(model).values():
-            steps = schedule_partition(plan, HW, overlapped=True).steps
-            in_flight = None
-            for s in steps:
-                if isinstance(s, Dma):
-                    in_flight = s
-                elif s.opcode == Opcode.WAIT_DMA:
-                    in_flight = None
-                elif in_flight is not None:
-                    (dr, dw), (kr, kw) = touched(in_flight), touched(s)
-                    for lo, hi in dw:
-                        assert all(hi <= a or b <= lo for a, b in kr + kw), (model, s, in_flight)
-                    for lo, hi in dr:
-                        assert all(hi <= a or b <= lo for a, b in kw), (model, s, in_flight)
+    """The overlap pass's invariant, checked independently on the fixture schedules (queues
+    of 1, 4 and 8): no kick writes the SRAM bytes of a transfer that may be outstanding, nor
+    reads bytes a DMA_IN in flight writes. Outstanding: the last ``depth`` transfers issued,
+    less those a WAIT_DMA has waited for (all but its DMA_WAIT_PENDING latest)."""
+    for depth in (1, 4, 8):
+        hw = configure(dma_overlap=1, dma_queue_depth=depth)
+        for model in ALL_MODELS:
+            for plan in plans(model).values():
+                in_flight: list = []
+                for s in schedule_partition(plan, hw).steps:
+                    if isinstance(s, Dma):
+                        in_flight = (in_flight + [s])[-depth:]
+                    elif s.opcode == Opcode.WAIT_DMA:
+                        pending = s[Reg.DMA_WAIT_PENDING]
+                        in_flight = in_flight[max(0, len(in_flight) - pending) :] if pending else []
+                    else:
+                        kr, kw = touched(s)
+                        for dma in in_flight:
+                            dr, dw = touched(dma)
+                            for lo, hi in dw:
+                                assert all(hi <= a or b <= lo for a, b in kr + kw), (model, depth, s, dma)
+                            for lo, hi in dr:
+                                assert all(hi <= a or b <= lo for a, b in kw), (model, depth, s, dma)
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])

@@ -6,9 +6,11 @@
 //   SET_REG:  register address checked, value word fetched, register written
 //   NOP:      nothing;  STOP: status OK at the STOP word
 //   DMA_IN/OUT:         the DMA unit checks its registers, then moves the data
-//   DMA_*_ASYNC:        the DMA unit checks its registers; the copy runs in the background
-//                       while the next commands execute (one transfer at a time: every DMA,
-//                       WAIT_DMA and the end of the run first wait for the engine to be idle)
+//   DMA_*_ASYNC:        once fewer than NPU_DMA_QUEUE_DEPTH transfers are outstanding, the DMA
+//                       unit checks its registers and queues the copy, which runs in the
+//                       background while the next commands execute
+//   DMA_IN/OUT, STOP:   first wait until no transfer is outstanding
+//   WAIT_DMA:           waits until at most DMA_WAIT_PENDING transfers are outstanding
 //   compute kicks:      npu_kick_check checks registers / SRAM ranges / overlaps, then the
 //                       MAC engine (CONV, DWCONV, FC: it also checks the requantize table) or the
 //                       vector unit (AVGPOOL, MAXPOOL, MEAN, ADD, LUT) runs
@@ -48,7 +50,9 @@ module npu_cmdproc (
     output reg         dma_start,
     input  wire        dma_done,
     input  wire        dma_accepted,  // a background DMA passed its checks
-    input  wire        dma_busy,      // the DMA engine is checking or copying a transfer
+    input  wire        dma_busy,      // a transfer is outstanding (queued or being copied)
+    input  wire [7:0]  dma_outstanding,  // transfers accepted and not yet complete
+    input  wire [31:0] dma_wait_pending,  // the DMA_WAIT_PENDING register (WAIT_DMA)
     input  wire [`NPU_STATUS_BITS-1:0] dma_status,
     output reg         check_start,
     input  wire        check_done,
@@ -65,7 +69,7 @@ module npu_cmdproc (
 );
   localparam [3:0] S_IDLE = 4'd0, S_MAGIC = 4'd1, S_VERSION = 4'd2, S_LENGTH = 4'd3, S_DECODE = 4'd4,
                    S_VALUE = 4'd5, S_DMA = 4'd6, S_CHECK = 4'd7, S_MAC = 4'd8, S_VEC = 4'd9,
-                   S_ENGINE = 4'd10,  // a DMA or WAIT_DMA waits for the DMA engine to be idle
+                   S_ENGINE = 4'd10,  // a DMA or WAIT_DMA waits for the DMA queue (engine_ready)
                    S_ACCEPT = 4'd11,  // a background DMA waits for its checks
                    S_DRAIN = 4'd12;   // the run ends once the DMA engine is idle
 
@@ -97,7 +101,22 @@ module npu_cmdproc (
     end
   endtask
 
-  // Run op (a DMA or WAIT_DMA; kick_op holds it from the next cycle) with the DMA engine idle.
+  // DMA_WAIT_PENDING as the WAIT_DMA decoded now sees it: a SET_REG just before it is written
+  // into the register file on this very edge.
+  wire [31:0] wait_pending = (rf_we && rf_addr == `NPU_REG_DMA_WAIT_PENDING) ? rf_wdata : dma_wait_pending;
+
+  // May op (a DMA or WAIT_DMA) run now? A background DMA needs room in the queue, WAIT_DMA at
+  // most DMA_WAIT_PENDING transfers outstanding, a synchronous DMA none.
+  function automatic logic engine_ready(input [7:0] op);
+    begin
+      if (op == `NPU_OP_DMA_IN_ASYNC || op == `NPU_OP_DMA_OUT_ASYNC)
+        engine_ready = dma_outstanding < 8'(`NPU_DMA_QUEUE_DEPTH);
+      else if (op == `NPU_OP_WAIT_DMA) engine_ready = 32'(dma_outstanding) <= wait_pending;
+      else engine_ready = !dma_busy;
+    end
+  endfunction
+
+  // Run op (a DMA or WAIT_DMA; kick_op holds it from the next cycle) once engine_ready.
   task automatic engine_command(input [7:0] op);
     begin
       if (op == `NPU_OP_WAIT_DMA) begin
@@ -227,7 +246,7 @@ module npu_cmdproc (
           end else begin
             kick_op <= opcode;
             if (engine) begin
-              if (dma_busy) state <= S_ENGINE;
+              if (!engine_ready(opcode)) state <= S_ENGINE;
               else engine_command(opcode);
             end else begin
               check_start <= 1'b1;
@@ -250,9 +269,10 @@ module npu_cmdproc (
             end
           end
         end
-        S_ENGINE: if (!dma_busy) engine_command(kick_op);
+        S_ENGINE: if (engine_ready(kick_op)) engine_command(kick_op);
         S_ACCEPT: begin
-          if (dma_done) finish(dma_status, 32'(idx));  // a failed check: the engine is idle again
+          // a failed check (an earlier transfer's completion is done with status OK)
+          if (dma_done && dma_status != `NPU_STATUS_OK) finish(dma_status, 32'(idx));
           else if (dma_accepted) begin
             retire(kick_op);
             next_command(idx + 64'd1, commands + 64'd1);

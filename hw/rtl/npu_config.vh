@@ -13,6 +13,7 @@
 `define NPU_SRAM_BYTES 262144        // on-chip SRAM in bytes; the compiler tiles layers to fit
 `define NPU_DMA_BYTES_PER_CYCLE 16   // external memory bytes per DMA request (one per cycle on a contiguous row)
 `define NPU_DMA_OVERLAP 0            // 1: schedules run DMAs in the background while the array computes (compiler only)
+`define NPU_DMA_QUEUE_DEPTH 8        // background DMA transfers outstanding at most (the descriptor queue)
 `define NPU_MAX_KERNEL 11            // CONV/DWCONV: KERNEL_H, KERNEL_W <= this
 `define NPU_MAX_STRIDE 3             // CONV/DWCONV: STRIDE_H, STRIDE_W <= this
 `define NPU_MAX_CHANNELS 4096        // CONV/DWCONV/FC: IFM_C, OFM_C <= this
@@ -47,9 +48,9 @@
 `define NPU_OP_SET_REG 8'h01        // register <- the next word
 `define NPU_OP_DMA_IN 8'h10         // copy N2xN1xN0 bytes from a region (strided) to SRAM (dense)
 `define NPU_OP_DMA_OUT 8'h11        // copy N2xN1xN0 bytes from SRAM (dense) to a region (strided)
-`define NPU_OP_DMA_IN_ASYNC 8'h12   // DMA_IN run by the DMA engine in the background (waits for the engine to be free, then for the copy's checks only)
+`define NPU_OP_DMA_IN_ASYNC 8'h12   // DMA_IN queued for the DMA engine, run in the background (waits for room in the queue, then for the copy's checks only)
 `define NPU_OP_DMA_OUT_ASYNC 8'h13  // DMA_OUT run in the background, as DMA_IN_ASYNC
-`define NPU_OP_WAIT_DMA 8'h14       // wait until the DMA engine is idle: every earlier DMA has completed
+`define NPU_OP_WAIT_DMA 8'h14       // wait until at most DMA_WAIT_PENDING DMA transfers are outstanding (0: every earlier DMA has completed)
 `define NPU_OP_CONV 8'h20           // 2-D convolution + per-channel requantize
 `define NPU_OP_DWCONV 8'h21         // depthwise 2-D convolution (channel multiplier 1) + per-channel requantize
 `define NPU_OP_FC 8'h22             // fully connected: IFM_W rows x weights^T + per-channel requantize
@@ -62,48 +63,49 @@
 `define NPU_OP_STOP 8'hFF           // end of stream: status OK
 
 // ---- Registers (isa.Reg); [signed] registers are read sign-extended
-`define NPU_REG_DMA_EXT_REGION 8'h00   // external region number (Region)
-`define NPU_REG_DMA_EXT_ADDR 8'h01     // byte offset of element (0, 0, 0) in the region
-`define NPU_REG_DMA_SRAM_ADDR 8'h02    // SRAM byte address of the dense block
-`define NPU_REG_DMA_N0 8'h03           // innermost count (bytes)
-`define NPU_REG_DMA_N1 8'h04           // middle count
-`define NPU_REG_DMA_N2 8'h05           // outermost count
-`define NPU_REG_DMA_STRIDE0 8'h06      // external byte stride of i0 [signed]
-`define NPU_REG_DMA_STRIDE1 8'h07      // external byte stride of i1 [signed]
-`define NPU_REG_DMA_STRIDE2 8'h08      // external byte stride of i2 [signed]
-`define NPU_REG_IFM_ADDR 8'h10         // SRAM address of the input tile (dense HxWxC int8)
-`define NPU_REG_IFM_H 8'h11            // input tile height
-`define NPU_REG_IFM_W 8'h12            // input tile width
-`define NPU_REG_IFM_C 8'h13            // input tile channels
-`define NPU_REG_IFM_ZERO_POINT 8'h14   // input zero point (-128..127) [signed]
-`define NPU_REG_IFM2_ADDR 8'h15        // SRAM address of the second input tile (ADD, MUL; OFM shape, or OFM_C bytes if IFM2_BROADCAST)
-`define NPU_REG_IFM2_ZERO_POINT 8'h16  // second input zero point (-128..127) [signed]
-`define NPU_REG_IFM2_BROADCAST 8'h17   // ADD, MUL: 0 = second input has the OFM shape; 1 = it is OFM_C bytes, repeated at every pixel
-`define NPU_REG_OFM_ADDR 8'h20         // SRAM address of the output tile (dense HxWxC int8)
-`define NPU_REG_OFM_H 8'h21            // output tile height
-`define NPU_REG_OFM_W 8'h22            // output tile width
-`define NPU_REG_OFM_C 8'h23            // output tile channels
-`define NPU_REG_OFM_ZERO_POINT 8'h24   // output zero point (-128..127) [signed]
-`define NPU_REG_ACT_MIN 8'h25          // lower clamp of the output (-128..ACT_MAX) [signed]
-`define NPU_REG_ACT_MAX 8'h26          // upper clamp of the output (ACT_MIN..127) [signed]
-`define NPU_REG_KERNEL_H 8'h30         // window height
-`define NPU_REG_KERNEL_W 8'h31         // window width
-`define NPU_REG_STRIDE_H 8'h32         // vertical stride
-`define NPU_REG_STRIDE_W 8'h33         // horizontal stride
-`define NPU_REG_PAD_TOP 8'h34          // virtual rows above the tile
-`define NPU_REG_PAD_LEFT 8'h35         // virtual columns left of the tile
-`define NPU_REG_PAD_BOTTOM 8'h36       // virtual rows below the tile
-`define NPU_REG_PAD_RIGHT 8'h37        // virtual columns right of the tile
-`define NPU_REG_WEIGHT_ADDR 8'h40      // SRAM address of the int8 weights (CONV OHWI, DWCONV CxKHxKW, FC OxI)
-`define NPU_REG_REQUANT_ADDR 8'h41     // SRAM address (4-aligned) of OFM_C records (bias, multiplier, shift), int32 LE
-`define NPU_REG_IFM_MULTIPLIER 8'h50   // ADD: first input multiplier [signed]
-`define NPU_REG_IFM_SHIFT 8'h51        // ADD: first input shift (-31..30, positive = left) [signed]
-`define NPU_REG_IFM2_MULTIPLIER 8'h52  // ADD: second input multiplier [signed]
-`define NPU_REG_IFM2_SHIFT 8'h53       // ADD: second input shift (-31..30) [signed]
-`define NPU_REG_OFM_MULTIPLIER 8'h54   // ADD, MEAN, MUL: output multiplier [signed]
-`define NPU_REG_OFM_SHIFT 8'h55        // ADD, MEAN, MUL: output shift (-31..30) [signed]
-`define NPU_REG_LEFT_SHIFT 8'h56       // ADD: left shift of both inputs (0..31; 20 for int8) [signed]
-`define NPU_REG_LUT_ADDR 8'h60         // SRAM address of the 256 int8 table entries
+`define NPU_REG_DMA_EXT_REGION 8'h00    // external region number (Region)
+`define NPU_REG_DMA_EXT_ADDR 8'h01      // byte offset of element (0, 0, 0) in the region
+`define NPU_REG_DMA_SRAM_ADDR 8'h02     // SRAM byte address of the dense block
+`define NPU_REG_DMA_N0 8'h03            // innermost count (bytes)
+`define NPU_REG_DMA_N1 8'h04            // middle count
+`define NPU_REG_DMA_N2 8'h05            // outermost count
+`define NPU_REG_DMA_STRIDE0 8'h06       // external byte stride of i0 [signed]
+`define NPU_REG_DMA_STRIDE1 8'h07       // external byte stride of i1 [signed]
+`define NPU_REG_DMA_STRIDE2 8'h08       // external byte stride of i2 [signed]
+`define NPU_REG_DMA_WAIT_PENDING 8'h09  // WAIT_DMA: DMA transfers that may still be outstanding (0: wait for all)
+`define NPU_REG_IFM_ADDR 8'h10          // SRAM address of the input tile (dense HxWxC int8)
+`define NPU_REG_IFM_H 8'h11             // input tile height
+`define NPU_REG_IFM_W 8'h12             // input tile width
+`define NPU_REG_IFM_C 8'h13             // input tile channels
+`define NPU_REG_IFM_ZERO_POINT 8'h14    // input zero point (-128..127) [signed]
+`define NPU_REG_IFM2_ADDR 8'h15         // SRAM address of the second input tile (ADD, MUL; OFM shape, or OFM_C bytes if IFM2_BROADCAST)
+`define NPU_REG_IFM2_ZERO_POINT 8'h16   // second input zero point (-128..127) [signed]
+`define NPU_REG_IFM2_BROADCAST 8'h17    // ADD, MUL: 0 = second input has the OFM shape; 1 = it is OFM_C bytes, repeated at every pixel
+`define NPU_REG_OFM_ADDR 8'h20          // SRAM address of the output tile (dense HxWxC int8)
+`define NPU_REG_OFM_H 8'h21             // output tile height
+`define NPU_REG_OFM_W 8'h22             // output tile width
+`define NPU_REG_OFM_C 8'h23             // output tile channels
+`define NPU_REG_OFM_ZERO_POINT 8'h24    // output zero point (-128..127) [signed]
+`define NPU_REG_ACT_MIN 8'h25           // lower clamp of the output (-128..ACT_MAX) [signed]
+`define NPU_REG_ACT_MAX 8'h26           // upper clamp of the output (ACT_MIN..127) [signed]
+`define NPU_REG_KERNEL_H 8'h30          // window height
+`define NPU_REG_KERNEL_W 8'h31          // window width
+`define NPU_REG_STRIDE_H 8'h32          // vertical stride
+`define NPU_REG_STRIDE_W 8'h33          // horizontal stride
+`define NPU_REG_PAD_TOP 8'h34           // virtual rows above the tile
+`define NPU_REG_PAD_LEFT 8'h35          // virtual columns left of the tile
+`define NPU_REG_PAD_BOTTOM 8'h36        // virtual rows below the tile
+`define NPU_REG_PAD_RIGHT 8'h37         // virtual columns right of the tile
+`define NPU_REG_WEIGHT_ADDR 8'h40       // SRAM address of the int8 weights (CONV OHWI, DWCONV CxKHxKW, FC OxI)
+`define NPU_REG_REQUANT_ADDR 8'h41      // SRAM address (4-aligned) of OFM_C records (bias, multiplier, shift), int32 LE
+`define NPU_REG_IFM_MULTIPLIER 8'h50    // ADD: first input multiplier [signed]
+`define NPU_REG_IFM_SHIFT 8'h51         // ADD: first input shift (-31..30, positive = left) [signed]
+`define NPU_REG_IFM2_MULTIPLIER 8'h52   // ADD: second input multiplier [signed]
+`define NPU_REG_IFM2_SHIFT 8'h53        // ADD: second input shift (-31..30) [signed]
+`define NPU_REG_OFM_MULTIPLIER 8'h54    // ADD, MEAN, MUL: output multiplier [signed]
+`define NPU_REG_OFM_SHIFT 8'h55         // ADD, MEAN, MUL: output shift (-31..30) [signed]
+`define NPU_REG_LEFT_SHIFT 8'h56        // ADD: left shift of both inputs (0..31; 20 for int8) [signed]
+`define NPU_REG_LUT_ADDR 8'h60          // SRAM address of the 256 int8 table entries
 
 // ---- Status codes (isa.Status)
 `define NPU_STATUS_OK 4'd0                    // STOP reached; the index is the STOP word
@@ -155,6 +157,7 @@
     ((r) == `NPU_REG_DMA_STRIDE0) || \
     ((r) == `NPU_REG_DMA_STRIDE1) || \
     ((r) == `NPU_REG_DMA_STRIDE2) || \
+    ((r) == `NPU_REG_DMA_WAIT_PENDING) || \
     ((r) == `NPU_REG_IFM_ADDR) || \
     ((r) == `NPU_REG_IFM_H) || \
     ((r) == `NPU_REG_IFM_W) || \

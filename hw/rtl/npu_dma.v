@@ -14,6 +14,14 @@
 //   lowest and highest external byte in [0, size)    -> ADDRESS_OUT_OF_RANGE
 // then the copy in (i2, i1, i0) order. When DMA_STRIDE0 == 1 a row of N0 bytes is contiguous
 // on both sides and moves DMA_BYTES per cycle; otherwise one byte per cycle.
+//
+// Descriptor queue (docs/isa.md, concurrency): the checker and the mover are separate. A
+// transfer that passes its checks becomes a descriptor (the nine registers, latched); the
+// mover copies descriptors one at a time in order. With the mover idle and nothing queued the
+// checked descriptor goes straight to it (the same cycle a one-transfer engine would start);
+// otherwise it waits in a FIFO and the mover takes it the cycle after the previous copy's done.
+// `outstanding` counts accepted transfers not yet complete; the command processor keeps it
+// <= QD (a background DMA waits for room) and WAIT_DMA waits for it to fall to DMA_WAIT_PENDING.
 `default_nettype none
 `include "npu_config.vh"
 
@@ -21,7 +29,8 @@ module npu_dma #(
     parameter longint SRAM_BYTES = `NPU_SRAM_BYTES,
     parameter int AW = 19,         // SRAM address bits (npu_sram)
     parameter int DMA_BYTES = `NPU_DMA_BYTES_PER_CYCLE,  // bytes per external memory request
-    parameter int LW = $clog2(DMA_BYTES + 1)             // bits of a request's byte count
+    parameter int LW = $clog2(DMA_BYTES + 1),            // bits of a request's byte count
+    parameter int QD = `NPU_DMA_QUEUE_DEPTH               // transfers outstanding at most
 ) (
     input  wire        clk,
     input  wire        rst_n,
@@ -34,8 +43,9 @@ module npu_dma #(
     input  wire        start,
     input  wire        to_sram,   // 1: DMA_IN (region -> SRAM), 0: DMA_OUT
     output reg         done,      // pulse, with status
-    output reg         accepted,  // pulse: the checks passed, the copy runs (a background DMA retires)
-    output wire        busy,      // a transfer is being checked or copied
+    output reg         accepted,  // pulse: the checks passed, the transfer is queued (a background DMA retires)
+    output wire        busy,      // a transfer is outstanding (queued or being copied)
+    output reg  [7:0]  outstanding,  // transfers accepted and not yet complete (0 .. QD)
 
     output reg  [`NPU_STATUS_BITS-1:0] status,
     // registers
@@ -66,32 +76,49 @@ module npu_dma #(
     output wire [8*DMA_BYTES-1:0] sram_wr_data
 );
   localparam longint SAT = 2 * SRAM_BYTES;
-  localparam [1:0] D_IDLE = 2'd0, D_CHECK = 2'd1, D_MOVE = 2'd2, D_DRAIN = 2'd3;
+  localparam int FD = QD > 1 ? QD - 1 : 1;  // FIFO entries: the mover holds one more
+  localparam int FB = $clog2(FD + 1);       // FIFO index / count bits
 
   reg        bound [0:`NPU_MAX_REGIONS-1];
   reg [63:0] size  [0:`NPU_MAX_REGIONS-1];
 
-  reg [1:0]  state;
-  reg        dir_in;
-  // The transfer's registers, latched at start: the stream may set the next DMA's registers
-  // while this one runs in the background.
-  reg [3:0]  dma_ext_region;  // checked < NPU_MAX_REGIONS before it is used
-  reg [31:0] dma_ext_addr;
-  reg [AW-1:0] dma_sram_addr;  // checked within SRAM before it is used
-  reg [31:0] dma_n0;
-  reg [31:0] dma_n1;
-  reg [31:0] dma_n2;
-  reg [31:0] dma_stride0;
-  reg [31:0] dma_stride1;
-  reg [31:0] dma_stride2;
+  // A transfer: direction and its nine registers (the region and SRAM address narrowed to the
+  // bits used once checked).
+  typedef struct packed {
+    logic        dir_in;
+    logic [3:0]  region;
+    logic [31:0] ext_addr;
+    logic [AW-1:0] sram_addr;
+    logic [31:0] n0, n1, n2;
+    logic [31:0] stride0, stride1, stride2;
+  } desc_t;
 
-  // check stage
+  // checker
+  reg        checking;
+  desc_t     c_desc;
   reg        c_region_ok;
   reg        c_counts_ok;
   reg        c_sram_ok;
   reg signed [71:0] c_first;
   reg signed [71:0] c_last;
   reg [63:0] c_size;
+  wire       c_pass = c_region_ok && c_counts_ok && c_sram_ok && c_first >= 0 && c_last < $signed({8'd0, c_size});
+  wire       c_accept = checking && c_pass;
+
+  // FIFO of checked descriptors waiting for the mover
+  desc_t     fifo [0:FD-1];
+  reg [FB-1:0] f_rd, f_wr, f_count;
+
+  // mover
+  localparam [1:0] M_IDLE = 2'd0, M_MOVE = 2'd2, M_DRAIN = 2'd3;
+  reg [1:0]  state;
+  /* verilator lint_off UNUSEDSIGNAL */
+  desc_t     m;  // the descriptor being copied (its addresses seed the generator at take)
+  /* verilator lint_on UNUSEDSIGNAL */
+  wire       take_fifo = state == M_IDLE && f_count != '0;
+  wire       take_new  = state == M_IDLE && f_count == '0 && c_accept;
+  wire       push      = c_accept && !take_new;
+  wire       pop_done;  // the mover completes a transfer this cycle
   // address generator
   reg [31:0] i0, i1, i2;
   reg signed [63:0] ext_cur, row_base, plane_base;
@@ -105,11 +132,11 @@ module npu_dma #(
   reg [LW-1:0] out_len;
   reg [1:0]    tail;  // cycles left after the last request
 
-  wire signed [63:0] s0 = 64'($signed(dma_stride0));
-  wire signed [63:0] s1 = 64'($signed(dma_stride1));
-  wire signed [63:0] s2 = 64'($signed(dma_stride2));
-  wire contiguous = dma_stride0 == 32'd1;
-  wire [31:0] row_left = dma_n0 - i0;
+  wire signed [63:0] s0 = 64'($signed(m.stride0));
+  wire signed [63:0] s1 = 64'($signed(m.stride1));
+  wire signed [63:0] s2 = 64'($signed(m.stride2));
+  wire contiguous = m.stride0 == 32'd1;
+  wire [31:0] row_left = m.n0 - i0;
   wire [LW-1:0] chunk = !contiguous ? LW'(1) : (row_left >= 32'(DMA_BYTES)) ? LW'(DMA_BYTES) : LW'(row_left);
 
   assign sram_wr_en = in_valid;
@@ -117,6 +144,8 @@ module npu_dma #(
   assign sram_wr_len = in_len;
   assign sram_wr_data = mem_rdata;
   assign mem_wdata = sram_rd_data;
+  assign busy = outstanding != 8'd0;
+  assign pop_done = state == M_DRAIN && tail == 2'd1;
 
   // min(a * b, SAT)
   function automatic logic [63:0] smul(input logic [63:0] fn_a, input logic [63:0] fn_b);
@@ -146,82 +175,104 @@ module npu_dma #(
     end
   end
 
-  assign busy = state != D_IDLE;
-
+  // checker: start latches the registers and computes the checks; the next cycle rejects
+  // (done with the status) or accepts (the descriptor goes to the mover or the FIFO)
   always_ff @(posedge clk) begin
     if (!rst_n) begin
-      state <= D_IDLE;
-      done <= 1'b0;
+      checking <= 1'b0;
       accepted <= 1'b0;
+      f_rd <= '0;
+      f_wr <= '0;
+      f_count <= '0;
+      outstanding <= 8'd0;
+    end else begin
+      accepted <= 1'b0;
+      checking <= 1'b0;
+      if (start) begin : check1
+        logic [3:0] r;
+        logic signed [71:0] a0, a1, a2;
+        r = reg_ext_region[3:0];
+        checking <= 1'b1;
+        c_region_ok <= reg_ext_region < 32'(`NPU_MAX_REGIONS) && bound[r] && (to_sram || r != `NPU_REGION_CONST);
+        c_counts_ok <= reg_n0 != 32'd0 && reg_n1 != 32'd0 && reg_n2 != 32'd0;
+        c_sram_ok <= 64'(reg_sram_addr) + smul(smul(64'(reg_n0), 64'(reg_n1)), 64'(reg_n2))
+                     <= 64'(SRAM_BYTES);
+        a0 = span(reg_n0, 64'($signed(reg_stride0)));
+        a1 = span(reg_n1, 64'($signed(reg_stride1)));
+        a2 = span(reg_n2, 64'($signed(reg_stride2)));
+        c_first <= 72'(reg_ext_addr) + (a0 < 0 ? a0 : 72'sd0) + (a1 < 0 ? a1 : 72'sd0) + (a2 < 0 ? a2 : 72'sd0);
+        c_last <= 72'(reg_ext_addr) + (a0 > 0 ? a0 : 72'sd0) + (a1 > 0 ? a1 : 72'sd0) + (a2 > 0 ? a2 : 72'sd0);
+        c_size <= size[r];
+        c_desc <= '{dir_in: to_sram, region: r, ext_addr: reg_ext_addr, sram_addr: AW'(reg_sram_addr),
+                    n0: reg_n0, n1: reg_n1, n2: reg_n2,
+                    stride0: reg_stride0, stride1: reg_stride1, stride2: reg_stride2};
+      end
+      if (c_accept) accepted <= 1'b1;
+      if (push) begin
+        fifo[f_wr] <= c_desc;
+        f_wr <= (f_wr == FB'(FD - 1)) ? '0 : f_wr + 1'b1;
+      end
+      if (take_fifo) f_rd <= (f_rd == FB'(FD - 1)) ? '0 : f_rd + 1'b1;
+      f_count <= f_count + FB'(push) - FB'(take_fifo);
+      outstanding <= outstanding + 8'(c_accept) - 8'(pop_done);
+    end
+  end
+
+  // status / done: a rejected check (its status), or a completed copy (OK)
+  always_ff @(posedge clk) begin
+    if (!rst_n) begin
+      done <= 1'b0;
       status <= `NPU_STATUS_OK;
+    end else begin
+      done <= 1'b0;
+      if (checking && !c_pass) begin
+        if (!c_region_ok) status <= `NPU_STATUS_INVALID_REGION;
+        else if (!c_counts_ok) status <= `NPU_STATUS_INVALID_PARAMETER;
+        else status <= `NPU_STATUS_ADDRESS_OUT_OF_RANGE;
+        done <= 1'b1;
+      end else if (pop_done) begin
+        status <= `NPU_STATUS_OK;
+        done <= 1'b1;
+      end
+    end
+  end
+
+  // mover
+  always_ff @(posedge clk) begin
+    if (!rst_n) begin
+      state <= M_IDLE;
       mem_valid <= 1'b0;
       mem_write <= 1'b0;
       sram_rd_en <= 1'b0;
       in_valid <= 1'b0;
       out_valid <= 1'b0;
     end else begin
-      done <= 1'b0;
-      accepted <= 1'b0;
       mem_valid <= 1'b0;
       sram_rd_en <= 1'b0;
       in_valid <= 1'b0;
       out_valid <= 1'b0;
       case (state)
-        D_IDLE: begin
-          if (start) begin : check1
-            logic [3:0] r;
-            logic signed [71:0] a0, a1, a2;
-            r = reg_ext_region[3:0];
-            dir_in <= to_sram;
-            c_region_ok <= reg_ext_region < 32'(`NPU_MAX_REGIONS) && bound[r] && (to_sram || r != `NPU_REGION_CONST);
-            c_counts_ok <= reg_n0 != 32'd0 && reg_n1 != 32'd0 && reg_n2 != 32'd0;
-            c_sram_ok <= 64'(reg_sram_addr) + smul(smul(64'(reg_n0), 64'(reg_n1)), 64'(reg_n2))
-                         <= 64'(SRAM_BYTES);
-            a0 = span(reg_n0, 64'($signed(reg_stride0)));
-            a1 = span(reg_n1, 64'($signed(reg_stride1)));
-            a2 = span(reg_n2, 64'($signed(reg_stride2)));
-            c_first <= 72'(reg_ext_addr) + (a0 < 0 ? a0 : 72'sd0) + (a1 < 0 ? a1 : 72'sd0) + (a2 < 0 ? a2 : 72'sd0);
-            c_last <= 72'(reg_ext_addr) + (a0 > 0 ? a0 : 72'sd0) + (a1 > 0 ? a1 : 72'sd0) + (a2 > 0 ? a2 : 72'sd0);
-            c_size <= size[r];
-            dma_ext_region <= reg_ext_region[3:0];
-            dma_ext_addr <= reg_ext_addr;
-            dma_sram_addr <= AW'(reg_sram_addr);
-            dma_n0 <= reg_n0;
-            dma_n1 <= reg_n1;
-            dma_n2 <= reg_n2;
-            dma_stride0 <= reg_stride0;
-            dma_stride1 <= reg_stride1;
-            dma_stride2 <= reg_stride2;
-            state <= D_CHECK;
-          end
-        end
-        D_CHECK: begin
-          if (!c_region_ok) status <= `NPU_STATUS_INVALID_REGION;
-          else if (!c_counts_ok) status <= `NPU_STATUS_INVALID_PARAMETER;
-          else if (!c_sram_ok || c_first < 0 || c_last >= $signed({8'd0, c_size}))
-            status <= `NPU_STATUS_ADDRESS_OUT_OF_RANGE;
-          else status <= `NPU_STATUS_OK;
-          if (!c_region_ok || !c_counts_ok || !c_sram_ok || c_first < 0 || c_last >= $signed({8'd0, c_size})) begin
-            done <= 1'b1;
-            state <= D_IDLE;
-          end else begin
-            accepted <= 1'b1;
+        M_IDLE: begin
+          if (take_fifo || take_new) begin : take
+            desc_t d;
+            d = take_fifo ? fifo[f_rd] : c_desc;
+            m <= d;
             i0 <= 32'd0;
             i1 <= 32'd0;
             i2 <= 32'd0;
-            ext_cur <= 64'(dma_ext_addr);
-            row_base <= 64'(dma_ext_addr);
-            plane_base <= 64'(dma_ext_addr);
-            sram_cur <= dma_sram_addr;
-            state <= D_MOVE;
+            ext_cur <= 64'(d.ext_addr);
+            row_base <= 64'(d.ext_addr);
+            plane_base <= 64'(d.ext_addr);
+            sram_cur <= d.sram_addr;
+            state <= M_MOVE;
           end
         end
-        D_MOVE: begin
+        M_MOVE: begin
           // one request: `chunk` bytes of row (i2, i1) from i0
-          if (dir_in) begin
+          if (m.dir_in) begin
             mem_valid <= 1'b1;
             mem_write <= 1'b0;
-            mem_region <= dma_ext_region;
+            mem_region <= m.region;
             mem_addr <= ext_cur;
             mem_len <= chunk;
             in_valid <= 1'b1;
@@ -237,7 +288,7 @@ module npu_dma #(
           sram_cur <= sram_cur + AW'(chunk);
           if (32'(chunk) == row_left) begin  // end of row
             i0 <= 32'd0;
-            if (i1 + 32'd1 != dma_n1) begin
+            if (i1 + 32'd1 != m.n1) begin
               i1 <= i1 + 32'd1;
               row_base <= row_base + s1;
               ext_cur <= row_base + s1;
@@ -246,9 +297,9 @@ module npu_dma #(
               plane_base <= plane_base + s2;
               row_base <= plane_base + s2;
               ext_cur <= plane_base + s2;
-              if (i2 + 32'd1 != dma_n2) i2 <= i2 + 32'd1;
+              if (i2 + 32'd1 != m.n2) i2 <= i2 + 32'd1;
               else begin
-                state <= D_DRAIN;
+                state <= M_DRAIN;
                 tail <= 2'd2;
               end
             end
@@ -257,23 +308,19 @@ module npu_dma #(
             ext_cur <= ext_cur + (contiguous ? 64'(chunk) : s0);
           end
         end
-        D_DRAIN: begin
+        M_DRAIN: begin
           // DMA_IN: the last read's data is written this edge; DMA_OUT: the last write request
           // is presented the cycle after its SRAM read.
           tail <= tail - 2'd1;
-          if (tail == 2'd1) begin
-            status <= `NPU_STATUS_OK;
-            done <= 1'b1;
-            state <= D_IDLE;
-          end
+          if (tail == 2'd1) state <= M_IDLE;
         end
-        default: state <= D_IDLE;
+        default: state <= M_IDLE;
       endcase
       // DMA_OUT: the SRAM read of the previous cycle becomes a write request
       if (out_valid) begin
         mem_valid <= 1'b1;
         mem_write <= 1'b1;
-        mem_region <= dma_ext_region;
+        mem_region <= m.region;
         mem_addr <= out_addr;
         mem_len <= out_len;
       end

@@ -66,6 +66,8 @@ module npu_top #(
   wire [31:0] dma_stride0;
   wire [31:0] dma_stride1;
   wire [31:0] dma_stride2;
+  wire [31:0] dma_wait_pending;
+  wire [7:0]  dma_outstanding;
   wire [31:0] ifm_addr;
   wire [31:0] ifm_h;
   wire [31:0] ifm_w;
@@ -119,6 +121,7 @@ module npu_top #(
       .dma_stride0(dma_stride0),
       .dma_stride1(dma_stride1),
       .dma_stride2(dma_stride2),
+      .dma_wait_pending(dma_wait_pending),
       .ifm_addr(ifm_addr),
       .ifm_h(ifm_h),
       .ifm_w(ifm_w),
@@ -183,6 +186,8 @@ module npu_top #(
       .dma_done(dma_done),
       .dma_accepted(dma_accepted),
       .dma_busy(dma_busy),
+      .dma_outstanding(dma_outstanding),
+      .dma_wait_pending(dma_wait_pending),
       .dma_status(dma_status),
       .check_start(check_start),
       .check_done(check_done),
@@ -322,6 +327,7 @@ module npu_top #(
       .done(dma_done),
       .accepted(dma_accepted),
       .busy(dma_busy),
+      .outstanding(dma_outstanding),
       .status(dma_status),
       .reg_ext_region(dma_ext_region),
       .reg_ext_addr(dma_ext_addr),

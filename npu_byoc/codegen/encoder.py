@@ -236,8 +236,8 @@ def _fmt_value(reg: Reg, value: int) -> str:
 def _summary(opcode: Opcode, v: Mapping[Reg, int]) -> str:
     """One readable line of what a kick does, from the registers it reads."""
     R = Reg
-    if not KICK_REGS.get(opcode, True):  # WAIT_DMA reads no register
-        return ""
+    if opcode == Opcode.WAIT_DMA:
+        return f"until at most {v[R.DMA_WAIT_PENDING]} DMA transfers are outstanding"
     if opcode in DMA_OPCODES:
         ext = f"{region_name(v[R.DMA_EXT_REGION])}+0x{v[R.DMA_EXT_ADDR]:X}"
         sram = f"sram 0x{v[R.DMA_SRAM_ADDR]:05X}"

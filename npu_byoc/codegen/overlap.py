@@ -1,19 +1,23 @@
 """DMA overlapped with compute: a sequential schedule rewritten for the background DMA engine.
 
-The NPU's DMA engine runs one transfer at a time, in stream order, beside the compute units
-(docs/isa.md, "Concurrency"): DMA_IN_ASYNC / DMA_OUT_ASYNC start a transfer and let the next
-command run; a later DMA waits for the engine, and WAIT_DMA waits until it is idle. The
+The NPU's DMA engine copies one transfer at a time, in stream order, beside the compute units,
+from a queue of ``hw.dma_queue_depth`` transfers (docs/isa.md, "Concurrency"): DMA_IN_ASYNC /
+DMA_OUT_ASYNC queue a transfer and let the next command run (waiting only for room in the
+queue), and WAIT_DMA waits until at most DMA_WAIT_PENDING transfers are outstanding. The
 hardware checks no hazard, so this pass keeps the stream's meaning that of the sequential one:
 
 0. *merge*: consecutive DMA_INs of constants that are one run in CONST and in SRAM up to
    the alignment padding between them (an op's weights and requantize table) become one
    transfer, so they can be prefetched together;
-1. *prefetch*: before each compute kick, one DMA_IN that a later kick needs moves ahead of it
-   (the largest one that commutes with every step it passes: its SRAM bytes untouched by them,
-   and no DMA_OUT among them writing the region it reads), so it runs while the kick computes;
-2. every DMA runs in the background; since a DMA only starts once the previous one is done,
-   at most the last one issued is in flight when a kick starts: a WAIT_DMA goes before the kick
-   when that DMA's SRAM bytes meet the kick's.
+1. *prefetch*: before each compute kick, the DMA_INs the next kick needs move ahead of it
+   (those that commute with every step they pass: their SRAM bytes untouched by them, and no
+   DMA_OUT among them writing the region they read; the largest one alone when the queue is
+   one deep, at most depth - 1 otherwise, leaving room for a DMA_OUT), so they run while the
+   kick computes;
+2. every DMA runs in the background; after a DMA is issued at most ``depth`` transfers (the
+   last ones issued) are outstanding. Before a kick, a WAIT_DMA lets the latest in-flight
+   transfer whose SRAM bytes meet the kick's complete: DMA_WAIT_PENDING = the transfers issued
+   after it, which may go on.
 
 The result runs in as many cycles as the sequential schedule or fewer (an async DMA followed
 by a WAIT_DMA costs what the synchronous DMA costs).
@@ -28,7 +32,12 @@ from .encoder import Dma, Kick, Step
 
 Span = tuple[int, int]  # [lo, hi) SRAM bytes
 
-WAIT = Kick(Opcode.WAIT_DMA, ())
+def wait(pending: int = 0) -> Kick:
+    """WAIT_DMA until at most ``pending`` transfers are outstanding."""
+    return Kick.make(Opcode.WAIT_DMA, {Reg.DMA_WAIT_PENDING: pending})
+
+
+WAIT = wait(0)
 
 
 def _hwc(k: Kick, prefix: str) -> int:
@@ -119,53 +128,72 @@ def _merge(steps: list[Step], step_op: list[int], pad: int) -> tuple[list[Step],
     return out, ops
 
 
-def _prefetch(steps: list[Step]) -> tuple[list[Step], list[int]]:
+def _prefetch(steps: list[Step], depth: int) -> tuple[list[Step], list[int]]:
     """Step 1: (steps, the index of each new step in ``steps``)."""
     order = list(range(len(steps)))
     kicks = [i for i, s in enumerate(steps) if isinstance(s, Kick)]
     for kick, after in zip(kicks, kicks[1:] + [len(steps)]):
         pos = order.index(kick)
-        best = None
-        # DMA_INs between this kick and the next one, then those the next kick's own DMA_INs
-        # are not: only the segment up to the next kick, so each kick prefetches for the next
+        found: list[int] = []
+        # one deep: the DMA_INs up to the next kick (each kick prefetches for the next); with a
+        # queue, up to depth - 1 DMA_INs issued before this kick, from the next kicks' too
+        prior = 0
+        while pos - prior - 1 >= 0 and isinstance(steps[order[pos - prior - 1]], Dma):
+            prior += 1
+        room = depth - 1 - prior
+        kicks_passed = 0
         for j in range(pos + 1, len(order)):
             s = steps[order[j]]
             if isinstance(s, Kick):
-                break
-            if s.direction != Opcode.DMA_IN:
+                kicks_passed += 1
+                if depth == 1 or kicks_passed >= depth:
+                    break
                 continue
-            if all(_commutes(s, steps[order[m]]) for m in range(pos, j)):
-                if best is None or s.nbytes > steps[order[best]].nbytes:
-                    best = j
-        if best is not None:
-            order.insert(pos, order.pop(best))
+            if s.direction != Opcode.DMA_IN or (depth > 1 and len(found) >= room):
+                continue
+            # with a queue, the DMA_INs moved before this one stay before it
+            if all(_commutes(s, steps[order[m]]) for m in range(pos, j) if depth == 1 or m not in found):
+                found.append(j)
+        if depth == 1:
+            found = sorted(found, key=lambda j: steps[order[j]].nbytes)[-1:]
+        picked = sorted(found)
+        moved = [order[j] for j in picked]
+        for j in reversed(picked):
+            order.pop(j)
+        order[pos:pos] = moved
     return [steps[i] for i in order], order
 
 
-def overlap(steps: list[Step], step_op: list[int], pad: int = 16) -> tuple[list[Step], list[int]]:
+def _conflicts(dma: Dma, reads: list[Span], writes: list[Span]) -> bool:
+    dma_r, dma_w = touched(dma)
+    return _meets(dma_w, reads + writes) or _meets(dma_r, writes)
+
+
+def overlap(steps: list[Step], step_op: list[int], pad: int = 16, depth: int = 1) -> tuple[list[Step], list[int]]:
     """The schedule ``steps`` with DMAs in the background (module docstring); ``step_op``
     (the op of each step) follows the steps, a WAIT_DMA belonging to the kick after it.
-    ``pad``: constants' alignment (the SRAM padding between two of them is their own)."""
+    ``pad``: constants' alignment (the SRAM padding between two of them is their own);
+    ``depth``: the DMA queue's (HwConfig.dma_queue_depth)."""
     merged, merged_ops = _merge(list(steps), list(step_op), pad)
-    moved, order = _prefetch(merged)
+    moved, order = _prefetch(merged, depth)
     ops = [merged_ops[i] for i in order]
     out: list[Step] = []
     out_ops: list[int] = []
-    in_flight: Dma | None = None
+    in_flight: list[Dma] = []  # transfers that may be outstanding, in issue order
     for n, step in enumerate(moved):
         if isinstance(step, Dma):
             step = replace(step, background=True)
-            in_flight = step
-        elif in_flight is not None and step.opcode != Opcode.WAIT_DMA:
+            in_flight = (in_flight + [step])[-depth:]  # it waited for room: older ones are done
+        elif step.opcode != Opcode.WAIT_DMA:
             r, w = touched(step)
-            dma_r, dma_w = touched(in_flight)
-            if _meets(dma_w, r + w) or _meets(dma_r, w):
-                out.append(WAIT)
+            hit = [i for i, dma in enumerate(in_flight) if _conflicts(dma, r, w)]
+            if hit:
+                out.append(wait(len(in_flight) - 1 - hit[-1]))
                 out_ops.append(ops[n])
-                in_flight = None
+                in_flight = in_flight[hit[-1] + 1 :]
         out.append(step)
         out_ops.append(ops[n])
     return out, out_ops
 
 
-__all__ = ["overlap", "touched", "WAIT"]
+__all__ = ["overlap", "touched", "wait", "WAIT"]

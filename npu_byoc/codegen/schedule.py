@@ -601,19 +601,33 @@ def _plan_ops(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer]) -> tup
     return out, {p.buffer.key: p.addr for p in placed}
 
 
+def _clear_start(recent: list[tuple[int, int]], lo: int, hi: int, size: int) -> int:
+    """Where in the free SRAM [lo, hi) ``size`` bytes go clear of the most recent spans in
+    ``recent`` (oldest first): clear of as many of the latest ones as can be, the lowest such."""
+    top = max(lo, (hi - size) // ALIGN * ALIGN)
+    starts = sorted({lo, top} | {_align(b) for _, b in recent} | {(a - size) // ALIGN * ALIGN for a, _ in recent})
+    starts = [a for a in starts if lo <= a <= top]
+    for m in range(len(recent), 0, -1):
+        for a in starts:
+            if all(a + size <= x or y <= a for x, y in recent[-m:]):
+                return a
+    return lo
+
+
 def _schedule(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer], overlapped: bool) -> Schedule:
     """The schedule with the tensors in ``keep`` resident; raises _Drop when one cannot be."""
     ops, base = _plan_ops(plan, hw, keep)
     pool = _Constants(plan.constants)
     steps: list[Step] = []
     step_op: list[int] = []
+    spans: list[tuple[int, int]] = []  # each op's own buffers
     for k, (op, p) in enumerate(zip(plan.ops, ops)):
         bufs = _work_buffers(op, p.tiling.rows, p.tiling.channels, p.resident)
         start = p.base
-        if overlapped and k % 2:  # ping-pong: odd ops at the top of their free SRAM, so the
-            # next op's weights can load while this one computes
-            start = max(p.base, (p.end - _sram_layout(bufs)[1]) // ALIGN * ALIGN)
-        sram, _ = _sram_layout(bufs, start)
+        if overlapped:  # clear of the last ops' buffers, so its weights can load while they compute
+            start = _clear_start(spans[-(hw.dma_queue_depth - 1 or 1) :], p.base, p.end, _sram_layout(bufs)[1])
+        sram, size = _sram_layout(bufs, start)
+        spans.append((start, start + size))
         io = _TileIo(sram, {name: base[key] for name, key in p.resident.items()})
         try:
             op_steps = _op_steps(op, p.tiling, io, _constants_of(op, pool))
@@ -622,7 +636,7 @@ def _schedule(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer], overla
         steps += op_steps
         step_op += [k] * len(op_steps)
     if overlapped:
-        steps, step_op = overlap(steps, step_op, ALIGN)
+        steps, step_op = overlap(steps, step_op, ALIGN, hw.dma_queue_depth)
     region_bytes = {int(Region.CONST): len(pool.blob), int(Region.SCRATCH): plan.scratch_bytes}
     for io_tensor in [*plan.inputs, *plan.outputs]:
         region_bytes[io_tensor.ref.region] = io_tensor.ref.nbytes

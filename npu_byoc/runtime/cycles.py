@@ -35,16 +35,21 @@ LUT        ``VECTOR_SETUP_CYCLES + ceil(256/C) + ceil(OFM_H·OFM_W·OFM_C / C)``
 NOP, STOP  fetch only
 =========  ==================================================================================
 
-Concurrency (ISA 1.1): the DMA engine runs one transfer at a time, in stream order, beside the
-command processor. With t the cycle a command's word is fetched (decoded) and E the first cycle
-the engine is idle, a command that needs the engine starts at ``a = max(t, E)``:
+Concurrency (ISA 1.1): the DMA engine copies transfers one at a time, in stream order, beside
+the command processor, from a queue of ``hw.dma_queue_depth`` transfers (the one being copied
+included). Transfers j = 1, 2, ... complete at cycles e_j (the first cycle they no longer count
+as outstanding; e_0 = 0, and e_j = 0 for j <= 0); with t the cycle a command's word is fetched
+(decoded) and J the transfers issued before it, a command that needs the engine starts at ``a``:
 
 =============  ==================================================================================
-DMA_IN/OUT     next command fetched at ``a + 1 + dma``; engine idle from ``a + dma``
-…_ASYNC        next command at ``a + ASYNC_ISSUE_CYCLES + 1`` (the copy's checks); idle from
-               ``a + dma``
-WAIT_DMA       next command at ``a + 1``
-STOP           the run ends (done) at ``a + 1``; a run that fails also waits for the engine
+DMA_IN/OUT     ``a = max(t, e_J)``; next command fetched at ``a + 1 + dma``; ``e = a + dma``
+…_ASYNC        ``a = max(t, e_{J-Q+1})`` (room in the queue of depth Q); next command at
+               ``a + ASYNC_ISSUE_CYCLES + 1`` (the copy's checks);
+               ``e = max(a + dma, e_J + dma - QUEUE_HANDOFF_CYCLES)``: queued behind a copy, it
+               starts the cycle that one completes, its checks already done
+WAIT_DMA       ``a = max(t, e_{J-n})`` with n = DMA_WAIT_PENDING; next command at ``a + 1``
+STOP           the run ends (done) at ``max(t, e_J) + 1``; a run that fails also waits for the
+               engine
 =============  ==================================================================================
 
 Compute kicks do not wait for the engine. Without background DMAs, ``E <= t`` always and a run
@@ -66,6 +71,7 @@ MAC_WEIGHT_LANES = 4  # channel blocks one MAC block may span (npu_top's LANES)
 VECTOR_SETUP_CYCLES = 8  # fixed cycles of a vector kick: checks, start, the three-stage pipeline, done
 LUT_BYTES = 256
 ASYNC_ISSUE_CYCLES = 3  # a background DMA holds the command processor for its start and checks
+QUEUE_HANDOFF_CYCLES = 2  # the checks a queued transfer has done before the mover takes it
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -154,39 +160,49 @@ def command_cycles(step, hw: HwConfig = DEFAULT_CONFIG) -> int:
 class Timeline:
     """The command processor's and the DMA engine's clocks over a stream (module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, depth: int = 1) -> None:
         self.t = 0  # cycles elapsed: the next word is fetched at cycle t
-        self.idle = 0  # E: the first cycle the DMA engine is idle
+        self.depth = depth  # Q: transfers outstanding at most
+        self.ends: list[int] = []  # e_j: when each transfer issued so far completes (in order)
 
-    def command(self, opcode: Opcode, own: int) -> int:
-        """Advance over a command whose own cycles (kick_cycles) are ``own``: its trace cycles."""
+    def drained(self, pending: int) -> int:
+        """The first cycle at most ``pending`` of the transfers issued are outstanding."""
+        return self.ends[-1 - pending] if len(self.ends) > pending else 0
+
+    def command(self, opcode: Opcode, own: int, pending: int = 0) -> int:
+        """Advance over a command whose own cycles (kick_cycles) are ``own`` (``pending``: a
+        WAIT_DMA's DMA_WAIT_PENDING): its trace cycles."""
         t0 = self.t
-        if opcode in DMA_OPCODES or opcode == Opcode.WAIT_DMA:
-            a = max(self.t, self.idle)
-            if opcode == Opcode.WAIT_DMA:
-                self.t = a + 1
-            else:
-                self.idle = a + own
-                self.t = a + (1 + ASYNC_ISSUE_CYCLES if opcode in ASYNC_DMA else 1 + own)
+        if opcode == Opcode.WAIT_DMA:
+            self.t = max(self.t, self.drained(pending)) + 1
+        elif opcode in ASYNC_DMA:
+            a = max(self.t, self.drained(self.depth - 1))
+            self.ends.append(max(a + own, self.drained(0) + own - QUEUE_HANDOFF_CYCLES))
+            self.t = a + 1 + ASYNC_ISSUE_CYCLES
+        elif opcode in DMA_OPCODES:
+            a = max(self.t, self.drained(0))
+            self.ends.append(a + own)
+            self.t = a + 1 + own
         else:
             self.t += 1 + own
         return self.t - t0
 
     def stop(self) -> int:
         """The run's cycles when STOP is the next word."""
-        return max(self.t, self.idle) + 1
+        return max(self.t, self.drained(0)) + 1
 
 
 def _timeline(steps: list, hw: HwConfig) -> tuple[list[int], int]:
     from ..codegen.encoder import encode_with_starts  # the encoder imports isa only
 
     words, starts = encode_with_starts(steps)
-    clock, per_step = Timeline(), []
+    clock, per_step = Timeline(hw.dma_queue_depth), []
     ends = starts[1:] + [len(words) - 1]  # per step: the word after its command
     clock.t = starts[0] if starts else len(words) - 1
     for step, start, end in zip(steps, starts, ends):
         clock.t += end - 1 - start  # its SET_REGs, two words each
-        per_step.append(clock.command(step.opcode, step_cycles(step, hw)))
+        pending = step[Reg.DMA_WAIT_PENDING] if step.opcode == Opcode.WAIT_DMA else 0
+        per_step.append(clock.command(step.opcode, step_cycles(step, hw), pending))
     return per_step, clock.stop()
 
 
@@ -217,4 +233,5 @@ __all__ = [
     "stream_cycles",
     "Timeline",
     "ASYNC_ISSUE_CYCLES",
+    "QUEUE_HANDOFF_CYCLES",
 ]

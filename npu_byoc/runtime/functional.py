@@ -58,6 +58,7 @@ _CONFIG_MACROS = {
     "max_mean_elements": "NPU_FUNCTIONAL_MAX_MEAN_ELEMENTS",
     "max_fc_features": "NPU_FUNCTIONAL_MAX_FC_FEATURES",
     "dma_bytes_per_cycle": "NPU_FUNCTIONAL_DMA_BYTES_PER_CYCLE",
+    "dma_queue_depth": "NPU_FUNCTIONAL_DMA_QUEUE_DEPTH",
 }
 
 

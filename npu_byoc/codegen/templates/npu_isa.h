@@ -14,6 +14,7 @@
 #define NPU_SRAM_BYTES 262144        /* on-chip SRAM in bytes; the compiler tiles layers to fit */
 #define NPU_DMA_BYTES_PER_CYCLE 16   /* external memory bytes per DMA request (one per cycle on a contiguous row) */
 #define NPU_DMA_OVERLAP 0            /* 1: schedules run DMAs in the background while the array computes (compiler only) */
+#define NPU_DMA_QUEUE_DEPTH 8        /* background DMA transfers outstanding at most (the descriptor queue) */
 #define NPU_MAX_KERNEL 11            /* CONV/DWCONV: KERNEL_H, KERNEL_W <= this */
 #define NPU_MAX_STRIDE 3             /* CONV/DWCONV: STRIDE_H, STRIDE_W <= this */
 #define NPU_MAX_CHANNELS 4096        /* CONV/DWCONV/FC: IFM_C, OFM_C <= this */
@@ -49,9 +50,9 @@ typedef enum npu_opcode {
     NPU_OP_SET_REG = 0x01,        /* register <- the next word */
     NPU_OP_DMA_IN = 0x10,         /* copy N2xN1xN0 bytes from a region (strided) to SRAM (dense) */
     NPU_OP_DMA_OUT = 0x11,        /* copy N2xN1xN0 bytes from SRAM (dense) to a region (strided) */
-    NPU_OP_DMA_IN_ASYNC = 0x12,   /* DMA_IN run by the DMA engine in the background (waits for the engine to be free, then for the copy's checks only) */
+    NPU_OP_DMA_IN_ASYNC = 0x12,   /* DMA_IN queued for the DMA engine, run in the background (waits for room in the queue, then for the copy's checks only) */
     NPU_OP_DMA_OUT_ASYNC = 0x13,  /* DMA_OUT run in the background, as DMA_IN_ASYNC */
-    NPU_OP_WAIT_DMA = 0x14,       /* wait until the DMA engine is idle: every earlier DMA has completed */
+    NPU_OP_WAIT_DMA = 0x14,       /* wait until at most DMA_WAIT_PENDING DMA transfers are outstanding (0: every earlier DMA has completed) */
     NPU_OP_CONV = 0x20,           /* 2-D convolution + per-channel requantize */
     NPU_OP_DWCONV = 0x21,         /* depthwise 2-D convolution (channel multiplier 1) + per-channel requantize */
     NPU_OP_FC = 0x22,             /* fully connected: IFM_W rows x weights^T + per-channel requantize */
@@ -66,48 +67,49 @@ typedef enum npu_opcode {
 
 /* ---- Registers (isa.Reg); [signed] registers are read sign-extended ---- */
 typedef enum npu_reg {
-    NPU_REG_DMA_EXT_REGION = 0x00,   /* external region number (Region) */
-    NPU_REG_DMA_EXT_ADDR = 0x01,     /* byte offset of element (0, 0, 0) in the region */
-    NPU_REG_DMA_SRAM_ADDR = 0x02,    /* SRAM byte address of the dense block */
-    NPU_REG_DMA_N0 = 0x03,           /* innermost count (bytes) */
-    NPU_REG_DMA_N1 = 0x04,           /* middle count */
-    NPU_REG_DMA_N2 = 0x05,           /* outermost count */
-    NPU_REG_DMA_STRIDE0 = 0x06,      /* external byte stride of i0 [signed] */
-    NPU_REG_DMA_STRIDE1 = 0x07,      /* external byte stride of i1 [signed] */
-    NPU_REG_DMA_STRIDE2 = 0x08,      /* external byte stride of i2 [signed] */
-    NPU_REG_IFM_ADDR = 0x10,         /* SRAM address of the input tile (dense HxWxC int8) */
-    NPU_REG_IFM_H = 0x11,            /* input tile height */
-    NPU_REG_IFM_W = 0x12,            /* input tile width */
-    NPU_REG_IFM_C = 0x13,            /* input tile channels */
-    NPU_REG_IFM_ZERO_POINT = 0x14,   /* input zero point (-128..127) [signed] */
-    NPU_REG_IFM2_ADDR = 0x15,        /* SRAM address of the second input tile (ADD, MUL; OFM shape, or OFM_C bytes if IFM2_BROADCAST) */
-    NPU_REG_IFM2_ZERO_POINT = 0x16,  /* second input zero point (-128..127) [signed] */
-    NPU_REG_IFM2_BROADCAST = 0x17,   /* ADD, MUL: 0 = second input has the OFM shape; 1 = it is OFM_C bytes, repeated at every pixel */
-    NPU_REG_OFM_ADDR = 0x20,         /* SRAM address of the output tile (dense HxWxC int8) */
-    NPU_REG_OFM_H = 0x21,            /* output tile height */
-    NPU_REG_OFM_W = 0x22,            /* output tile width */
-    NPU_REG_OFM_C = 0x23,            /* output tile channels */
-    NPU_REG_OFM_ZERO_POINT = 0x24,   /* output zero point (-128..127) [signed] */
-    NPU_REG_ACT_MIN = 0x25,          /* lower clamp of the output (-128..ACT_MAX) [signed] */
-    NPU_REG_ACT_MAX = 0x26,          /* upper clamp of the output (ACT_MIN..127) [signed] */
-    NPU_REG_KERNEL_H = 0x30,         /* window height */
-    NPU_REG_KERNEL_W = 0x31,         /* window width */
-    NPU_REG_STRIDE_H = 0x32,         /* vertical stride */
-    NPU_REG_STRIDE_W = 0x33,         /* horizontal stride */
-    NPU_REG_PAD_TOP = 0x34,          /* virtual rows above the tile */
-    NPU_REG_PAD_LEFT = 0x35,         /* virtual columns left of the tile */
-    NPU_REG_PAD_BOTTOM = 0x36,       /* virtual rows below the tile */
-    NPU_REG_PAD_RIGHT = 0x37,        /* virtual columns right of the tile */
-    NPU_REG_WEIGHT_ADDR = 0x40,      /* SRAM address of the int8 weights (CONV OHWI, DWCONV CxKHxKW, FC OxI) */
-    NPU_REG_REQUANT_ADDR = 0x41,     /* SRAM address (4-aligned) of OFM_C records (bias, multiplier, shift), int32 LE */
-    NPU_REG_IFM_MULTIPLIER = 0x50,   /* ADD: first input multiplier [signed] */
-    NPU_REG_IFM_SHIFT = 0x51,        /* ADD: first input shift (-31..30, positive = left) [signed] */
-    NPU_REG_IFM2_MULTIPLIER = 0x52,  /* ADD: second input multiplier [signed] */
-    NPU_REG_IFM2_SHIFT = 0x53,       /* ADD: second input shift (-31..30) [signed] */
-    NPU_REG_OFM_MULTIPLIER = 0x54,   /* ADD, MEAN, MUL: output multiplier [signed] */
-    NPU_REG_OFM_SHIFT = 0x55,        /* ADD, MEAN, MUL: output shift (-31..30) [signed] */
-    NPU_REG_LEFT_SHIFT = 0x56,       /* ADD: left shift of both inputs (0..31; 20 for int8) [signed] */
-    NPU_REG_LUT_ADDR = 0x60,         /* SRAM address of the 256 int8 table entries */
+    NPU_REG_DMA_EXT_REGION = 0x00,    /* external region number (Region) */
+    NPU_REG_DMA_EXT_ADDR = 0x01,      /* byte offset of element (0, 0, 0) in the region */
+    NPU_REG_DMA_SRAM_ADDR = 0x02,     /* SRAM byte address of the dense block */
+    NPU_REG_DMA_N0 = 0x03,            /* innermost count (bytes) */
+    NPU_REG_DMA_N1 = 0x04,            /* middle count */
+    NPU_REG_DMA_N2 = 0x05,            /* outermost count */
+    NPU_REG_DMA_STRIDE0 = 0x06,       /* external byte stride of i0 [signed] */
+    NPU_REG_DMA_STRIDE1 = 0x07,       /* external byte stride of i1 [signed] */
+    NPU_REG_DMA_STRIDE2 = 0x08,       /* external byte stride of i2 [signed] */
+    NPU_REG_DMA_WAIT_PENDING = 0x09,  /* WAIT_DMA: DMA transfers that may still be outstanding (0: wait for all) */
+    NPU_REG_IFM_ADDR = 0x10,          /* SRAM address of the input tile (dense HxWxC int8) */
+    NPU_REG_IFM_H = 0x11,             /* input tile height */
+    NPU_REG_IFM_W = 0x12,             /* input tile width */
+    NPU_REG_IFM_C = 0x13,             /* input tile channels */
+    NPU_REG_IFM_ZERO_POINT = 0x14,    /* input zero point (-128..127) [signed] */
+    NPU_REG_IFM2_ADDR = 0x15,         /* SRAM address of the second input tile (ADD, MUL; OFM shape, or OFM_C bytes if IFM2_BROADCAST) */
+    NPU_REG_IFM2_ZERO_POINT = 0x16,   /* second input zero point (-128..127) [signed] */
+    NPU_REG_IFM2_BROADCAST = 0x17,    /* ADD, MUL: 0 = second input has the OFM shape; 1 = it is OFM_C bytes, repeated at every pixel */
+    NPU_REG_OFM_ADDR = 0x20,          /* SRAM address of the output tile (dense HxWxC int8) */
+    NPU_REG_OFM_H = 0x21,             /* output tile height */
+    NPU_REG_OFM_W = 0x22,             /* output tile width */
+    NPU_REG_OFM_C = 0x23,             /* output tile channels */
+    NPU_REG_OFM_ZERO_POINT = 0x24,    /* output zero point (-128..127) [signed] */
+    NPU_REG_ACT_MIN = 0x25,           /* lower clamp of the output (-128..ACT_MAX) [signed] */
+    NPU_REG_ACT_MAX = 0x26,           /* upper clamp of the output (ACT_MIN..127) [signed] */
+    NPU_REG_KERNEL_H = 0x30,          /* window height */
+    NPU_REG_KERNEL_W = 0x31,          /* window width */
+    NPU_REG_STRIDE_H = 0x32,          /* vertical stride */
+    NPU_REG_STRIDE_W = 0x33,          /* horizontal stride */
+    NPU_REG_PAD_TOP = 0x34,           /* virtual rows above the tile */
+    NPU_REG_PAD_LEFT = 0x35,          /* virtual columns left of the tile */
+    NPU_REG_PAD_BOTTOM = 0x36,        /* virtual rows below the tile */
+    NPU_REG_PAD_RIGHT = 0x37,         /* virtual columns right of the tile */
+    NPU_REG_WEIGHT_ADDR = 0x40,       /* SRAM address of the int8 weights (CONV OHWI, DWCONV CxKHxKW, FC OxI) */
+    NPU_REG_REQUANT_ADDR = 0x41,      /* SRAM address (4-aligned) of OFM_C records (bias, multiplier, shift), int32 LE */
+    NPU_REG_IFM_MULTIPLIER = 0x50,    /* ADD: first input multiplier [signed] */
+    NPU_REG_IFM_SHIFT = 0x51,         /* ADD: first input shift (-31..30, positive = left) [signed] */
+    NPU_REG_IFM2_MULTIPLIER = 0x52,   /* ADD: second input multiplier [signed] */
+    NPU_REG_IFM2_SHIFT = 0x53,        /* ADD: second input shift (-31..30) [signed] */
+    NPU_REG_OFM_MULTIPLIER = 0x54,    /* ADD, MEAN, MUL: output multiplier [signed] */
+    NPU_REG_OFM_SHIFT = 0x55,         /* ADD, MEAN, MUL: output shift (-31..30) [signed] */
+    NPU_REG_LEFT_SHIFT = 0x56,        /* ADD: left shift of both inputs (0..31; 20 for int8) [signed] */
+    NPU_REG_LUT_ADDR = 0x60,          /* SRAM address of the 256 int8 table entries */
 } npu_reg_t;
 
 /* ---- Status codes (isa.Status) ---- */
@@ -194,6 +196,7 @@ static inline int npu_reg_valid(uint32_t reg)
     case NPU_REG_DMA_STRIDE0: return 1;
     case NPU_REG_DMA_STRIDE1: return 1;
     case NPU_REG_DMA_STRIDE2: return 1;
+    case NPU_REG_DMA_WAIT_PENDING: return 1;
     case NPU_REG_IFM_ADDR: return 1;
     case NPU_REG_IFM_H: return 1;
     case NPU_REG_IFM_W: return 1;
@@ -292,6 +295,7 @@ static inline const char * npu_reg_name(uint32_t reg)
     case NPU_REG_DMA_STRIDE0: return "DMA_STRIDE0";
     case NPU_REG_DMA_STRIDE1: return "DMA_STRIDE1";
     case NPU_REG_DMA_STRIDE2: return "DMA_STRIDE2";
+    case NPU_REG_DMA_WAIT_PENDING: return "DMA_WAIT_PENDING";
     case NPU_REG_IFM_ADDR: return "IFM_ADDR";
     case NPU_REG_IFM_H: return "IFM_H";
     case NPU_REG_IFM_W: return "IFM_W";

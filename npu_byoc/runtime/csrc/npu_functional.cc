@@ -74,6 +74,9 @@
 #ifndef NPU_FUNCTIONAL_DMA_BYTES_PER_CYCLE
 #define NPU_FUNCTIONAL_DMA_BYTES_PER_CYCLE NPU_DMA_BYTES_PER_CYCLE
 #endif
+#ifndef NPU_FUNCTIONAL_DMA_QUEUE_DEPTH
+#define NPU_FUNCTIONAL_DMA_QUEUE_DEPTH NPU_DMA_QUEUE_DEPTH
+#endif
 
 extern "C" {
 
@@ -93,6 +96,7 @@ typedef struct npu_functional_config {
     uint32_t max_mean_elements;
     uint32_t max_fc_features;
     uint32_t dma_bytes_per_cycle;  // 1 .. 64: bytes per DMA request (cycle) on a contiguous row
+    uint32_t dma_queue_depth;      // 1 .. 16: background DMA transfers outstanding at most
     uint64_t max_commands;    // CYCLE_LIMIT before the command after this many (golden model: 2^22)
     uint64_t max_cycles;      // CYCLE_LIMIT before the first command once the cycles exceed this
 } npu_functional_config_t;
@@ -116,6 +120,8 @@ namespace {
 
 constexpr uint64_t kDmaSetupCycles = 5;
 constexpr uint64_t kAsyncIssueCycles = 3;  // cycles.ASYNC_ISSUE_CYCLES: a background DMA's start and checks
+constexpr uint64_t kQueueHandoffCycles = 2;  // cycles.QUEUE_HANDOFF_CYCLES: a queued transfer's checks, done
+constexpr uint64_t kMaxQueueDepth = 16;      // hwconfig.FIELD_RANGES["dma_queue_depth"]
 constexpr uint64_t kMacSetupCycles = 14;
 constexpr uint64_t kMacWeightLanes = 4;
 constexpr uint64_t kVectorSetupCycles = 8;
@@ -401,7 +407,15 @@ void Machine::run(const uint32_t *w, size_t n, npu_result_t *res, uint64_t *kick
     if (n < NPU_HEADER_WORDS) return finish(NPU_STATUS_BAD_LENGTH, n);
     if (static_cast<uint64_t>(w[2]) != static_cast<uint64_t>(n)) return finish(NPU_STATUS_BAD_LENGTH, 2);
     uint64_t cycles = NPU_HEADER_WORDS;
-    uint64_t dma_idle = 0;  // the first cycle the DMA engine is idle (cycles.Timeline)
+    // When each DMA transfer issued completes, in order (cycles.Timeline's e_j); only the last
+    // dma_queue_depth + 1 matter (at most dma_queue_depth are ever outstanding), kept in a ring.
+    constexpr uint64_t kRing = kMaxQueueDepth + 1;
+    uint64_t ends[kRing] = {};
+    uint64_t issued = 0;
+    auto drained = [&](uint64_t pending) -> uint64_t {  // Timeline.drained
+        pending = std::min<uint64_t>(pending, cfg_.dma_queue_depth);
+        return issued > pending ? ends[(issued - 1 - pending) % kRing] : 0;
+    };
     uint64_t commands = 0;
     size_t i = NPU_HEADER_WORDS;
     for (;;) {
@@ -417,8 +431,11 @@ void Machine::run(const uint32_t *w, size_t n, npu_result_t *res, uint64_t *kick
         const size_t words = op == NPU_OP_SET_REG ? 2 : 1;
         const bool async = op == NPU_OP_DMA_IN_ASYNC || op == NPU_OP_DMA_OUT_ASYNC;
         const bool engine = async || op == NPU_OP_DMA_IN || op == NPU_OP_DMA_OUT;
-        // Commands that need the DMA engine idle start when it is (docs/isa.md, concurrency).
-        if (engine || op == NPU_OP_WAIT_DMA || op == NPU_OP_STOP) cycles = std::max(cycles, dma_idle);
+        // Commands that need the DMA queue wait for it (docs/isa.md, concurrency): a background
+        // DMA for room, WAIT_DMA for DMA_WAIT_PENDING outstanding at most, the rest for none.
+        if (async) cycles = std::max(cycles, drained(cfg_.dma_queue_depth - 1));
+        else if (op == NPU_OP_WAIT_DMA) cycles = std::max(cycles, drained(u(NPU_REG_DMA_WAIT_PENDING)));
+        else if (engine || op == NPU_OP_STOP) cycles = std::max(cycles, drained(0));
         cycles += words;
         if (op == NPU_OP_STOP) {
             res->cycles = cycles;
@@ -427,7 +444,12 @@ void Machine::run(const uint32_t *w, size_t n, npu_result_t *res, uint64_t *kick
         }
         if (op != NPU_OP_SET_REG && op != NPU_OP_NOP) {
             const uint64_t own = kick_cycles(op);
-            if (engine) dma_idle = cycles - 1 + own;
+            if (engine) {  // queued behind a copy, it starts when that one completes
+                const uint64_t end = cycles - 1 + own;
+                const uint64_t last = drained(0);
+                ends[issued % kRing] = async ? std::max(end, last + own - kQueueHandoffCycles) : end;
+                issued += 1;
+            }
             cycles += async ? kAsyncIssueCycles : own;
             if (kicks != nullptr) kicks[op] += 1;
         }
@@ -969,7 +991,8 @@ extern "C" uint32_t npu_functional_submit(const npu_functional_config_t *config,
     res->cycles = 0;
     res->commands = 0;
     if (config == nullptr || config->sram_bytes == 0 || config->sram_bytes > (uint64_t{1} << 32) ||
-        config->dma_bytes_per_cycle == 0)
+        config->dma_bytes_per_cycle == 0 || config->dma_queue_depth == 0 ||
+        config->dma_queue_depth > kMaxQueueDepth)
         return res->status;
     if (stream == nullptr) n_words = 0;
     if (regions == nullptr) n_regions = 0;
@@ -1014,6 +1037,7 @@ extern "C" uint32_t npu_submit(const uint32_t *stream, size_t n_words, const npu
         NPU_FUNCTIONAL_MAX_MEAN_ELEMENTS,
         NPU_FUNCTIONAL_MAX_FC_FEATURES,
         NPU_FUNCTIONAL_DMA_BYTES_PER_CYCLE,
+        NPU_FUNCTIONAL_DMA_QUEUE_DEPTH,
         uint64_t{1} << 22,  // the golden model's command budget
         default_max_cycles(),
     };
