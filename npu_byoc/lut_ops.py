@@ -324,6 +324,19 @@ def _leaky_relu_onnx(x, p):
     return np.where(x >= 0, x, x * np.float32(p["alpha"])).astype(np.float32)
 
 
+def _gelu_tflite(x, p):
+    """LiteRT's GeluTransform / GeluTransformApproximate in float32 (erfcf and tanhf taken as
+    the correctly rounded float32 of the double function, as for the other float kernels)."""
+    x = x.astype(np.float32)
+    half_x = np.float32(0.5) * x
+    if p["approximate"]:
+        sqrt_2_over_pi = np.float32(2 / math.sqrt(math.pi) * math.sqrt(0.5))  # M_2_SQRTPI · M_SQRT1_2
+        inner = sqrt_2_over_pi * (x + np.float32(0.044715) * x * x * x)
+        return half_x * (np.float32(1) + np.tanh(inner.astype(np.float64)).astype(np.float32))
+    arg = (x * np.float32(-math.sqrt(0.5))).astype(np.float64)
+    return half_x * np.array([math.erfc(v) for v in arg], np.float32)
+
+
 def _identity(x, p=None):
     return x
 
@@ -474,6 +487,14 @@ FUNCTIONS: dict[str, LutFunction] = {
             ops={"tflite": "EXP", "onnx": "Exp"},
             forms=(_unary("relax.exp"),),
             tables={"tflite": tflite_lut_populate(_f32(np.exp)), "onnx": onnx_float(_f32(np.exp))},
+        ),
+        LutFunction(
+            name="gelu",
+            summary="int8 GELU (erf, or its tanh approximation) through a lookup table",
+            ops={"tflite": "GELU", "onnx": "Gelu"},
+            forms=(_unary("relax.nn.gelu"), _unary("relax.nn.gelu_tanh")),
+            tables={"tflite": lambda op: tflite_lut_populate(lambda x: _gelu_tflite(x, dict(op.params)))(op)},
+            params=lambda body, bindings, tail: {"approximate": op_name(body) == "relax.nn.gelu_tanh"},
         ),
         LutFunction(
             name="hard_swish",

@@ -22,6 +22,11 @@ serves twice:
   Relax form (``nn.pad``, ``permute_dims``, ``reshape``, ``concat``) and use it.
 
 Float operators go to TVM's own converters unchanged.
+
+Elementwise functions TVM refuses when quantized (:data:`FUNCTIONS`: GELU) are imported the
+way TVM imports LOGISTIC: dequantize, the float function, quantize. The pattern table's LUT
+entries (:mod:`npu_byoc.lut_ops`) match that form and evaluate LiteRT's kernel on the 256
+int8 inputs.
 """
 
 from __future__ import annotations
@@ -296,17 +301,46 @@ def _static_shape(expr) -> tuple[int, ...] | None:
     return tuple(dims)
 
 
+def _gelu(op, x):
+    """GELU: exact (erf) or, with GeluOptions.approximate, the tanh approximation."""
+    from tflite.GeluOptions import GeluOptions
+
+    table, approximate = op.BuiltinOptions(), False
+    if table is not None:
+        o = GeluOptions()
+        o.Init(table.Bytes, table.Pos)
+        approximate = bool(o.Approximate())
+    return (relax.op.nn.gelu_tanh if approximate else relax.op.nn.gelu)(x)
+
+
+# Quantized elementwise functions: TFLite operator -> (op, dequantized input) -> float result.
+FUNCTIONS: dict[str, Callable] = {"GELU": _gelu}
+
+
 class DataMovementConverter(tflite_frontend.OperatorConverter):
     """TVM's TFLite converter with the operators of :data:`LOWERINGS` accepted when quantized
-    and constant-folded when their inputs are constants."""
+    and constant-folded when their inputs are constants, and the quantized :data:`FUNCTIONS`."""
 
-    _SUPPORTED_QUANTIZED_OPS = tflite_frontend.OperatorConverter._SUPPORTED_QUANTIZED_OPS | frozenset(LOWERINGS)
+    _SUPPORTED_QUANTIZED_OPS = tflite_frontend.OperatorConverter._SUPPORTED_QUANTIZED_OPS | frozenset(
+        LOWERINGS
+    ) | frozenset(FUNCTIONS)
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._tvm_converters = {name: self.convert_map.get(name) for name in LOWERINGS}
+        self._tvm_converters = {name: self.convert_map.get(name) for name in (*LOWERINGS, *FUNCTIONS)}
         for name in LOWERINGS:
             self.convert_map[name] = lambda op, _name=name: self._convert(_name, op)
+        for name in FUNCTIONS:
+            self.convert_map[name] = lambda op, _name=name: self._convert_function(_name, op)
+
+    def _convert_function(self, name: str, op):
+        (x,), (y,) = self.get_input_tensors(op), self.get_output_tensors(op)
+        if x.qnn_params is None or y.qnn_params is None:
+            if self._tvm_converters[name] is None:
+                raise ImportRefused(f"TFLite {name}: only its quantized (int8 / uint8) form is supported")
+            return self._tvm_converters[name](op)
+        out = FUNCTIONS[name](op, self.dequantize(self.get_expr(x.tensor_idx), x))
+        return self.quantize(out, y)
 
     # A folded tensor reads like a constant from every converter, TVM's included (RESHAPE
     # takes its target shape from get_tensor_value).

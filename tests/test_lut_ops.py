@@ -42,6 +42,8 @@ TFLITE = {
     "relu6": ("RELU6", "npu.relu"),
     "relu_n1_to_1": ("RELU_N1_TO_1", "npu.relu"),
     "quantize": ("QUANTIZE", "npu.requantize"),
+    "gelu": ("GELU", "npu.gelu"),  # TVM refuses it quantized: npu_byoc.tflite_ops imports it
+    "gelu_tanh": ("GELU", "npu.gelu"),
 }
 RTL = ["hard_swish", "leaky_relu"]
 

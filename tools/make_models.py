@@ -931,6 +931,8 @@ def _lut_op_models():
         "neg": (tf.negative, 2.0),  # kept in float too
         "sin": (tf.math.sin, 3.0),  # kept in float too
         "square": (tf.math.square, 2.0),  # kept in float too
+        "gelu": (lambda y: tf.nn.gelu(y, approximate=False), 3.0),  # GELU, which TVM refuses quantized
+        "gelu_tanh": (lambda y: tf.nn.gelu(y, approximate=True), 3.0),  # GELU, approximate=True
         # a scalar constant operand: on the model input the converter folds these into the
         # input's quantization, so only the op after the conv remains
         "add_scalar": (lambda y: y + 0.75, 2.0),
@@ -970,7 +972,8 @@ def build_lut_op_model(op: str, out: Path):
 
 LUT_OP_MODELS = tuple(f"op_{op}_int8" for op in (
     "logistic", "tanh", "hard_swish", "leaky_relu", "relu", "relu6", "relu_n1_to_1", "abs", "exp",
-    "elu", "neg", "sin", "square", "sqrt", "log", "add_scalar", "sub_scalar", "mul_scalar", "quantize"))
+    "elu", "neg", "sin", "square", "sqrt", "log", "add_scalar", "sub_scalar", "mul_scalar", "quantize", "gelu",
+    "gelu_tanh"))
 
 
 def _tiny_cnn_uint8_graph(x, fq, fqw):
