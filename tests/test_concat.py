@@ -21,6 +21,7 @@ from tvm.script import relax as R
 import npu_byoc
 from npu_byoc.codegen.lower import lower_partition
 from npu_byoc.codegen.npu_ops import Lut
+from npu_byoc.hwconfig import configure
 from npu_byoc.patterns import npu_functions, partition_for_npu
 
 from .conftest import model_path, reference
@@ -192,3 +193,59 @@ def test_cosim_shows_the_copies_as_layers():
     assert [c.max_diff_tvm for c in copies] == [0, 0, 0]
     after = rep.layers[rep.layers.index(copies[-1]) + 1]
     assert after.max_diff_tvm is not None and after.max_diff_tvm <= 1  # TVM's rounding (docs/numerics.md)
+
+
+# ------------------------------------------------------------------------------- random cases
+def _random_concat(seed: int):
+    """x -> 1..3 quantized 1x1 conv branches (1..39 channels), maybe x itself (a partition
+    input: copied) and maybe the first branch again (concatenated twice: copied) -> concat
+    along channels -> avg pool 1x1 + ReLU; NHWC or NCHW, 1..19 x 1..19; SRAM from 2 KiB
+    (row tiles of strided slices) to 256 KiB, sequential or overlapped DMA."""
+    rng = np.random.default_rng(seed)
+    layout = str(rng.choice(["NHWC", "NCHW"]))
+    h, w = (int(v) for v in rng.integers(1, 20, 2))
+    cs = [int(c) for c in rng.integers(1, 40, int(rng.integers(1, 4)))]
+    with_input, dup = bool(rng.random() < 0.4), bool(rng.random() < 0.3)
+    dup = dup or len(cs) + with_input < 2
+    c0 = int(rng.integers(1, 9))
+    axis = 3 if layout == "NHWC" else 1
+    shape = (1, h, w, c0) if layout == "NHWC" else (1, c0, h, w)
+    s, z = relax.const(np.float32(0.04)), relax.const(np.int8(-5))  # every tensor's quantization
+    x = relax.Var("x", relax.TensorType(list(shape), "int8"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            def deq(v):
+                return bb.emit(R.dequantize(v, s, z, axis=-1))
+
+            def q(v):
+                return bb.emit(R.quantize(v, s, z, axis=-1, out_dtype="int8"))
+
+            parts = []
+            for c in cs:
+                wt = rng.integers(-60, 60, (c, c0, 1, 1) if layout == "NCHW" else (1, 1, c0, c)).astype(np.int8)
+                wd = bb.emit(R.dequantize(relax.const(wt), relax.const(np.float32(0.02)), relax.const(np.int8(0)),
+                                          axis=-1))  # fmt: skip
+                parts.append(q(bb.emit(R.nn.conv2d(deq(x), wd, data_layout=layout,
+                                                   kernel_layout="OIHW" if layout == "NCHW" else "HWIO"))))  # fmt: skip
+            parts += [x] * with_input + parts[:1] * dup
+            cat = q(bb.emit(R.concat([deq(p) for p in parts], axis=axis)))
+            pool = bb.emit(R.nn.avg_pool2d(deq(cat), pool_size=(1, 1), layout=layout))
+            out = bb.emit_output(q(bb.emit(R.nn.relu(pool))))
+        bb.emit_func_output(out)
+    hw = configure(sram_bytes=int(rng.choice([2048, 4096, 262144])), dma_overlap=int(rng.integers(0, 2)))
+    return bb.get(), rng.integers(-128, 128, shape).astype(np.int8), hw
+
+
+@pytest.mark.parametrize("backend", ["golden", "functional", pytest.param("verilator", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("seed", range(6))
+def test_random_concatenations_equal_the_concatenation_on_the_cpu(seed, backend):
+    """The NPU with the concatenation equals the same model with only the concatenation on
+    the CPU (TVM; same quantization everywhere, so bytes): in-place slices, copies, NCHW
+    planes, tiles, overlapped DMA."""
+    mod, x, hw = _random_concat(seed)
+    part = partition_for_npu(mod, hw=hw)
+    (cat,) = [o for o in npu_byoc.coverage_report(mod, hw=hw).ops if o.op == "relax.concat"]
+    assert cat.offloaded and len(npu_functions(part)) == 1
+    want = npu_byoc.build(partition_for_npu(mod, exclude=["npu.concat"]), "golden").run([x])[0]
+    np.testing.assert_array_equal(npu_byoc.build(part, backend, hw=hw).run([x])[0], want)
