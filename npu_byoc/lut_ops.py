@@ -638,7 +638,13 @@ def has_table(op: QLut, hw) -> str | None:
         return f"no LUT function '{op.function}'"
     if op.numerics not in fn.tables:
         return f"no table for {op.numerics} numerics (known: {', '.join(fn.tables)})"
-    try:  # a model's scales are untrusted: a rescale the kernel's arithmetic cannot hold
+    return None
+
+
+def table_computable(op: QLut, hw) -> str | None:
+    """The table can be computed at the op's scales (a model's scales are untrusted: a rescale
+    the kernel's arithmetic cannot hold is refused here, after the entry's own checks)."""
+    try:
         table(op)
     except (ValueError, OverflowError, ZeroDivisionError) as err:
         return f"the {op.numerics} table cannot be computed at these scales: {err}"

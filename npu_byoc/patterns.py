@@ -647,7 +647,7 @@ def _lut_entry(fn: lut_ops.LutFunction) -> NpuPattern:
         anchor_ops=tuple(sorted({a for form in fn.forms for a in form.anchor_ops})),
         conventions=conventions,
         extract=extract,
-        checks=(*C.COMMON, lut_ops.int8_to_int8, lut_ops.has_table, *fn.checks),
+        checks=(*C.COMMON, lut_ops.int8_to_int8, lut_ops.has_table, *fn.checks, lut_ops.table_computable),
         applies=fn.applies,
         subject=fn.op_name,
     )

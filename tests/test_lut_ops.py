@@ -368,7 +368,7 @@ def test_a_scale_the_kernel_cannot_hold_stays_on_the_cpu_with_a_reason():
     t = QTensor((1, 8, 8, 4), "int8", 0.05, 0)
     params = (("constant", 90), ("constant_scale", 0.01), ("constant_zero_point", 0))
     ok = QLut("mul_scalar", t, QTensor((1, 8, 8, 4), "int8", 0.02, 3), -128, 127, params=params)
-    assert lut_ops.has_table(ok, None) is None
+    assert lut_ops.table_computable(ok, None) is None
     bad = QLut("mul_scalar", t, QTensor((1, 8, 8, 4), "int8", 1e-45, 3), -128, 127, params=params)
-    reason = lut_ops.has_table(bad, None)
+    reason = lut_ops.table_computable(bad, None)
     assert reason.startswith("the tflite table cannot be computed at these scales") and "shift" in reason
