@@ -255,7 +255,7 @@ def pool_padding_semantics(op: QPool2D, hw: HwConfig) -> str | None:
 
 def pool_same_quantization(op: QPool2D, hw: HwConfig) -> str | None:
     """Pooling keeps the quantization: input and output share scale and zero point."""
-    if not _same_q(op.input, op.output):
+    if not same_quantization(op.input, op.output):
         return (
             f"{op.kind}_pool2d rescales (input scale {op.input.scale:.6g} zp {op.input.zero_point}, "
             f"output scale {op.output.scale:.6g} zp {op.output.zero_point}): NPU pooling keeps the quantization"
@@ -295,7 +295,7 @@ def mean_spatial(op: QMean, hw: HwConfig) -> str | None:
 
 def reshape_same_quantization(op, hw: HwConfig) -> str | None:
     """A reshape keeps the quantization (input and output share scale and zero point): it only renames the bytes."""
-    if not _same_q(op.input, op.output):
+    if not same_quantization(op.input, op.output):
         return (f"reshape rescales (input scale {op.input.scale:.6g} zp {op.input.zero_point}, output scale "
                 f"{op.output.scale:.6g} zp {op.output.zero_point}): an NPU reshape is a view of the same bytes")
     return None
@@ -315,7 +315,7 @@ def concat_same_quantization(op, hw: HwConfig) -> str | None:
     if op.numerics != "tflite":
         return None
     for k, t in enumerate(op.inputs):
-        if not _same_q(t, op.output):
+        if not same_quantization(t, op.output):
             return (f"CONCATENATION input {k} (scale {t.scale:.6g} zp {t.zero_point}) is quantized unlike its output "
                     f"(scale {op.output.scale:.6g} zp {op.output.zero_point}): LiteRT's int8 concatenation copies "
                     "bytes without rescaling, TVM's import rescales; no single answer to match")
@@ -332,7 +332,8 @@ def binary_broadcast(op: QOp, hw: HwConfig) -> str | None:
             "([1, 1, 1, C] over [1, H, W, C], NCHW: [1, C, 1, 1] over [1, C, H, W])")
 
 
-def _same_q(a: QTensor, b: QTensor) -> bool:
+def same_quantization(a: QTensor, b: QTensor) -> bool:
+    """Equal scale (to float32 precision) and zero point, or both carried through (integer form)."""
     if a.scale is None or b.scale is None:  # integer form: quantization carried through
         return a.scale is None and b.scale is None
     return a.zero_point == b.zero_point and math.isclose(a.scale, b.scale, rel_tol=1e-6)

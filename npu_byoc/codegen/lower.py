@@ -17,6 +17,7 @@ import tvm
 from tvm import relax
 
 from .. import limits, lut_ops
+from ..checks import same_quantization
 from .. import numerics as nx
 from ..errors import LoweringError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
@@ -295,7 +296,7 @@ class _ConcatSlots:
     place -- a partition input, a reshape's view, a partition output, one concatenated twice,
     one quantized unlike the output -- is copied (rescaled) into its slice by a LUT op."""
 
-    def __init__(self, extracted: list, local_funcs: dict, params: list, output_region: dict, model_layout: str):
+    def __init__(self, extracted: list, local_funcs: dict, output_region: dict, model_layout: str):
         self.slots: dict = {}  # var -> (the concatenation's output var, first channel)
         self.copies: dict = {}  # concatenation var -> [(input index, first channel)] copied in
         produced = {b.var for b, _, q in extracted if type(q) not in VIEWS}  # by an op or a concatenation
@@ -317,7 +318,7 @@ class _ConcatSlots:
         c0, slots, copies = 0, {}, []
         for k, (src, t) in enumerate(zip(srcs, op.inputs)):
             in_place = (src in produced and src not in output_region and src not in self.slots and src not in slots
-                        and (t.scale, t.zero_point) == (op.output.scale, op.output.zero_point))  # fmt: skip
+                        and same_quantization(t, op.output))  # fmt: skip
             if in_place:
                 slots[src] = (var, c0)
             else:
@@ -331,7 +332,7 @@ def _copy_into(layer: str, k: int, op: QConcat, ifm: TensorRef, ofm: TensorRef) 
     """Concatenation input ``k`` copied into its slice ``ofm``: the int8 -> int8 requantize
     from the input's quantization to the output's (the identity when they agree), as a LUT."""
     t, name = op.inputs[k], f"{layer} [input {k}]"
-    if (t.scale, t.zero_point) == (op.output.scale, op.output.zero_point):  # also the int8 form's (unknown) ones
+    if same_quantization(t, op.output):  # also the int8 form's (carried) ones
         return Lut(name=name, function="requantize", ifm=ifm, ofm=ofm, table=np.arange(-128, 128, dtype=np.int8))
     rescale = QLut("requantize", t, op.output, -128, 127, params=(("activation", ""),), numerics=op.numerics)
     return _lower_lut(name, rescale, [ifm], ofm)
@@ -409,7 +410,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
     output_region = {v: next_region + k for k, v in enumerate(result_vars)}
     _check_regions(name, refs, output_region, extracted)
     _alias_view_outputs(name, extracted, local_funcs, params, output_region)
-    concat = _ConcatSlots(extracted, local_funcs, params, output_region, model_layout)
+    concat = _ConcatSlots(extracted, local_funcs, output_region, model_layout)
     scratch = 0
     constants = bytearray()
     placed: dict = {}  # var -> its TensorRef, for the tensors concatenations write in place

@@ -56,7 +56,7 @@ from tvm import relax
 from .. import escape
 from ..cache import atomic_output, build_lock, cache_dir, content_key, is_intact
 from ..codegen.encoder import encode_with_starts
-from ..codegen.lower import PartitionPlan, lower_partition, partition_batch
+from ..codegen.lower import PartitionPlan, partition_batch
 from ..codegen.lower import per_image as per_image_shape
 from ..codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool
 from ..codegen.schedule import schedule_partition
@@ -579,20 +579,21 @@ def cosim(
     info = model_info(mod)
     part = mod if partition_log(mod) is not None or npu_functions(mod) else partition_for_npu(mod, hw=hw)
     funcs = npu_functions(part)
-    calls = {name: _layer_calls(f, lower_partition(name, f, hw)) for name, f in funcs.items()}
-    total = sum(len(c) * _images(c) for c in calls.values())  # one row per layer and image
-    bar = progress if isinstance(progress, Progress) else Progress(total, enabled=bool(progress))
-    bar.total = max(total, 1)
+    bar = progress if isinstance(progress, Progress) else Progress(1, enabled=bool(progress))
 
     t0 = time.perf_counter()
     if npu is None:
         bar.note("cosim: loading the RTL model (Verilator: built on first use, then cached) ...")
         npu = VerilatorNpu(hw)
     t_build = time.perf_counter() - t0
-    bar.note(f"cosim: compiling the host graph and TVM's per-layer reference ({total} NPU layers) ...")
+    bar.note(f"cosim: compiling the host graph and TVM's per-layer reference ({len(funcs)} NPU partitions) ...")
     t0 = time.perf_counter()
-    runner = _Cosim(npu, hw, calls, bar)
+    runner = _Cosim(npu, hw, {}, bar)
     model = build_with_runner(part, runner, backend="cosim", hw=hw, target=target)
+    # the layers of the plans the build lowered (runner.calls is read only when the model runs)
+    calls = runner.calls = {name: _layer_calls(f, model.plans[name]) for name, f in funcs.items()}
+    total = sum(len(c) * _images(c) for c in calls.values())  # one row per layer and image
+    bar.total = max(total, 1)
     reference_layers = _LayerReference(calls, target) if total else None
     t_compile = time.perf_counter() - t0
 
