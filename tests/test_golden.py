@@ -121,3 +121,15 @@ def test_compare_report(imported):
     assert all(r["golden_vs_cpu"]["max_lsb"] <= 1 for r in doc["layers"] if r["op"] != "lut")
     out = doc["outputs"][0]
     assert out["golden_vs_reference"]["max_lsb"] == 0
+
+
+def test_compare_report_of_a_two_output_model(imported):
+    """A model whose main returns its outputs through a variable bound to a tuple (TFLite with
+    two outputs): compare adds the per-layer outputs after both, and reports each output."""
+    name = "op_gelu_int8.tflite"
+    ref = reference(name)
+    report = compare(imported(name), ref["inputs"][0], ref["outputs"][0])
+    doc = json.loads(report.to_json())
+    assert len(doc["outputs"]) == 2
+    assert [o["golden_vs_reference"]["max_lsb"] for o in doc["outputs"]] == [0, 0]
+    assert {r["op"] for r in doc["layers"]} >= {"lut", "conv2d"}

@@ -101,7 +101,12 @@ def with_outputs(mod: tvm.IRModule, var_names: Sequence[str]) -> tvm.IRModule:
             if b.var.name in var_names:
                 found[b.var.name] = b.var
     ret = main.body.body
-    outs = list(ret.fields) if isinstance(ret, relax.Tuple) else [ret]
+    if isinstance(ret, relax.Tuple):
+        outs = list(ret.fields)
+    elif isinstance(ret.ty, relax.TupleType):  # a variable bound to the outputs' tuple
+        outs = [relax.TupleGetItem(ret, i) for i in range(len(ret.ty.fields))]
+    else:
+        outs = [ret]
     extra = [found[n] for n in var_names if n in found]
     fields = outs + extra
     body = relax.SeqExpr(main.body.blocks, relax.Tuple(fields))
