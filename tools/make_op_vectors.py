@@ -37,6 +37,7 @@ Layout of ``<op>.npz``
     - avg_pool / max_pool: ``filter`` int32 [2], ``stride`` int32 [2], ``padding``.
     - mean: ``axes`` int32 [k], ``keep_dims`` bool.
     - add, mul: ``input2``, ``input2_scale``, ``input2_zero_point``.
+    - softmax: ``beta`` (float32); softmax over the last axis.
 
     ``model`` (str) names the one-op model a case ran on (``--models DIR`` writes them as
     ``DIR/<model>.tflite``; several cases share a model).
@@ -159,6 +160,10 @@ def single_op(model_bytes: bytes, expected: str):
         o = tflite.MulOptions()
         o.Init(table.Bytes, table.Pos)
         opts = {"activation": _ACTIVATIONS[o.FusedActivationFunction()]}
+    elif name == "SOFTMAX":
+        o = tflite.SoftmaxOptions()
+        o.Init(table.Bytes, table.Pos)
+        opts = {"beta": o.Beta(), "activation": "NONE"}
     elif name == "MEAN":
         o = tflite.ReducerOptions()
         o.Init(table.Bytes, table.Pos)
@@ -619,6 +624,41 @@ def build_mul(seed=120):
     return _build_binary("MUL", lambda a, b: a * b, configs, seed)
 
 
+def _softmax_rows(rng, n: int, c: int) -> np.ndarray:
+    """Random rows, rows of ties (every element the max), a spike over a flat floor and a
+    full-range sweep: the sum's extremes and the diff_min cut."""
+    tie = np.full((1, c), int(rng.integers(-128, 128)), np.int8)
+    if c >= 512:  # >= 512 ties: sum >= 2^28, LiteRT's kernel aborts (RoundingDivideByPOT exponent > 31)
+        tie[0, 511:] = -128
+    rows = [rand_int8(rng, (n, c)), tie,
+            np.where(np.arange(c) == c // 2, 127, -128).astype(np.int8).reshape(1, c),
+            (np.arange(c) % 256 - 128).astype(np.int8).reshape(1, c)]
+    return np.concatenate(rows, axis=0)
+
+
+def build_softmax(seed=130):
+    """SOFTMAX (beta 1) over the last axis: classifier widths (10, 12, 1000 classes), an NHWC
+    map, input scales from 1/256 to 2 (the exp table's diff_min cut moves with the scale)."""
+    tf = _tf()
+    configs = [((1, 10), (-8.0, 8.0)), ((1, 12), (-2.0, 2.0)), ((1, 1000), (-20.0, 20.0)),
+               ((1, 3, 4, 16), (-4.0, 6.0)), ((1, 64), (-0.5, 0.5)), ((1, 37), (-256.0, 200.0)),
+               ((1, 200), (-60.0, 5.0))]
+    cases = []
+    for i, (shape, rng_in) in enumerate(configs):
+        rng = np.random.default_rng(seed + i)
+        f = tf_fn(lambda x: tf.nn.softmax(x, axis=-1))
+        model = convert_int8(f, [tf.TensorSpec(shape, tf.float32)], [rng_in], seed + 100 + i)
+        c, n = shape[-1], int(np.prod(shape[:-1]))
+        rows = _softmax_rows(rng, 3 * n, c)
+        for k in range(0, rows.shape[0], n):  # each case: n rows (the model's batch), cycled
+            x = np.resize(rows[k:], (n, c)).reshape(shape).astype(np.int8)
+            ref = run_reference(model, "SOFTMAX", [x])
+            case = activation_fields(ref, [x])
+            case["beta"] = np.float32(ref["options"]["beta"])
+            cases.append(case)
+    return cases
+
+
 BUILDERS = {
     "conv2d": build_conv2d,
     "depthwise_conv2d": build_depthwise_conv2d,
@@ -636,6 +676,7 @@ BUILDERS = {
     "mean": build_mean,
     "add": build_add,
     "mul": build_mul,
+    "softmax": build_softmax,
 }
 
 
