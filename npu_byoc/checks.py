@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-from . import limits
+from . import limits, softmax
 from .hwconfig import HwConfig
-from .isa import SHIFT_MAX, SHIFT_MIN
+from .isa import SHIFT_MAX, SHIFT_MIN, SOFTMAX_MAX_CHANNELS
 from .qops import QAdd, QConv2D, QFullyConnected, QMean, QOp, QPool2D, QTensor
 from .requant import fc_scale, weighted_requant
 
@@ -338,6 +338,41 @@ def same_quantization(a: QTensor, b: QTensor) -> bool:
         return a.scale is None and b.scale is None
     return a.zero_point == b.zero_point and math.isclose(a.scale, b.scale, rel_tol=1e-6)
 
+
+def softmax_numerics(op, hw: HwConfig) -> str | None:
+    """SOFTMAX runs TFLite's integer reference kernel, so it is offloaded from TFLite models (and hand-written Relax); onnxruntime computes Softmax in float, which no integer table reproduces."""
+    if op.numerics != "tflite":
+        return ("onnxruntime computes Softmax in float; the NPU's SOFTMAX is TFLite's integer kernel, "
+                "so the ONNX model's results would change")
+    return None
+
+
+def softmax_axis(op, hw: HwConfig) -> str | None:
+    """The softmax is over the last axis (TFLite's only one), of at most 4,095 elements (the int32 row sum)."""
+    rank = len(op.input.shape)
+    if op.axis != rank - 1:
+        return f"softmax over axis {op.axis} of a rank-{rank} tensor: the NPU's SOFTMAX is over the last axis"
+    if op.input.shape[-1] > SOFTMAX_MAX_CHANNELS:
+        return f"softmax over {op.input.shape[-1]} elements: at most {SOFTMAX_MAX_CHANNELS} (the int32 row sum)"
+    return None
+
+
+def softmax_quantization(op, hw: HwConfig) -> str | None:
+    """The output is quantized as TFLite's int8 softmax writes it (scale 1/256, zero point −128; uint8: 1/256, 0) with no clamp after it, and input scale × beta is at least 2^-26 (the kernel's input multiplier shifts left)."""
+    out = op.output
+    if out.dtype != "int8" or out.zero_point != softmax.OUTPUT_ZERO_POINT or out.scale != softmax.OUTPUT_SCALE:
+        return (f"output quantized (scale {out.scale:g}, zero point {out.zero_point}): TFLite's int8 softmax "
+                f"writes scale 1/256, zero point {softmax.OUTPUT_ZERO_POINT}")
+    if (op.act_min, op.act_max) != (-128, 127):
+        return f"a clamp [{op.act_min}, {op.act_max}] after the softmax"
+    try:
+        softmax.input_beta_params(op.input.scale, op.beta)
+    except ValueError as err:
+        return str(err)
+    return None
+
+
+SOFTMAX: tuple[Check, ...] = (softmax_numerics, softmax_axis, softmax_quantization)
 
 COMMON: tuple[Check, ...] = (
     activations_int8, scales_valid, zero_points_in_range, tensor_ranks, batch_splits, tensors_addressable,

@@ -22,7 +22,8 @@ from enum import IntEnum
 
 MAGIC = 0x3155504E  # "NPU1" read as a little-endian word
 VERSION_MAJOR = 1
-VERSION_MINOR = 1  # 1.1: DMA_IN_ASYNC, DMA_OUT_ASYNC, WAIT_DMA (DMA overlapped with compute); MUL, IFM2_BROADCAST
+VERSION_MINOR = 2  # 1.1: DMA_IN_ASYNC, DMA_OUT_ASYNC, WAIT_DMA (DMA overlapped with compute); MUL, IFM2_BROADCAST
+#                   1.2: SOFTMAX
 VERSION = (VERSION_MAJOR << 16) | VERSION_MINOR
 HEADER_WORDS = 3
 
@@ -47,6 +48,7 @@ class Opcode(IntEnum):
     ADD = 0x40  # elementwise add with rescaling
     LUT = 0x41  # 256-entry table lookup
     MUL = 0x42  # elementwise multiply with rescaling
+    SOFTMAX = 0x43  # int8 softmax over C (TFLite's integer reference kernel) from a 256-entry int32 exp table
     STOP = 0xFF
 
 
@@ -114,7 +116,8 @@ class Reg(IntEnum):
     OFM_SHIFT = 0x55
     LEFT_SHIFT = 0x56
 
-    # LUT: 256 int8 entries in SRAM, indexed by (x + 128).
+    # LUT: 256 int8 entries in SRAM, indexed by (x + 128). SOFTMAX: 256 int32 little-endian
+    # entries, indexed by max(row) - x.
     LUT_ADDR = 0x60
 
 
@@ -159,6 +162,9 @@ SIGNED_REGS = frozenset(
 )
 
 REQUANT_RECORD_BYTES = 12  # bias, multiplier, shift: int32 each
+SOFTMAX_TABLE_BYTES = 1024  # 256 int32 entries: exp(−k) in Q0.31 (bit 31 ignored)
+# Each element adds at most 2^19 to a row's int32 sum (exp(0) in Q12.19): below 4096 it cannot wrap.
+SOFTMAX_MAX_CHANNELS = 4095
 # Every requantize / rescale shift register and table entry lies in this range (TFLite's).
 SHIFT_MIN, SHIFT_MAX = -31, 30
 
@@ -235,6 +241,7 @@ KICK_REGS: dict[Opcode, tuple[Reg, ...]] = {
         Reg.OFM_ADDR, Reg.OFM_H, Reg.OFM_W, Reg.OFM_C, Reg.OFM_ZERO_POINT, Reg.ACT_MIN, Reg.ACT_MAX,
         Reg.OFM_MULTIPLIER, Reg.OFM_SHIFT,
     ),  # fmt: skip
+    Opcode.SOFTMAX: (Reg.IFM_ADDR, Reg.OFM_ADDR, Reg.OFM_H, Reg.OFM_W, Reg.OFM_C, Reg.LUT_ADDR),
 }
 
 OPCODE_DOC: dict[Opcode, str] = {
@@ -255,6 +262,8 @@ OPCODE_DOC: dict[Opcode, str] = {
     Opcode.ADD: "elementwise add with TFLite int8 rescaling",
     Opcode.LUT: "256-entry table lookup: out = table[x + 128]",
     Opcode.MUL: "elementwise multiply with TFLite int8 rescaling: (x − zp1)·(y − zp2) rescaled by OFM_MULTIPLIER/SHIFT",
+    Opcode.SOFTMAX: "softmax over the OFM_C channels of each of the OFM_H·OFM_W pixels, TFLite's int8 reference "
+    "kernel (output scale 1/256, zero point −128) with the exp of max − x read from the int32 table at LUT_ADDR",
     Opcode.STOP: "end of stream: status OK",
 }
 
@@ -301,7 +310,7 @@ REG_DOC: dict[Reg, str] = {
     Reg.OFM_MULTIPLIER: "ADD, MEAN, MUL: output multiplier",
     Reg.OFM_SHIFT: "ADD, MEAN, MUL: output shift (−31..30)",
     Reg.LEFT_SHIFT: "ADD: left shift of both inputs (0..31; 20 for int8)",
-    Reg.LUT_ADDR: "SRAM address of the 256 int8 table entries",
+    Reg.LUT_ADDR: "SRAM address of the table: LUT 256 int8 entries; SOFTMAX 256 int32 LE entries (4-aligned)",
 }
 
 STATUS_DOC: dict[Status, str] = {

@@ -31,7 +31,9 @@ from tvm.relax.transform import FusionPattern, PatternCheckContext
 from . import checks as C
 from . import lut_ops
 from .hwconfig import DEFAULT_CONFIG, HwConfig
-from .qops import QAdd, QConcat, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D, QReshape, QTensor
+from .qops import (
+    QAdd, QConcat, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D, QReshape, QSoftmax, QTensor,
+)  # fmt: skip
 from .uint8 import activations_label, int8_equivalent
 from .relax_utils import NotConstant, const_eval, dtype_of, int_list, op_name, prim_value, resolve, shape_of
 
@@ -850,6 +852,38 @@ _extract_add = _extract_binary("add", "adds", QAdd)
 _extract_mul = _extract_binary("mul", "multiplies", QMul)
 
 
+def _softmax_conventions() -> tuple[Convention, ...]:
+    """TVM's TFLite import: dequantize → softmax(axis=-1) → quantize; with SoftmaxOptions.beta ≠ 1
+    npu_byoc.tflite_ops scales the dequantized input by beta first (TVM's own import drops beta)."""
+    plain = _qdq_unary(lambda x: is_op("relax.nn.softmax")(x), "dequantize(x) → softmax")
+    scaled = [
+        Convention(f"qdq-beta{tail}", "TFLite (beta ≠ 1)", pat, "dequantize(x) → multiply(beta) → softmax" + form)
+        for tail, pat, form in _requant_tail(is_op("relax.nn.softmax")(is_op("relax.multiply")(_deq(), wildcard())))
+    ]
+    return tuple(plain + scaled)
+
+
+def _extract_softmax(root, bindings) -> QSoftmax:
+    tail = _Tail(root, bindings)
+    if op_name(tail.body) != "relax.nn.softmax":
+        raise Reject("not a softmax")
+    x = resolve(tail.body.args[0], bindings)
+    beta, convention = 1.0, "qdq"
+    if op_name(x) == "relax.multiply":
+        factor = _const(x.args[1], bindings, "the softmax's beta")
+        if factor.size != 1:
+            raise Reject(f"the softmax input is scaled by {factor.size} values, not one beta")
+        beta, convention, x = float(factor.item()), "qdq-beta", resolve(x.args[0], bindings)
+    if op_name(x) != "relax.dequantize":
+        raise Reject("the softmax does not read a dequantized tensor")
+    inp = _activation(x, bindings, "input", x.args[0])
+    out = tail.output(bindings)
+    lo, hi = tail.clamp(out, bindings)
+    rank = max(len(inp.shape), 1)
+    return QSoftmax(input=inp, output=out, axis=int(tail.body.attrs.axis) % rank, beta=beta, act_min=lo, act_max=hi,
+                    convention=convention, operands=(x.args[0],))  # fmt: skip
+
+
 _RESHAPE_OPS = ("relax.reshape", "relax.squeeze", "relax.expand_dims")
 
 
@@ -1049,6 +1083,16 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
         checks=(*C.COMMON, C.binary_broadcast),
     ),
     *(_lut_entry(fn) for fn in lut_ops.FUNCTIONS.values()),
+    NpuPattern(
+        name="npu.softmax",
+        summary="int8 softmax over the last axis, bit-exact with TFLite's integer reference kernel (exp table, "
+                "fixed-point sum and reciprocal)",
+        anchor_ops=("relax.nn.softmax",),
+        conventions=_softmax_conventions(),
+        extract=_extract_softmax,
+        checks=(*C.COMMON, *C.SOFTMAX),
+        subject=lambda numerics: "SOFTMAX" if numerics == "tflite" else "Softmax",
+    ),
     NpuPattern(
         name="npu.reshape",
         summary="reshape / squeeze / flatten between NPU ops: a view of the same bytes inside the partition (no NPU work)",

@@ -263,4 +263,25 @@ class QConcat:
         return 0
 
 
-QOp = QConv2D | QFullyConnected | QPool2D | QMean | QAdd | QMul | QLut | QReshape | QConcat
+@dataclass(frozen=True, eq=False)
+class QSoftmax:
+    """SOFTMAX over the last axis of an int8 tensor, as TFLite's integer reference kernel
+    computes it (npu_byoc.softmax): exp(beta · input_scale · (x − max)) normalised, output
+    scale 1/256 and zero point −128."""
+
+    input: QTensor
+    output: QTensor
+    axis: int  # non-negative: the softmax axis of the model's tensor
+    beta: float = 1.0
+    act_min: int = -128
+    act_max: int = 127
+    convention: str = ""
+    numerics: str = "tflite"  # whose kernel the model's runtime runs (npu_byoc.lut_ops.NUMERICS)
+    operands: tuple = field(default=(), compare=False, repr=False)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+QOp = QConv2D | QFullyConnected | QPool2D | QMean | QAdd | QMul | QLut | QReshape | QConcat | QSoftmax

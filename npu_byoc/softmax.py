@@ -29,15 +29,15 @@ import math
 import numpy as np
 
 from . import numerics as nx
+from .isa import SOFTMAX_MAX_CHANNELS, SOFTMAX_TABLE_BYTES
 
 SCALED_DIFF_INTEGER_BITS = 5
 ACCUMULATION_INTEGER_BITS = 12
 TABLE_ENTRIES = 256  # entry k: exp of the difference −k
-TABLE_BYTES = 4 * TABLE_ENTRIES  # int32 little-endian
+TABLE_BYTES = SOFTMAX_TABLE_BYTES  # int32 little-endian
 OUTPUT_SCALE = 1.0 / 256
 OUTPUT_ZERO_POINT = -128
-# Each element adds at most 2^19 (exp(0) in Q12.19): below 4096 elements the int32 sum cannot wrap.
-MAX_CHANNELS = 4095
+MAX_CHANNELS = SOFTMAX_MAX_CHANNELS  # the row sum stays in int32
 
 _I32_MIN, _I32_MAX = -(2**31), 2**31 - 1
 
@@ -107,7 +107,7 @@ def one_over_one_plus_x(a) -> np.ndarray:
 def reciprocal(total) -> tuple[np.ndarray, np.ndarray]:
     """TFLite ``GetReciprocal`` of a Q12.19 sum > 0: (Q0.31 scale, num_bits_over_unit)."""
     total = np.asarray(total, dtype=np.int64)
-    clz = 32 - np.vectorize(int.bit_length, otypes=[np.int64])(total & 0xFFFFFFFF)
+    clz = 32 - np.vectorize(lambda v: int(v).bit_length(), otypes=[np.int64])(total & 0xFFFFFFFF)
     bits_over_unit = ACCUMULATION_INTEGER_BITS - clz
     shifted_minus_one = nx._wrap_i32(((total << clz) & 0xFFFFFFFF) - (1 << 31))
     return one_over_one_plus_x(shifted_minus_one), bits_over_unit
@@ -150,10 +150,19 @@ def output_divide(x: np.ndarray, exponent: np.ndarray) -> np.ndarray:
     return (x >> exponent) + ((x & mask) > threshold)
 
 
+def table_as_read(table) -> np.ndarray:
+    """The entries as the NPU reads them: entry 0 is exp(0) = 0x7FFFFFFF and bit 31 is ignored,
+    so a row's sum is in [2^19, 2^31) and every step stays in gemmlowp's domain whatever the
+    table holds (:func:`exp_table` makes exactly such entries)."""
+    t = np.asarray(table, dtype=np.int64) & _I32_MAX
+    t[0] = _I32_MAX
+    return t
+
+
 def run(x, table) -> np.ndarray:
     """int8 softmax over the last axis of ``x`` with the NPU's table (:func:`exp_table`)."""
     x = np.asarray(x, dtype=np.int64)
-    t = np.asarray(table, dtype=np.int64)
+    t = table_as_read(table)
     if x.shape[-1] > MAX_CHANNELS:
         raise ValueError(f"softmax over {x.shape[-1]} elements: at most {MAX_CHANNELS}")
     e = t[x.max(axis=-1, keepdims=True) - x]

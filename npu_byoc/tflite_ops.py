@@ -26,7 +26,8 @@ Float operators go to TVM's own converters unchanged.
 Elementwise functions TVM refuses when quantized (:data:`FUNCTIONS`: GELU) are imported the
 way TVM imports LOGISTIC: dequantize, the float function, quantize. The pattern table's LUT
 entries (:mod:`npu_byoc.lut_ops`) match that form and evaluate LiteRT's kernel on the 256
-int8 inputs.
+int8 inputs. SOFTMAX is imported the same way with its ``beta``, which TVM's own converter
+drops (the NPU's SOFTMAX, npu_byoc.softmax, folds beta into its exp table).
 """
 
 from __future__ import annotations
@@ -313,8 +314,23 @@ def _gelu(op, x):
     return (relax.op.nn.gelu_tanh if approximate else relax.op.nn.gelu)(x)
 
 
-# Quantized elementwise functions: TFLite operator -> (op, dequantized input) -> float result.
-FUNCTIONS: dict[str, Callable] = {"GELU": _gelu}
+def _softmax(op, x):
+    """SOFTMAX of a quantized tensor over its last axis, ``beta`` included: TVM's own import drops
+    SoftmaxOptions.beta, which LiteRT's kernel multiplies the input by."""
+    from tflite.SoftmaxOptions import SoftmaxOptions
+
+    table, beta = op.BuiltinOptions(), 1.0
+    if table is not None:
+        o = SoftmaxOptions()
+        o.Init(table.Bytes, table.Pos)
+        beta = float(o.Beta())
+    if beta != 1.0:
+        x = relax.op.multiply(x, relax.const(np.float32(beta)))
+    return relax.op.nn.softmax(x, axis=-1)
+
+
+# Quantized functions: TFLite operator -> (op, dequantized input) -> float result.
+FUNCTIONS: dict[str, Callable] = {"GELU": _gelu, "SOFTMAX": _softmax}
 
 
 class DataMovementConverter(tflite_frontend.OperatorConverter):

@@ -415,6 +415,32 @@ def qdq_sigmoid(
     return _build([x], body)
 
 
+def qdq_softmax(
+    *,
+    shape=(1, 10),
+    act_dtype: str = "int8",
+    input_scale: float = 0.125,
+    input_zp: int = -3,
+    output_scale: float = 1.0 / 256.0,
+    output_zp: int = -128,
+    axis: int = -1,
+    beta: float | None = None,
+    clip=None,
+) -> tvm.IRModule:
+    """dequantize(x) -> [multiply(beta)] -> softmax(axis) -> quantize -> [clip] (TFLite's int8
+    SOFTMAX as npu_byoc.tflite_ops imports it)."""
+    x = _tensor("x", shape, act_dtype)
+
+    def body(bb):
+        xd = bb.emit(R.dequantize(x, _scale_const(input_scale), _zp_const(input_zp, act_dtype), axis=-1))
+        if beta is not None:
+            xd = bb.emit(R.multiply(xd, _scale_const(beta)))
+        y = bb.emit(R.nn.softmax(xd, axis=axis))
+        return _requantize_tail(bb, y, output_scale, output_zp, act_dtype, clip=clip)
+
+    return _build([x], body)
+
+
 def qdq_add(
     *,
     shape=(1, 8, 8, 4),

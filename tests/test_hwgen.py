@@ -40,6 +40,8 @@ def expected_numbers(hw: HwConfig = DEFAULT_CONFIG) -> dict[str, int]:
         "NPU_OPCODE_SHIFT": isa.OPCODE_SHIFT,
         "NPU_REG_SHIFT": isa.REG_SHIFT,
         "NPU_REQUANT_RECORD_BYTES": isa.REQUANT_RECORD_BYTES,
+        "NPU_SOFTMAX_TABLE_BYTES": isa.SOFTMAX_TABLE_BYTES,
+        "NPU_SOFTMAX_MAX_CHANNELS": isa.SOFTMAX_MAX_CHANNELS,
         "NPU_MAX_REGIONS": isa.MAX_REGIONS,
     }
     nums |= {f"NPU_OP_{op.name}": int(op) for op in isa.Opcode}
@@ -53,8 +55,9 @@ def test_expected_numbers_pin_the_isa():
     # A few values written out by hand, so the test does not only restate isa.py.
     nums = expected_numbers()
     assert nums["NPU_MAGIC"] == int.from_bytes(b"NPU1", "little")
-    assert nums["NPU_VERSION"] == 0x00010001  # 1.1: background DMAs
-    assert nums["NPU_OP_CONV"] == 0x20 and nums["NPU_OP_STOP"] == 0xFF
+    assert nums["NPU_VERSION"] == 0x00010002  # 1.2: SOFTMAX (1.1: background DMAs)
+    assert nums["NPU_OP_CONV"] == 0x20 and nums["NPU_OP_STOP"] == 0xFF and nums["NPU_OP_SOFTMAX"] == 0x43
+    assert nums["NPU_SOFTMAX_TABLE_BYTES"] == 4 * 256 and nums["NPU_SOFTMAX_MAX_CHANNELS"] == 4095
     assert nums["NPU_REG_IFM_ADDR"] == 0x10 and nums["NPU_REG_LUT_ADDR"] == 0x60
     assert nums["NPU_STATUS_OK"] == 0 and nums["NPU_STATUS_CYCLE_LIMIT"] == 10
     assert nums["NPU_SRAM_ADDR_BITS"] == 18  # 256 KiB

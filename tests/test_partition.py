@@ -36,6 +36,7 @@ EXPECTED_CONVENTIONS = {
         ("npu.mean", "qdq"),
         ("npu.add", "qdq"),
         ("npu.concat", "qdq"),  # the branches' outputs share the concatenation's quantization
+        ("npu.softmax", "qdq"),  # dequantize -> softmax -> quantize(1/256, -128)
     },
     "tiny_cnn_qdq.onnx": {
         ("npu.conv2d", "qdq+bias"),  # bias through dequantize -> reshape(1, C, 1, 1)
@@ -57,6 +58,7 @@ EXPECTED_CONVENTIONS = {
         ("npu.fully_connected", "qdq+bias"),
         ("npu.mean", "qdq"),
         ("npu.add", "qdq"),
+        ("npu.softmax", "qdq"),
     },
 }
 

@@ -655,6 +655,8 @@ def predicted_cycles(step, hw=HW) -> int:
         return 9 + r[Reg.OFM_H] * r[Reg.OFM_W] * groups * r[Reg.KERNEL_H] * r[Reg.KERNEL_W]
     if step.opcode == Opcode.MEAN:
         return 9 + r[Reg.IFM_H] * r[Reg.IFM_W] * -(-r[Reg.IFM_C] // C)
+    if step.opcode == Opcode.SOFTMAX:  # the int32 table, then per row max, sum, 4 reciprocal steps, output
+        return 9 + -(-1024 // C) + r[Reg.OFM_H] * r[Reg.OFM_W] * (3 * groups + 4)
     n = -(-r[Reg.OFM_H] * r[Reg.OFM_W] * r[Reg.OFM_C] // C)
     return 9 + n + (-(-256 // C) if step.opcode == Opcode.LUT else 0)
 

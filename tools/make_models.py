@@ -970,6 +970,26 @@ def build_lut_op_model(op: str, out: Path):
     return path
 
 
+def build_softmax_beta_model(out: Path):
+    """SOFTMAX over the 16 channels of each pixel, on the int8 input and after a quantized 1x1
+    CONV_2D, with beta 0.6 patched into the file (TensorFlow's converter always writes 1; TVM's
+    own import drops beta)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from make_op_vectors import with_softmax_beta
+
+    import tensorflow as tf
+
+    _set_seeds()
+    shape, span = (4, 4, 16), 6.0
+    f = _op_model(lambda y: tf.nn.softmax(y, axis=-1), shape)
+    path = out / "op_softmax_beta_int8.tflite"
+    path.write_bytes(with_softmax_beta(convert_int8(f, span * nhwc_batch(CALIB_SEEDS, *shape)), 0.6))
+    meta = {"model": "SOFTMAX (beta 0.6) on the input and after a quantized CONV_2D (tools/make_models.py)",
+            "input_shape": [1, *shape], **_common_meta(), "input_range": [-span, span]}
+    tflite_references(path, span * nhwc_batch(REF_SEEDS, *shape), meta)
+    return path
+
+
 LUT_OP_MODELS = tuple(f"op_{op}_int8" for op in (
     "logistic", "tanh", "hard_swish", "leaky_relu", "relu", "relu6", "relu_n1_to_1", "abs", "exp",
     "elu", "neg", "sin", "square", "sqrt", "log", "add_scalar", "sub_scalar", "mul_scalar", "quantize", "gelu",
@@ -1777,6 +1797,7 @@ BUILDERS = {
     "autoencoder_int8": build_autoencoder,
     "batch2_mean_int8": build_batch2_mean,
     "op_mul_int8": build_mul_model,
+    "op_softmax_beta_int8": build_softmax_beta_model,
     "se_qdq": build_se_qdq,
 }
 MODELS = tuple(BUILDERS)

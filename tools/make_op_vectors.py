@@ -37,7 +37,7 @@ Layout of ``<op>.npz``
     - avg_pool / max_pool: ``filter`` int32 [2], ``stride`` int32 [2], ``padding``.
     - mean: ``axes`` int32 [k], ``keep_dims`` bool.
     - add, mul: ``input2``, ``input2_scale``, ``input2_zero_point``.
-    - softmax: ``beta`` (float32); softmax over the last axis.
+    - softmax: ``beta`` (float32, 1 or patched into the file); softmax over the last axis.
 
     ``model`` (str) names the one-op model a case ran on (``--models DIR`` writes them as
     ``DIR/<model>.tflite``; several cases share a model).
@@ -636,18 +636,35 @@ def _softmax_rows(rng, n: int, c: int) -> np.ndarray:
     return np.concatenate(rows, axis=0)
 
 
+def with_softmax_beta(model: bytes, beta: float) -> bytes:
+    """The model with every SOFTMAX's ``beta`` set (TensorFlow's converter always writes 1)."""
+    from tensorflow.lite.python import schema_py_generated as schema
+    from tensorflow.lite.tools import flatbuffer_utils
+
+    m = flatbuffer_utils.read_model_from_bytearray(bytearray(model))
+    for sub in m.subgraphs:
+        for op in sub.operators:
+            if m.operatorCodes[op.opcodeIndex].builtinCode == schema.BuiltinOperator.SOFTMAX:
+                op.builtinOptions.beta = float(beta)
+    return bytes(flatbuffer_utils.convert_object_to_bytearray(m))
+
+
 def build_softmax(seed=130):
-    """SOFTMAX (beta 1) over the last axis: classifier widths (10, 12, 1000 classes), an NHWC
-    map, input scales from 1/256 to 2 (the exp table's diff_min cut moves with the scale)."""
+    """SOFTMAX over the last axis: classifier widths (10, 12, 1000 classes), an NHWC map, input
+    scales from 1/256 to 2 (the exp table's diff_min cut moves with the scale), and beta 1 (what
+    the converter writes) or, patched into the file, 0.3, 0.5 and 2.5."""
     tf = _tf()
-    configs = [((1, 10), (-8.0, 8.0)), ((1, 12), (-2.0, 2.0)), ((1, 1000), (-20.0, 20.0)),
-               ((1, 3, 4, 16), (-4.0, 6.0)), ((1, 64), (-0.5, 0.5)), ((1, 37), (-256.0, 200.0)),
-               ((1, 200), (-60.0, 5.0))]
+    configs = [((1, 10), (-8.0, 8.0), 1.0), ((1, 12), (-2.0, 2.0), 1.0), ((1, 1000), (-20.0, 20.0), 1.0),
+               ((1, 3, 4, 16), (-4.0, 6.0), 1.0), ((1, 64), (-0.5, 0.5), 1.0), ((1, 37), (-256.0, 200.0), 1.0),
+               ((1, 200), (-60.0, 5.0), 1.0), ((1, 10), (-8.0, 8.0), 0.5), ((1, 2, 2, 24), (-3.0, 3.0), 2.5),
+               ((1, 100), (-30.0, 30.0), 0.3)]
     cases = []
-    for i, (shape, rng_in) in enumerate(configs):
+    for i, (shape, rng_in, beta) in enumerate(configs):
         rng = np.random.default_rng(seed + i)
         f = tf_fn(lambda x: tf.nn.softmax(x, axis=-1))
         model = convert_int8(f, [tf.TensorSpec(shape, tf.float32)], [rng_in], seed + 100 + i)
+        if beta != 1.0:
+            model = with_softmax_beta(model, beta)
         c, n = shape[-1], int(np.prod(shape[:-1]))
         rows = _softmax_rows(rng, 3 * n, c)
         for k in range(0, rows.shape[0], n):  # each case: n rows (the model's batch), cycled

@@ -29,8 +29,8 @@
 `define NPU_WORD_BITS 32                        // command-stream word (little-endian)
 `define NPU_MAGIC 32'h3155504E                  // header word 0: "NPU1" read as a little-endian word
 `define NPU_VERSION_MAJOR 16'd1                 // must equal the NPU's
-`define NPU_VERSION_MINOR 16'd1                 // must be <= the NPU's
-`define NPU_VERSION 32'h00010001                // header word 1: MAJOR << 16 | MINOR
+`define NPU_VERSION_MINOR 16'd2                 // must be <= the NPU's
+`define NPU_VERSION 32'h00010002                // header word 1: MAJOR << 16 | MINOR
 `define NPU_HEADER_WORDS 3                      // MAGIC, VERSION, total word count (header included)
 `define NPU_OPCODE_SHIFT 24                     // opcode = word[31:24]
 `define NPU_OPCODE_BITS 8                       // width of the opcode field
@@ -39,6 +39,8 @@
 `define NPU_SET_REG_RESERVED_MASK 32'h0000FFFF  // SET_REG word bits that must be 0 (else INVALID_OPCODE)
 `define NPU_KICK_RESERVED_MASK 32'h00FFFFFF     // bits of every other command word that must be 0 (else INVALID_OPCODE)
 `define NPU_REQUANT_RECORD_BYTES 12             // per-channel record: int32 bias, multiplier, shift
+`define NPU_SOFTMAX_TABLE_BYTES 1024            // SOFTMAX: 256 int32 exp entries
+`define NPU_SOFTMAX_MAX_CHANNELS 4095           // SOFTMAX: OFM_C at most (the row sum stays in int32)
 `define NPU_MAX_REGIONS 16                      // region numbers 0 .. MAX_REGIONS-1
 `define NPU_REGION_BITS 4                       // width of a region number
 `define NPU_STATUS_BITS 4                       // width of a status code
@@ -60,6 +62,7 @@
 `define NPU_OP_ADD 8'h40            // elementwise add with TFLite int8 rescaling
 `define NPU_OP_LUT 8'h41            // 256-entry table lookup: out = table[x + 128]
 `define NPU_OP_MUL 8'h42            // elementwise multiply with TFLite int8 rescaling: (x - zp1)*(y - zp2) rescaled by OFM_MULTIPLIER/SHIFT
+`define NPU_OP_SOFTMAX 8'h43        // softmax over the OFM_C channels of each of the OFM_H*OFM_W pixels, TFLite's int8 reference kernel (output scale 1/256, zero point -128) with the exp of max - x read from the int32 table at LUT_ADDR
 `define NPU_OP_STOP 8'hFF           // end of stream: status OK
 
 // ---- Registers (isa.Reg); [signed] registers are read sign-extended
@@ -105,7 +108,7 @@
 `define NPU_REG_OFM_MULTIPLIER 8'h54    // ADD, MEAN, MUL: output multiplier [signed]
 `define NPU_REG_OFM_SHIFT 8'h55         // ADD, MEAN, MUL: output shift (-31..30) [signed]
 `define NPU_REG_LEFT_SHIFT 8'h56        // ADD: left shift of both inputs (0..31; 20 for int8) [signed]
-`define NPU_REG_LUT_ADDR 8'h60          // SRAM address of the 256 int8 table entries
+`define NPU_REG_LUT_ADDR 8'h60          // SRAM address of the table: LUT 256 int8 entries; SOFTMAX 256 int32 LE entries (4-aligned)
 
 // ---- Status codes (isa.Status)
 `define NPU_STATUS_OK 4'd0                    // STOP reached; the index is the STOP word
@@ -144,6 +147,7 @@
     ((op) == `NPU_OP_ADD) || \
     ((op) == `NPU_OP_LUT) || \
     ((op) == `NPU_OP_MUL) || \
+    ((op) == `NPU_OP_SOFTMAX) || \
     ((op) == `NPU_OP_STOP) \
   )
 // the register address exists

@@ -194,6 +194,12 @@ module npu_kick_check #(
           in_len[0] = ofm_bytes;
           in_addr[1] = 64'(ifm2_addr);
           in_len[1] = ifm2_broadcast != 32'd0 ? 64'(ofm_c) : ofm_bytes;  // broadcast: one channel vector
+        end else if (opcode == `NPU_OP_SOFTMAX) begin
+          ok = nonzero3(ofm_h, ofm_w, ofm_c) && ofm_c <= 32'(`NPU_SOFTMAX_MAX_CHANNELS) && lut_addr[1:0] == 2'd0;
+          in_addr[0] = 64'(ifm_addr);
+          in_len[0] = ofm_bytes;
+          in_addr[1] = 64'(lut_addr);
+          in_len[1] = 64'(`NPU_SOFTMAX_TABLE_BYTES);
         end else begin  // LUT
           ok = nonzero3(ofm_h, ofm_w, ofm_c);
           in_addr[0] = 64'(ifm_addr);

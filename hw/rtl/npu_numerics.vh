@@ -143,3 +143,35 @@ function automatic logic shift_ok(input logic [31:0] fn_v);
     shift_ok = ($signed(fn_v) >= -32'sd31) && ($signed(fn_v) <= 32'sd30);
   end
 endfunction
+
+// ---- SOFTMAX (npu_byoc/softmax.py): gemmlowp's fixed-point steps of TFLite's reference kernel.
+// Every step stays in the domain gemmlowp asserts: the row sum is in [2^19, 2^31) because the
+// max element's entry is exp(0) (entry 0 is read as 0x7FFFFFFF) and OFM_C <= SOFTMAX_MAX_CHANNELS.
+
+// gemmlowp SaturatingRoundingMultiplyByPOT with a positive exponent (1 or 2): x * 2^e, saturated.
+function automatic logic signed [31:0] sat_left(input logic signed [31:0] fn_x, input int fn_e);
+  logic signed [31:0] threshold;
+  begin
+    threshold = 32'((64'sd1 <<< (31 - fn_e)) - 64'sd1);
+    if (fn_x > threshold) sat_left = 32'sh7FFFFFFF;
+    else if (fn_x < -threshold) sat_left = 32'sh80000000;
+    else sat_left = fn_x <<< fn_e;
+  end
+endfunction
+
+// One Newton-Raphson step of one_over_one_plus_x_for_x_in_0_1 (Q2.29): x + x * (1 - d * x)
+function automatic logic signed [31:0] recip_step(input logic signed [31:0] fn_half_denominator,
+                                                  input logic signed [31:0] fn_x);
+  begin
+    recip_step = fn_x + sat_left(srdhm(fn_x, 32'sd536870912 - srdhm(fn_half_denominator, fn_x)), 2);
+  end
+endfunction
+
+// RoundingDivideByPOT of a non-negative int32 by 2^e, 0 <= e <= 63 (SOFTMAX's output: e = 23..34)
+function automatic logic [31:0] rdbpot_wide(input logic [31:0] fn_x, input logic [5:0] fn_e);
+  logic [63:0] mask;
+  begin
+    mask = (64'd1 << fn_e) - 64'd1;
+    rdbpot_wide = 32'((64'(fn_x) >> fn_e) + (((64'(fn_x) & mask) > (mask >> 1)) ? 64'd1 : 64'd0));
+  end
+endfunction

@@ -1,4 +1,4 @@
-// npu_vec.v -- the vector unit: AVGPOOL, MAXPOOL, MEAN, ADD, MUL and LUT on VEC_BYTES lanes
+// npu_vec.v -- the vector unit: AVGPOOL, MAXPOOL, MEAN, ADD, MUL, LUT and SOFTMAX on VEC_BYTES lanes
 // (docs/isa.md §3, docs/numerics.md §4-8).
 //
 // A three-stage pipeline: the issue stage walks the operation's loops and reads VEC_BYTES
@@ -14,6 +14,11 @@
 //   AVGPOOL,   per output pixel and group of 32 channels, one window tap per cycle (taps in the
 //   MAXPOOL    padding are skipped: no read, not counted); the last tap divides (round half
 //              away from zero) or takes the max, clamps and writes the group
+//   SOFTMAX    loads its 256 int32 exp entries (1024 bytes, 32 cycles), then per row of OFM_C
+//              bytes: a max pass, a sum pass (the table entry of max - x, divided by 2^12), four
+//              reciprocal steps (gemmlowp's GetReciprocal: the initial estimate, then one
+//              Newton-Raphson step per cycle) and an output pass (entry x reciprocal, rounded
+//              down by 2^(23 + bits over unit), minus 128); each pass reads 32 bytes per cycle
 //
 // The registers were checked by npu_kick_check before `start`.
 `default_nettype none
@@ -75,6 +80,10 @@ module npu_vec #(
 
   localparam [1:0] V_IDLE = 2'd0, V_TABLE = 2'd1, V_RUN = 2'd2, V_FLUSH = 2'd3;
   localparam int LUT_CHUNKS = (256 + V - 1) / V;
+  localparam int SM_CHUNKS = (`NPU_SOFTMAX_TABLE_BYTES + V - 1) / V;
+  localparam int SM_RECIP_STEPS = 4;  // the initial estimate, three Newton-Raphson steps
+  // SOFTMAX passes over a row
+  localparam [1:0] SM_MAX = 2'd0, SM_SUM = 2'd1, SM_RECIP = 2'd2, SM_OUT = 2'd3;
   // a window's valid taps: up to max_pool_window^2 (the count an AVGPOOL divides by)
   localparam int TAPS_W = $clog2(`NPU_MAX_POOL_WINDOW * `NPU_MAX_POOL_WINDOW + 1);
 
@@ -82,7 +91,9 @@ module npu_vec #(
   reg [7:0]  op;
   reg [1:0]  tail;
   // loop counters
-  reg [31:0] j;              // ADD/LUT: chunk; LUT table: chunk
+  reg [31:0] j;              // ADD/LUT: chunk; LUT table: chunk; SOFTMAX: chunk of the row, reciprocal step
+  reg [31:0] n_table;        // LUT, SOFTMAX: table chunks
+  reg [1:0]  ph;             // SOFTMAX: pass over the row (q)
   reg [31:0] n_chunks;       // ADD/LUT
   reg [31:0] n_bytes;        // ADD/LUT: OFM_H * OFM_W * OFM_C
   reg [31:0] g, n_groups;    // MEAN/POOL: channel group
@@ -97,16 +108,39 @@ module npu_vec #(
   reg          t1_tap,   t2_tap;     // the tap is in_ifm the input (pools)
   reg [AW-1:0] t1_waddr, t2_waddr;
   reg [LW-1:0] t1_wlen,  t2_wlen;
-  reg [7:0]    t1_chunk, t2_chunk;   // LUT table chunk
+  reg [15:0]   t1_chunk, t2_chunk;   // LUT/SOFTMAX table chunk; SOFTMAX reciprocal step
+  reg [1:0]    t1_ph,    t2_ph;      // SOFTMAX pass
   // lanes
   reg [7:0]         table_q [0:255];
   reg signed [31:0] sum  [0:V-1];
   reg signed [7:0]  vmax [0:V-1];
   reg [TAPS_W-1:0]  taps;           // valid taps of the window so far
+  // SOFTMAX: the exp table (entry k = exp(-k) in Q0.31) and the row's state
+  reg [31:0]        sm_table [0:255];
+  reg signed [7:0]  sm_max;          // max of the row
+  reg signed [31:0] sm_sum;          // sum of the entries / 2^12 (Q12.19)
+  reg signed [31:0] sm_half;         // the reciprocal's half denominator (Q0.31)
+  reg signed [31:0] sm_x;            // the reciprocal estimate (Q2.29), then the scale (Q0.31)
+  reg [5:0]         sm_exponent;     // 23 + bits over unit: the output's rounding shift
+
+  // entry k as the datapath reads it: entry 0 is exp(0) and bit 31 is ignored, so the row sum
+  // stays in [2^19, 2^31) whatever the table holds
+  function automatic logic signed [31:0] sm_entry(input logic [7:0] fn_k);
+    begin
+      sm_entry = (fn_k == 8'd0) ? 32'sh7FFFFFFF : $signed({1'b0, sm_table[fn_k][30:0]});
+    end
+  endfunction
 
   wire is_pool = op == `NPU_OP_AVGPOOL || op == `NPU_OP_MAXPOOL;
   wire is_binary = op == `NPU_OP_ADD || op == `NPU_OP_MUL;
   wire bcast = ifm2_broadcast != 32'd0;  // checked to be 0 or 1; stable during the kick
+
+  // ADD/MUL (broadcast) and SOFTMAX loop over OFM pixels and channel groups, MEAN and the pools over the IFM's
+  function automatic logic ofm_walk(input logic [7:0] fn_op);
+    begin
+      ofm_walk = fn_op == `NPU_OP_ADD || fn_op == `NPU_OP_MUL || fn_op == `NPU_OP_SOFTMAX;
+    end
+  endfunction
 
   function automatic logic [LW-1:0] lanes_left(input logic [31:0] fn_total, input logic [31:0] fn_done);
     begin
@@ -146,6 +180,7 @@ module npu_vec #(
           if (start) begin
             op <= opcode;
             j <= 32'd0;
+            ph <= SM_MAX;
             g <= 32'd0;
             q <= 32'd0;
             oy <= 32'd0;
@@ -154,21 +189,22 @@ module npu_vec #(
             kx <= 32'd0;
             n_bytes <= ofm_h * ofm_w * ofm_c;
             n_chunks <= (ofm_h * ofm_w * ofm_c + 32'(V - 1)) / 32'(V);
-            // ADD/MUL broadcast walks the OFM; MEAN and the pools the IFM (IFM_C == OFM_C)
-            n_groups <= ((opcode == `NPU_OP_ADD || opcode == `NPU_OP_MUL ? ofm_c : ifm_c) + 32'(V - 1)) / 32'(V);
-            n_pixels <= (opcode == `NPU_OP_ADD || opcode == `NPU_OP_MUL) ? ofm_h * ofm_w : ifm_h * ifm_w;
+            // ADD/MUL broadcast and SOFTMAX walk the OFM; MEAN and the pools the IFM (IFM_C == OFM_C)
+            n_groups <= ((ofm_walk(opcode) ? ofm_c : ifm_c) + 32'(V - 1)) / 32'(V);
+            n_pixels <= ofm_walk(opcode) ? ofm_h * ofm_w : ifm_h * ifm_w;
             n_window <= ifm_h * ifm_w;
-            state <= (opcode == `NPU_OP_LUT) ? V_TABLE : V_RUN;
+            n_table <= (opcode == `NPU_OP_SOFTMAX) ? 32'(SM_CHUNKS) : 32'(LUT_CHUNKS);
+            state <= (opcode == `NPU_OP_LUT || opcode == `NPU_OP_SOFTMAX) ? V_TABLE : V_RUN;
           end
         end
-        V_TABLE: begin  // LUT: the table, V bytes per cycle
+        V_TABLE: begin  // LUT, SOFTMAX: the table, V bytes per cycle
           rd_a_en <= 1'b1;
           rd_a_addr <= AW'(lut_addr + j * 32'(V));
           t1_valid <= 1'b1;
           t1_table <= 1'b1;
-          t1_chunk <= 8'(j);
+          t1_chunk <= 16'(j);
           t1_last <= 1'b0;
-          if (j == 32'(LUT_CHUNKS - 1)) begin
+          if (j + 32'd1 == n_table) begin
             j <= 32'd0;
             state <= V_RUN;
           end else j <= j + 32'd1;
@@ -210,6 +246,29 @@ module npu_vec #(
               state <= V_FLUSH;
               tail <= 2'd3;
             end else j <= j + 32'd1;
+          end else if (op == `NPU_OP_SOFTMAX) begin
+            // row q, pass ph, chunk (or reciprocal step) j
+            rd_a_en <= ph != SM_RECIP;
+            rd_a_addr <= AW'(ifm_addr + q * ofm_c + j * 32'(V));
+            t1_ph <= ph;
+            t1_chunk <= 16'(j);
+            t1_first <= j == 32'd0;
+            t1_last <= ph == SM_OUT;
+            t1_tap <= 1'b1;
+            t1_waddr <= AW'(ofm_addr + q * ofm_c + j * 32'(V));
+            t1_wlen <= lanes_left(ofm_c, j * 32'(V));
+            if (j + 32'd1 != (ph == SM_RECIP ? 32'(SM_RECIP_STEPS) : n_groups)) j <= j + 32'd1;
+            else begin
+              j <= 32'd0;
+              ph <= ph + 2'd1;  // SM_OUT wraps to SM_MAX: the next row
+              if (ph == SM_OUT) begin
+                if (q + 32'd1 != n_pixels) q <= q + 32'd1;
+                else begin
+                  state <= V_FLUSH;
+                  tail <= 2'd3;
+                end
+              end
+            end
           end else if (op == `NPU_OP_MEAN) begin
             rd_a_en <= 1'b1;
             rd_a_addr <= AW'(ifm_addr + q * ifm_c + g * 32'(V));
@@ -285,6 +344,7 @@ module npu_vec #(
       t2_waddr <= t1_waddr;
       t2_wlen <= t1_wlen;
       t2_chunk <= t1_chunk;
+      t2_ph <= t1_ph;
 
       // ---- consume stage (lanes computed in local arrays, assigned as whole arrays)
       if (t2_valid) begin : consume
@@ -292,11 +352,56 @@ module npu_vec #(
         logic signed [31:0] l_sum [0:V-1];
         logic signed [7:0]  l_max [0:V-1];
         for (int i = 0; i < V; i++) l_out[i] = 8'd0;
-        if (t2_table) begin : table_load
+        if (t2_table && op == `NPU_OP_SOFTMAX) begin : softmax_table_load  // little-endian int32 entries
+          logic [31:0] l_entries [0:255];
+          logic [31:0] b;
+          l_entries = sm_table;
+          for (int i = 0; i < V; i++) begin
+            b = 32'(t2_chunk) * 32'(V) + 32'(i);
+            if (b < 32'(`NPU_SOFTMAX_TABLE_BYTES)) l_entries[8'(b >> 2)][8 * b[1:0] +: 8] = rd_a_data[i];
+          end
+          sm_table <= l_entries;
+        end else if (t2_table) begin : table_load
           logic [7:0] l_table [0:255];
           l_table = table_q;
           for (int i = 0; i < V; i++) if (32'(t2_chunk) * 32'(V) + 32'(i) < 32'd256) l_table[8'(32'(t2_chunk) * 32'(V) + 32'(i))] = rd_a_data[i];
           table_q <= l_table;
+        end else if (op == `NPU_OP_SOFTMAX) begin : softmax_lanes
+          case (t2_ph)
+            SM_MAX: begin : row_max
+              logic signed [7:0] m;
+              m = t2_first ? -8'sd128 : sm_max;
+              for (int i = 0; i < V; i++) if (LW'(i) < t2_wlen && $signed(rd_a_data[i]) > m) m = $signed(rd_a_data[i]);
+              sm_max <= m;
+            end
+            SM_SUM: begin : row_sum  // < 2^31: at most SOFTMAX_MAX_CHANNELS terms of at most 2^19
+              logic signed [31:0] acc;
+              acc = t2_first ? 32'sd0 : sm_sum;
+              for (int i = 0; i < V; i++)
+                if (LW'(i) < t2_wlen) acc = acc + rdbpot(sm_entry(8'(sm_max - $signed(rd_a_data[i]))), 5'd12);
+              sm_sum <= acc;
+            end
+            SM_RECIP: begin : reciprocal  // GetReciprocal(sum): one step per cycle
+              if (t2_chunk == 16'd0) begin : estimate
+                int clz;
+                logic [31:0] shifted;  // sum << clz, in [2^31, 2^32): the Q0.31 x of 1/(1 + x) is this - 2^31
+                logic signed [31:0] half;
+                clz = 32;
+                for (int b = 0; b < 32; b++) if (sm_sum[b]) clz = 31 - b;  // the highest set bit wins
+                shifted = 32'(sm_sum) << clz;
+                half = $signed(shifted >> 1);  // RoundingHalfSum(x, 1): (x + 2^31 - 1 + 1) / 2
+                sm_half <= half;
+                sm_x <= 32'sd1515870810 + srdhm(half, -32'sd1010580540);  // 48/17 - 32/17 * d
+                sm_exponent <= 6'(35 - clz);  // 31 - 8 + (12 - clz)
+              end else if (t2_chunk == 16'(SM_RECIP_STEPS - 1)) sm_x <= sat_left(recip_step(sm_half, sm_x), 1);
+              else sm_x <= recip_step(sm_half, sm_x);
+            end
+            default: begin : row_out  // SM_OUT
+              for (int i = 0; i < V; i++)
+                l_out[i] = add_zero_point_clamp($signed(rdbpot_wide(32'(srdhm(sm_x, sm_entry(8'(sm_max - $signed(rd_a_data[i]))))),
+                                                                    sm_exponent)), -32'sd128, -32'sd128, 32'sd127);
+            end
+          endcase
         end else if (op == `NPU_OP_LUT) begin
           for (int i = 0; i < V; i++) l_out[i] = table_q[rd_a_data[i] ^ 8'h80];  // index x + 128
         end else if (op == `NPU_OP_ADD) begin

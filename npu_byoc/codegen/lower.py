@@ -16,17 +16,17 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from .. import limits, lut_ops
+from .. import limits, lut_ops, softmax
 from ..checks import same_quantization
 from .. import numerics as nx
 from ..errors import LoweringError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import MAX_REGIONS, Region
 from ..patterns import LAYER_ATTR, Reject, extract_composite
-from ..qops import QAdd, QConcat, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D, QReshape
+from ..qops import QAdd, QConcat, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D, QReshape, QSoftmax
 from ..relax_utils import dtype_of, shape_of
 from ..requant import fc_scale, weighted_requant
-from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, TensorRef
+from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef
 
 SCRATCH_ALIGN = 16
 
@@ -247,6 +247,13 @@ def _lower_lut(name: str, op: QLut, ifms: list[TensorRef], ofm: TensorRef) -> Np
     return Lut(name=name, function=op.function, ifm=ifms[0], ofm=ofm, table=lut_ops.table(op))
 
 
+def _lower_softmax(name: str, op: QSoftmax, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
+    if len(op.input.shape) == 4 and ofm.layout == "NCHW" and not _order_free(op.input.shape):
+        raise Reject("softmax over the last axis of a tensor the partition holds NCHW: the NPU's SOFTMAX is "
+                     "over the channels of each pixel")
+    return Softmax(name=name, ifm=ifms[0], ofm=ofm, table=softmax.exp_table(op.input.scale, op.beta))
+
+
 LOWERINGS: dict[type, Callable[[str, QOp, list[TensorRef], TensorRef], NpuOp]] = {
     QConv2D: _lower_conv,
     QFullyConnected: _lower_fc,
@@ -255,6 +262,7 @@ LOWERINGS: dict[type, Callable[[str, QOp, list[TensorRef], TensorRef], NpuOp]] =
     QAdd: _lower_add,
     QMul: _lower_mul,
     QLut: _lower_lut,
+    QSoftmax: _lower_softmax,
 }
 
 

@@ -306,4 +306,22 @@ class Lut(_NpuOp):
         return 0
 
 
-NpuOp = Conv2D | DepthwiseConv2D | FullyConnected | Pool | Mean | Add | Mul | Lut
+@dataclass(eq=False)
+class Softmax(_NpuOp):
+    """TFLite's int8 softmax over the channels of every pixel (output scale 1/256, zero point
+    −128); ``table`` holds exp(−k) for the differences k = max − x at the input's scale and beta
+    (npu_byoc.softmax.exp_table)."""
+
+    name: str
+    ifm: TensorRef
+    ofm: TensorRef
+    table: np.ndarray  # int32 [256]
+    tiling: Tiling | None = None
+    kind: str = field(default="softmax", init=False)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+NpuOp = Conv2D | DepthwiseConv2D | FullyConnected | Pool | Mean | Add | Mul | Lut | Softmax

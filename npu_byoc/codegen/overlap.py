@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..isa import REQUANT_RECORD_BYTES, Opcode, Reg, Region
+from ..isa import REQUANT_RECORD_BYTES, SOFTMAX_TABLE_BYTES, Opcode, Reg, Region
 from .encoder import Dma, Kick, Step
 
 Span = tuple[int, int]  # [lo, hi) SRAM bytes
@@ -73,6 +73,7 @@ _READS = {
     Opcode.ADD: _binary_reads,
     Opcode.MUL: _binary_reads,
     Opcode.LUT: lambda k: [(Reg.IFM_ADDR, _hwc(k, "OFM")), (Reg.LUT_ADDR, 256)],
+    Opcode.SOFTMAX: lambda k: [(Reg.IFM_ADDR, _hwc(k, "OFM")), (Reg.LUT_ADDR, SOFTMAX_TABLE_BYTES)],
 }
 
 

@@ -35,14 +35,14 @@ import numpy as np
 
 from ..errors import LoweringError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
-from ..isa import REQUANT_RECORD_BYTES, Opcode, Reg, Region
+from ..isa import REQUANT_RECORD_BYTES, SOFTMAX_TABLE_BYTES, Opcode, Reg, Region
 from .. import escape
 from .. import numerics as nx
 from .encoder import Dma, Kick, Step, disassemble, encode_with_starts
 from .lower import PartitionPlan
 from .residency import Buffer, largest_gap, place
 from .overlap import overlap
-from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, TensorRef, Tiling
+from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef, Tiling
 
 ALIGN = 16  # SRAM buffers and constants start on 16-byte boundaries (REQUANT_ADDR needs 4)
 LUT_BYTES = 256
@@ -192,6 +192,7 @@ class _Kind:
     buffers: Callable[[NpuOp, int, int], dict[str, int]]
     tile: Callable[[NpuOp, "_TileIo", int, int, int, int], list[Step]]  # (op, io, r0, nr, c0, nc)
     describe: Callable[[NpuOp], str]
+    split_channels: bool = True  # False: a tile always holds every channel (a softmax row)
 
 
 def _ofm_regs(addr: int, h: int, w: int, c: int) -> dict[Reg, int]:
@@ -346,6 +347,23 @@ def _elementwise_tile(op, io: "_TileIo", r0: int, nr: int, c0: int, nc: int) -> 
     return steps + store
 
 
+# Softmax: rows of pixels; a pixel's channels are one row of the softmax, never split.
+
+
+def _softmax_buffers(op: Softmax, r: int, cb: int) -> dict[str, int]:
+    W = op.ofm.shape[1]
+    return {"table": SOFTMAX_TABLE_BYTES, "ifm": r * W * cb, "ofm": r * W * cb}
+
+
+def _softmax_tile(op: Softmax, io: "_TileIo", r0: int, nr: int, c0: int, nc: int) -> list[Step]:
+    W = op.ofm.shape[1]
+    steps: list[Step] = []
+    ifm = io.load(steps, "ifm", op.ifm, r0, nr, 0, W, c0, nc)
+    ofm, store = io.store("ofm", op.ofm, r0, nr, 0, W, c0, nc)
+    regs = {Reg.IFM_ADDR: ifm, Reg.LUT_ADDR: io.sram["table"]} | _ofm_regs(ofm, nr, W, nc)
+    return [*steps, Kick.make(Opcode.SOFTMAX, regs), *store]
+
+
 def _describe_elementwise(op) -> str:
     return f"{op.kind} {'x'.join(map(str, op.ofm.shape))}"
 
@@ -365,6 +383,8 @@ KINDS: dict[type, _Kind] = {
     Add: _ELEMENTWISE,
     Mul: _ELEMENTWISE,
     Lut: _ELEMENTWISE,
+    Softmax: _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _softmax_buffers, _softmax_tile,
+                   _describe_elementwise, split_channels=False),
 }
 
 
@@ -416,8 +436,9 @@ def _fits(op: NpuOp, r: int, cb: int, budget: int, resident=()) -> bool:
 
 
 def fit_tiling(op: NpuOp, hw: HwConfig, budget: int | None = None, resident=()) -> Tiling | None:
-    """Full channels and as many rows as fit; else the largest channel block of one row.
-    None when not even a 1-row x 1-channel tile fits (the partition check asks this too).
+    """Full channels and as many rows as fit; else the largest channel block of one row (a kind
+    that keeps its channels whole: none). None when not even the smallest tile fits (the
+    partition check asks this too).
     ``budget``: the SRAM bytes free for the op's own buffers (default all of it);
     ``resident``: its operands kept in SRAM by the partition (see tile_sram_bytes)."""
     kind = KINDS[type(op)]
@@ -437,26 +458,30 @@ def fit_tiling(op: NpuOp, hw: HwConfig, budget: int | None = None, resident=()) 
                 lo, hi = (mid, hi) if fits(mid, cb) else (lo, mid - 1)
             tiles = -(-rows // lo)
             return Tiling(-(-rows // tiles), cb)
+        if not kind.split_channels:
+            break
         blocks = -(-channels // (cb - 1)) if cb > 1 else channels + 1  # next smaller block size
     return None
 
 
-_UNTILEABLE = "a 1-row x 1-channel tile needs {need} bytes of SRAM, the NPU has {sram}"
+_UNTILEABLE = "a 1-row x {channels}-channel tile needs {need} bytes of SRAM, the NPU has {sram}"
 
 
 def untileable_reason(op: NpuOp, hw: HwConfig, budget: int | None = None, resident=()) -> str | None:
     """Why no tile of ``op`` fits the SRAM (None when one does)."""
     if fit_tiling(op, hw, budget, resident) is not None:
         return None
-    need = tile_sram_bytes(op, 1, 1, resident)
+    kind = KINDS[type(op)]
+    channels = 1 if kind.split_channels else kind.channels(op)  # the smallest tile there is
+    need = tile_sram_bytes(op, 1, channels, resident)
     sram = hw.sram_bytes if budget is None else budget
-    return f"{KINDS[type(op)].describe(op)}: {_UNTILEABLE.format(need=need, sram=sram)}"
+    return f"{kind.describe(op)}: {_UNTILEABLE.format(channels=channels, need=need, sram=sram)}"
 
 
 def is_untileable_reason(reason: str | None) -> bool:
     """Whether a partition-log reason is :func:`untileable_reason`'s (the SRAM is too small)."""
-    head, _, tail = _UNTILEABLE.partition("{need}")
-    return bool(reason) and head in reason and tail.split("{sram}")[0] in reason
+    parts = [p.split("}")[-1] for p in _UNTILEABLE.split("{")]  # the fixed text between the fields
+    return bool(reason) and all(p in reason for p in parts if p)
 
 
 def choose_tiling(op: NpuOp, hw: HwConfig, layer: str = "", budget: int | None = None, resident=()) -> Tiling:
@@ -466,7 +491,9 @@ def choose_tiling(op: NpuOp, hw: HwConfig, layer: str = "", budget: int | None =
     budget = hw.sram_bytes if budget is None else budget
     if op.tiling is not None:
         t = op.tiling
-        if not (1 <= t.rows <= rows and 1 <= t.channels <= channels and _fits(op, t.rows, t.channels, budget, resident)):
+        whole = kind.split_channels or t.channels == channels
+        if not (1 <= t.rows <= rows and 1 <= t.channels <= channels and whole
+                and _fits(op, t.rows, t.channels, budget, resident)):
             raise LoweringError(f"layer '{layer or op.name}': tiling {t} does not fit {rows} rows x "
                                 f"{channels} channels in {budget} bytes of SRAM")  # fmt: skip
         return t
@@ -487,6 +514,8 @@ def _constants_of(op: NpuOp, pool: _Constants) -> dict[str, tuple[int, int]]:
         }
     if isinstance(op, Lut):
         return {"lut": (pool.add(np.asarray(op.table, np.int8).tobytes()), 0)}
+    if isinstance(op, Softmax):
+        return {"table": (pool.add(np.asarray(op.table, "<i4").tobytes()), 0)}
     return {}
 
 
@@ -496,8 +525,9 @@ def _op_steps(op: NpuOp, tiling: Tiling, io: _TileIo, consts: dict[str, tuple[in
     kind = KINDS[type(op)]
     rows, channels = kind.rows(op), kind.channels(op)
     steps: list[Step] = []
-    if "lut" in consts:  # the table does not depend on the channel block: load it once
-        steps.append(_load(consts["lut"][0], io.sram["lut"], LUT_BYTES))
+    for name, nbytes in (("lut", LUT_BYTES), ("table", SOFTMAX_TABLE_BYTES)):
+        if name in consts:  # a table does not depend on the channel block: load it once
+            steps.append(_load(consts[name][0], io.sram[name], nbytes))
     for c0 in range(0, channels, tiling.channels):
         nc = min(tiling.channels, channels - c0)
         for name in ("weights", "requant"):  # once per channel block

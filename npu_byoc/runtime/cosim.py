@@ -58,7 +58,7 @@ from ..cache import atomic_output, build_lock, cache_dir, content_key, is_intact
 from ..codegen.encoder import encode_with_starts
 from ..codegen.lower import PartitionPlan, partition_batch
 from ..codegen.lower import per_image as per_image_shape
-from ..codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool
+from ..codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax
 from ..codegen.schedule import schedule_partition
 from ..errors import NpuByocError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
@@ -70,7 +70,7 @@ from ..uint8 import to_model
 from . import cycles as cycle_model
 from . import golden
 
-OP_CLASSES = ("conv", "pointwise", "depthwise", "fc", "pool", "mean", "add", "mul", "lut")
+OP_CLASSES = ("conv", "pointwise", "depthwise", "fc", "pool", "mean", "add", "mul", "lut", "softmax")
 MAC_CLASSES = ("conv", "pointwise", "depthwise", "fc")
 CLASS_NAMES = {
     "conv": "standard conv",
@@ -82,16 +82,17 @@ CLASS_NAMES = {
     "add": "add",
     "mul": "mul",
     "lut": "lut",
+    "softmax": "softmax",
 }
 _CLASS_OF_TYPE = {DepthwiseConv2D: "depthwise", FullyConnected: "fc", Pool: "pool", Mean: "mean", Add: "add",
-                  Mul: "mul", Lut: "lut"}  # fmt: skip
+                  Mul: "mul", Lut: "lut", Softmax: "softmax"}  # fmt: skip
 _DMA = set(DMA_OPCODES)
 _NOT_COMPUTE = {Opcode.NOP, Opcode.SET_REG, Opcode.STOP, Opcode.WAIT_DMA} | _DMA
 
 
 def op_class(op: NpuOp) -> str:
     """The report's class of an NPU op: conv (standard), pointwise (1x1 conv), depthwise, fc,
-    pool, mean, add, lut."""
+    pool, mean, add, mul, lut, softmax."""
     if isinstance(op, Conv2D):
         return "pointwise" if tuple(op.kernel) == (1, 1) else "conv"
     return _CLASS_OF_TYPE[type(op)]

@@ -32,6 +32,8 @@ ADD, MUL   ``VECTOR_SETUP_CYCLES + ceil(OFM_H·OFM_W·OFM_C / C)``; with IFM2_BR
            vector read again at each)
 LUT        ``VECTOR_SETUP_CYCLES + ceil(256/C) + ceil(OFM_H·OFM_W·OFM_C / C)`` (the table is
            loaded into registers first)
+SOFTMAX    ``VECTOR_SETUP_CYCLES + ceil(1024/C) + OFM_H·OFM_W·(3·ceil(OFM_C/C) + 4)``: the int32
+           table, then per row a max, a sum and an output pass and the 4 reciprocal steps
 NOP, STOP  fetch only
 =========  ==================================================================================
 
@@ -62,7 +64,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
-from ..isa import ASYNC_DMA, DMA_OPCODES, Opcode, Reg
+from ..isa import ASYNC_DMA, DMA_OPCODES, SOFTMAX_TABLE_BYTES, Opcode, Reg
 
 DMA_SETUP_CYCLES = 5  # fixed cycles of a DMA: its checks (2), start, the first request's latency, done
 MAC_SETUP_CYCLES = 14  # checks 3, start 1, table-scan pipeline 3, first block 1, array pipeline 2,
@@ -70,6 +72,7 @@ MAC_SETUP_CYCLES = 14  # checks 3, start 1, table-scan pipeline 3, first block 1
 MAC_WEIGHT_LANES = 4  # channel blocks one MAC block may span (npu_top's LANES)
 VECTOR_SETUP_CYCLES = 8  # fixed cycles of a vector kick: checks, start, the three-stage pipeline, done
 LUT_BYTES = 256
+SOFTMAX_RECIP_CYCLES = 4  # GetReciprocal: the initial estimate, three Newton-Raphson steps
 ASYNC_ISSUE_CYCLES = 3  # a background DMA holds the command processor for its start and checks
 QUEUE_HANDOFF_CYCLES = 2  # the checks a queued transfer has done before the mover takes it
 
@@ -139,6 +142,9 @@ def kick_cycles(opcode: Opcode, regs: Mapping[Reg, int], hw: HwConfig = DEFAULT_
     if opcode == Opcode.LUT:
         n = r[Reg.OFM_H] * r[Reg.OFM_W] * r[Reg.OFM_C]
         return VECTOR_SETUP_CYCLES + _ceil_div(LUT_BYTES, lanes) + _ceil_div(n, lanes)
+    if opcode == Opcode.SOFTMAX:
+        passes = 3 * _ceil_div(r[Reg.OFM_C], lanes) + SOFTMAX_RECIP_CYCLES
+        return VECTOR_SETUP_CYCLES + _ceil_div(SOFTMAX_TABLE_BYTES, lanes) + r[Reg.OFM_H] * r[Reg.OFM_W] * passes
     raise ValueError(f"kick_cycles: no cycle model for {opcode!r}")
 
 

@@ -12,8 +12,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from .. import numerics as nx
+from .. import softmax as sm
 from ..codegen.lower import PartitionPlan
-from ..codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, TensorRef
+from ..codegen.npu_ops import (
+    Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef,
+)  # fmt: skip
 from ..isa import Region
 from ..uint8 import to_model, to_npu
 
@@ -81,6 +84,10 @@ def lut(op: Lut, x: np.ndarray) -> np.ndarray:
     return nx.lut_lookup(x, op.table)
 
 
+def softmax(op: Softmax, x: np.ndarray) -> np.ndarray:
+    return sm.run(x.reshape(-1, x.shape[-1]), op.table).reshape(x.shape)
+
+
 def add(op: Add, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     params = nx.AddParams(
         op.left_shift,
@@ -107,6 +114,7 @@ KERNELS: dict[type, Callable[..., np.ndarray]] = {
     Pool: pool,
     Mean: mean,
     Lut: lut,
+    Softmax: softmax,
     Add: add,
     Mul: mul,
 }

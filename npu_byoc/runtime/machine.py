@@ -26,6 +26,7 @@ import math
 import numpy as np
 
 from .. import numerics as nx
+from .. import softmax
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import (
     HEADER_WORDS,
@@ -35,6 +36,8 @@ from ..isa import (
     SHIFT_MAX,
     SHIFT_MIN,
     SIGNED_REGS,
+    SOFTMAX_MAX_CHANNELS,
+    SOFTMAX_TABLE_BYTES,
     VERSION_MAJOR,
     VERSION_MINOR,
     Opcode,
@@ -432,6 +435,23 @@ class Machine:
         table = self._tile(spans["table"], (256,))
         self._tile(out, shape)[...] = nx.lut_lookup(self._tile(spans["IFM"], shape), table)
 
+    def _softmax(self) -> None:
+        r = self.regs
+        shape = self._shape("OFM")
+        _param(shape[2] <= SOFTMAX_MAX_CHANNELS, f"SOFTMAX over {shape[2]} channels: at most {SOFTMAX_MAX_CHANNELS}")
+        _param(r[Reg.LUT_ADDR] % 4 == 0, "LUT_ADDR is not 4-byte aligned")
+        nbytes = math.prod(shape)
+        spans = {
+            "IFM": self._sram("IFM", r[Reg.IFM_ADDR], nbytes),
+            "table": self._sram("table", r[Reg.LUT_ADDR], SOFTMAX_TABLE_BYTES),
+        }
+        out = self._sram("OFM", r[Reg.OFM_ADDR], nbytes)
+        self._no_overlap(out, spans)
+        lo, hi = spans["table"]
+        table = np.frombuffer(self.sram[lo:hi].tobytes(), "<i4")
+        x = self._tile(spans["IFM"], shape).reshape(-1, shape[2])
+        self._tile(out, shape)[...] = softmax.run(x, table).reshape(shape)
+
 
 _EXECUTE = {
     Opcode.DMA_IN: Machine._dma_in,
@@ -450,6 +470,7 @@ _EXECUTE = {
     Opcode.ADD: Machine._add,
     Opcode.LUT: Machine._lut,
     Opcode.MUL: Machine._mul,
+    Opcode.SOFTMAX: Machine._softmax,
 }
 
 

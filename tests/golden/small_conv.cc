@@ -23,7 +23,7 @@ namespace npu_subgraph_0_data {
 // Command stream: 79 words.
 alignas(4) const uint32_t k_stream[79] = {
     0x3155504Eu,                // 0000 MAGIC    0x3155504E (NPU1)
-    0x00010001u,                // 0001 VERSION  1.1
+    0x00010002u,                // 0001 VERSION  1.2
     0x0000004Fu,                // 0002 LENGTH   79 words
     // layer 0: layer_0 (4 rows x 4 channels per tile)
     0x01030000u, 0x00000048u,   // 0003 SET_REG  DMA_N0 = 72

@@ -30,8 +30,8 @@
 #define NPU_WORD_BITS 32                       /* command-stream word (little-endian) */
 #define NPU_MAGIC 0x3155504Eu                  /* header word 0: "NPU1" read as a little-endian word */
 #define NPU_VERSION_MAJOR 1                    /* must equal the NPU's */
-#define NPU_VERSION_MINOR 1                    /* must be <= the NPU's */
-#define NPU_VERSION 0x00010001u                /* header word 1: MAJOR << 16 | MINOR */
+#define NPU_VERSION_MINOR 2                    /* must be <= the NPU's */
+#define NPU_VERSION 0x00010002u                /* header word 1: MAJOR << 16 | MINOR */
 #define NPU_HEADER_WORDS 3                     /* MAGIC, VERSION, total word count (header included) */
 #define NPU_OPCODE_SHIFT 24                    /* opcode = word[31:24] */
 #define NPU_OPCODE_BITS 8                      /* width of the opcode field */
@@ -40,6 +40,8 @@
 #define NPU_SET_REG_RESERVED_MASK 0x0000FFFFu  /* SET_REG word bits that must be 0 (else INVALID_OPCODE) */
 #define NPU_KICK_RESERVED_MASK 0x00FFFFFFu     /* bits of every other command word that must be 0 (else INVALID_OPCODE) */
 #define NPU_REQUANT_RECORD_BYTES 12            /* per-channel record: int32 bias, multiplier, shift */
+#define NPU_SOFTMAX_TABLE_BYTES 1024           /* SOFTMAX: 256 int32 exp entries */
+#define NPU_SOFTMAX_MAX_CHANNELS 4095          /* SOFTMAX: OFM_C at most (the row sum stays in int32) */
 #define NPU_MAX_REGIONS 16                     /* region numbers 0 .. MAX_REGIONS-1 */
 #define NPU_REGION_BITS 4                      /* width of a region number */
 #define NPU_STATUS_BITS 4                      /* width of a status code */
@@ -62,6 +64,7 @@ typedef enum npu_opcode {
     NPU_OP_ADD = 0x40,            /* elementwise add with TFLite int8 rescaling */
     NPU_OP_LUT = 0x41,            /* 256-entry table lookup: out = table[x + 128] */
     NPU_OP_MUL = 0x42,            /* elementwise multiply with TFLite int8 rescaling: (x - zp1)*(y - zp2) rescaled by OFM_MULTIPLIER/SHIFT */
+    NPU_OP_SOFTMAX = 0x43,        /* softmax over the OFM_C channels of each of the OFM_H*OFM_W pixels, TFLite's int8 reference kernel (output scale 1/256, zero point -128) with the exp of max - x read from the int32 table at LUT_ADDR */
     NPU_OP_STOP = 0xFF,           /* end of stream: status OK */
 } npu_opcode_t;
 
@@ -109,7 +112,7 @@ typedef enum npu_reg {
     NPU_REG_OFM_MULTIPLIER = 0x54,    /* ADD, MEAN, MUL: output multiplier [signed] */
     NPU_REG_OFM_SHIFT = 0x55,         /* ADD, MEAN, MUL: output shift (-31..30) [signed] */
     NPU_REG_LEFT_SHIFT = 0x56,        /* ADD: left shift of both inputs (0..31; 20 for int8) [signed] */
-    NPU_REG_LUT_ADDR = 0x60,          /* SRAM address of the 256 int8 table entries */
+    NPU_REG_LUT_ADDR = 0x60,          /* SRAM address of the table: LUT 256 int8 entries; SOFTMAX 256 int32 LE entries (4-aligned) */
 } npu_reg_t;
 
 /* ---- Status codes (isa.Status) ---- */
@@ -178,6 +181,7 @@ static inline int npu_opcode_valid(uint32_t opcode)
     case NPU_OP_ADD: return 1;
     case NPU_OP_LUT: return 1;
     case NPU_OP_MUL: return 1;
+    case NPU_OP_SOFTMAX: return 1;
     case NPU_OP_STOP: return 1;
     default: return 0;
     }
@@ -277,6 +281,7 @@ static inline const char * npu_opcode_name(uint32_t opcode)
     case NPU_OP_ADD: return "ADD";
     case NPU_OP_LUT: return "LUT";
     case NPU_OP_MUL: return "MUL";
+    case NPU_OP_SOFTMAX: return "SOFTMAX";
     case NPU_OP_STOP: return "STOP";
     default: return "?";
     }

@@ -126,6 +126,7 @@ constexpr uint64_t kMacSetupCycles = 14;
 constexpr uint64_t kMacWeightLanes = 4;
 constexpr uint64_t kVectorSetupCycles = 8;
 constexpr uint64_t kLutBytes = 256;
+constexpr uint64_t kSoftmaxRecipCycles = 4;  // cycles.SOFTMAX_RECIP_CYCLES
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
@@ -276,6 +277,44 @@ inline int32_t read_le_i32(const uint8_t *p) {
     return wrap_i32(u);
 }
 
+// ---------------------------------------------------------------------------------------------
+// SOFTMAX (npu_byoc/softmax.py): gemmlowp's fixed-point steps of TFLite's int8 reference kernel.
+// The row sum is in [2^19, 2^31) (entry 0 reads as exp(0), bit 31 of every entry is ignored,
+// OFM_C <= NPU_SOFTMAX_MAX_CHANNELS), so every step stays in the domain gemmlowp asserts.
+
+// SaturatingRoundingMultiplyByPOT with a positive exponent: x * 2^e, saturated to int32.
+inline int32_t sat_left(int32_t x, int e) {
+    const int64_t threshold = (int64_t{1} << (31 - e)) - 1;
+    if (x > threshold) return static_cast<int32_t>(kInt32Max);
+    if (x < -threshold) return static_cast<int32_t>(kInt32Min);
+    return static_cast<int32_t>(static_cast<int64_t>(x) * (int64_t{1} << e));
+}
+
+// The table entry of the difference k = max - x as the datapath reads it.
+inline int32_t softmax_entry(const uint8_t *table, uint32_t k) {
+    if (k == 0) return static_cast<int32_t>(kInt32Max);
+    return static_cast<int32_t>(static_cast<uint32_t>(read_le_i32(table + 4 * k)) & 0x7FFFFFFFu);
+}
+
+// TFLite GetReciprocal of a Q12.19 sum in [2^19, 2^31): the Q0.31 scale and the output's
+// rounding exponent 23 + (12 - clz(sum)).
+inline void softmax_reciprocal(int32_t sum, int32_t *scale, int *exponent) {
+    int clz = 0;
+    while (clz < 32 && !((static_cast<uint32_t>(sum) << clz) & 0x80000000u)) ++clz;
+    const uint32_t shifted = static_cast<uint32_t>(sum) << clz;  // in [2^31, 2^32)
+    const int32_t half = static_cast<int32_t>(shifted >> 1);        // RoundingHalfSum(shifted - 2^31, One)
+    int32_t x = 1515870810 + srdhm(half, -1010580540);               // 48/17 - 32/17 * d, Q2.29
+    for (int step = 0; step < 3; ++step) x = x + sat_left(srdhm(x, (int32_t{1} << 29) - srdhm(half, x)), 2);
+    *scale = sat_left(x, 1);
+    *exponent = 35 - clz;
+}
+
+// RoundingDivideByPOT of a non-negative int32 by 2^e, 0 <= e <= 62.
+inline int64_t rdbpot_wide(int32_t x, int e) {
+    const int64_t mask = (int64_t{1} << e) - 1;
+    return (static_cast<int64_t>(x) >> e) + ((static_cast<int64_t>(x) & mask) > (mask >> 1) ? 1 : 0);
+}
+
 inline int8_t as_i8(uint8_t b) { return static_cast<int8_t>(b >= 128 ? static_cast<int>(b) - 256 : b); }
 inline uint8_t as_u8(int32_t v) { return static_cast<uint8_t>(static_cast<uint32_t>(v) & 0xFFu); }
 
@@ -379,6 +418,7 @@ private:
     uint32_t binary_registers(Shape *out) const;
     uint32_t binary_operands(uint64_t nbytes, uint64_t channels, Span *a, Span *b, Span *out) const;
     uint32_t lut();
+    uint32_t softmax();
 
     uint64_t kick_cycles(uint32_t opcode) const;
 
@@ -494,6 +534,7 @@ uint32_t Machine::execute(uint32_t op) {
     case NPU_OP_ADD: return add();
     case NPU_OP_MUL: return mul();
     case NPU_OP_LUT: return lut();
+    case NPU_OP_SOFTMAX: return softmax();
     default: return NPU_STATUS_INVALID_OPCODE;  // not reached: command() checked the opcode
     }
 }
@@ -930,6 +971,41 @@ uint32_t Machine::lut() {
 }
 
 // ---------------------------------------------------------------------------------------------
+// SOFTMAX: per row of OFM_C bytes, max, sum of entries / 2^12, reciprocal, scaled entries
+
+uint32_t Machine::softmax() {
+    Shape shp;
+    uint32_t st;
+    if ((st = shape(NPU_REG_OFM_H, &shp)) != kOk) return st;
+    if (shp.c > NPU_SOFTMAX_MAX_CHANNELS || u(NPU_REG_LUT_ADDR) % 4 != 0) return NPU_STATUS_INVALID_PARAMETER;
+    const uint64_t nbytes = shp.elements();
+    Span in_span, table_span, out_span;
+    if ((st = sram_span(u(NPU_REG_IFM_ADDR), nbytes, &in_span)) != kOk) return st;
+    if ((st = sram_span(u(NPU_REG_LUT_ADDR), NPU_SOFTMAX_TABLE_BYTES, &table_span)) != kOk) return st;
+    if ((st = sram_span(u(NPU_REG_OFM_ADDR), nbytes, &out_span)) != kOk) return st;
+    if (overlaps(out_span, in_span) || overlaps(out_span, table_span)) return NPU_STATUS_INVALID_PARAMETER;
+    const uint8_t *table = m_.sram + table_span.lo;
+    const uint64_t channels = shp.c;
+    for (uint64_t row = 0; row < nbytes / channels; ++row) {
+        const uint8_t *x = m_.sram + in_span.lo + row * channels;
+        uint8_t *out = m_.sram + out_span.lo + row * channels;
+        int32_t max = -128;
+        for (uint64_t k = 0; k < channels; ++k) max = std::max<int32_t>(max, as_i8(x[k]));
+        int32_t sum = 0;  // < 2^31: at most NPU_SOFTMAX_MAX_CHANNELS terms of at most 2^19
+        for (uint64_t k = 0; k < channels; ++k)
+            sum += rdbpot(softmax_entry(table, static_cast<uint32_t>(max - as_i8(x[k]))), 12);
+        int32_t scale;
+        int exponent;
+        softmax_reciprocal(sum, &scale, &exponent);
+        for (uint64_t k = 0; k < channels; ++k) {
+            const int32_t e = softmax_entry(table, static_cast<uint32_t>(max - as_i8(x[k])));
+            out[k] = as_u8(clamp_i32(rdbpot_wide(srdhm(scale, e), exponent) - 128, -128, 127));
+        }
+    }
+    return kOk;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Cycle model of an executed kick (npu_byoc/runtime/cycles.py): the RTL's cycles, not counting
 // the fetch of the kick word. The registers passed the kick's checks, so every operand is
 // bounded by the SRAM size: with any SRAM up to 2^26 bytes no product comes near 2^64 (beyond,
@@ -972,6 +1048,9 @@ uint64_t Machine::kick_cycles(uint32_t opcode) const {
     case NPU_OP_LUT:
         return kVectorSetupCycles + ceil_div(kLutBytes, lanes) +
                ceil_div(u(NPU_REG_OFM_H) * u(NPU_REG_OFM_W) * u(NPU_REG_OFM_C), lanes);
+    case NPU_OP_SOFTMAX:  // the table, then per row: max, sum, reciprocal, output
+        return kVectorSetupCycles + ceil_div(NPU_SOFTMAX_TABLE_BYTES, lanes) +
+               u(NPU_REG_OFM_H) * u(NPU_REG_OFM_W) * (3 * ceil_div(u(NPU_REG_OFM_C), lanes) + kSoftmaxRecipCycles);
     default: return 0;
     }
 }
