@@ -61,7 +61,8 @@ def pct(x) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*", default=MODELS)
-    parser.add_argument("--dma-overlap", type=int, default=0, choices=(0, 1), help="HwConfig.dma_overlap (default 0)")
+    parser.add_argument("--dma-overlap", type=int, default=1, choices=(0, 1),
+                        help="HwConfig.dma_overlap (default 1: background DMA; 0: sequential)")
     args = parser.parse_args(argv)
 
     t0 = time.perf_counter()

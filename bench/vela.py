@@ -122,7 +122,8 @@ def main(argv=None) -> int:
     parser.add_argument("--models", nargs="*", default=MODELS)
     parser.add_argument("--dma-bytes-per-cycle", type=int, action="append", help="default: 16 and 8")
     parser.add_argument("--per-layer", help="print the per-layer table of this model")
-    parser.add_argument("--dma-overlap", type=int, default=0, choices=(0, 1), help="HwConfig.dma_overlap (default 0)")
+    parser.add_argument("--dma-overlap", type=int, default=1, choices=(0, 1),
+                        help="HwConfig.dma_overlap (default 1: background DMA; 0: sequential)")
     parser.add_argument("--dma-queue-depth", type=int, help="HwConfig.dma_queue_depth (default: the HwConfig's)")
     args = parser.parse_args(argv)
     widths = args.dma_bytes_per_cycle or [16, 8]

@@ -19,10 +19,11 @@ class HwConfig:
     sram_bytes: int = 256 * 1024
     # External memory: bytes the DMA moves per cycle on a contiguous row (one request each).
     dma_bytes_per_cycle: int = 16
-    # 1: the compiler runs DMAs in the background while the array computes (DMA_IN_ASYNC,
-    # DMA_OUT_ASYNC, WAIT_DMA; npu_byoc.codegen.overlap). The hardware always has the background
-    # DMA engine (its own SRAM port); this chooses the schedule. 0: every command in turn.
-    dma_overlap: int = 0
+    # 1 (default): the compiler runs DMAs in the background while the array computes
+    # (DMA_IN_ASYNC, DMA_OUT_ASYNC, WAIT_DMA; npu_byoc.codegen.overlap). The hardware always has
+    # the background DMA engine (its own SRAM port); this chooses the schedule. 0: every
+    # command in turn (the sequential schedule, DMA time added to compute time).
+    dma_overlap: int = 1
     # Background DMA transfers outstanding at most (the DMA engine's descriptor queue, the one
     # being copied included); a background DMA waits for room.
     dma_queue_depth: int = 8

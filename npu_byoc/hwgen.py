@@ -51,7 +51,7 @@ _CONFIG_DOC = {
     "array_cols": "MAC array columns: output pixels (or FC rows) computed in parallel",
     "sram_bytes": "on-chip SRAM in bytes; the compiler tiles layers to fit",
     "dma_bytes_per_cycle": "external memory bytes per DMA request (one per cycle on a contiguous row)",
-    "dma_overlap": "1: schedules run DMAs in the background while the array computes (compiler only)",
+    "dma_overlap": "1 (default): schedules run DMAs in the background while the array computes; 0: in turn (compiler only)",
     "dma_queue_depth": "background DMA transfers outstanding at most (the descriptor queue)",
     "max_kernel": "CONV/DWCONV: KERNEL_H, KERNEL_W <= this",
     "max_stride": "CONV/DWCONV: STRIDE_H, STRIDE_W <= this",

@@ -114,8 +114,8 @@ def test_round_trip_fixture_schedules(plans, model, hw):
 
 
 def test_disassembly_reads_like_the_doc(plans):
-    schedule = schedule_partition(plans("tiny_cnn_int8.tflite")["npu_subgraph_0"])
-    text = schedule.disassembly()
+    plan = plans("tiny_cnn_int8.tflite")["npu_subgraph_0"]
+    text = schedule_partition(plan, HwConfig(dma_overlap=0)).disassembly()
     assert "; layer 0: tiny_cnn_1/relu6_s2_1/Relu6" in text
     conv = next(line for line in text.splitlines() if " CONV " in line)
     # 32x32x3 input, 3x3 stride 2, TFLite SAME padding (0, 0, 1, 1)
@@ -123,6 +123,11 @@ def test_disassembly_reads_like_the_doc(plans):
     # registers reset to 0 (DMA_EXT_REGION = CONST, addresses 0): the first command sets N0
     assert "0003  SET_REG  DMA_N0 = 432\n" in text  # 16 x 3 x 3 x 3 weights
     assert "DMA_IN   CONST+0x0 -> sram 0x00000  432 bytes\n" in text
+    # the default schedule: weights and requantize table (16 records of 12 bytes) as one
+    # background transfer, and waits before the kicks that read what is still loading
+    text = schedule_partition(plan).disassembly()
+    assert "0003  SET_REG  DMA_N0 = 624\n" in text and "DMA_IN_ASYNC CONST+0x0 -> sram 0x00000  624 bytes\n" in text
+    assert "WAIT_DMA until at most " in text
 
 
 _SIGNED = (-(2**31), 2**31 - 1)
@@ -615,3 +620,10 @@ def test_every_opcode_register_and_status_is_documented():
     assert set(isa.STATUS_DOC) == set(Status)
     for op, regs in KICK_REGS.items():
         assert len(set(regs)) == len(regs), op
+
+
+def test_worked_example_is_the_current_stream(plans):
+    """docs/isa.md §6 shows op_softmax_beta_int8's first partition as the compiler emits it today."""
+    doc = (Path(__file__).parents[1] / "docs" / "isa.md").read_text(encoding="utf-8")
+    listing = schedule_partition(plans("op_softmax_beta_int8.tflite")["npu_subgraph_0"]).disassembly()
+    assert "```\n" + listing + "\n```" in doc, "docs/isa.md §6: paste the disassembly again"

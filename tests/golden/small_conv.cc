@@ -20,53 +20,49 @@
 // partitions of a model can share one translation unit (TVM's headers are parsed once).
 namespace npu_subgraph_0_data {
 
-// Command stream: 79 words.
-alignas(4) const uint32_t k_stream[79] = {
+// Command stream: 71 words.
+alignas(4) const uint32_t k_stream[71] = {
     0x3155504Eu,                // 0000 MAGIC    0x3155504E (NPU1)
     0x00010002u,                // 0001 VERSION  1.2
-    0x0000004Fu,                // 0002 LENGTH   79 words
+    0x00000047u,                // 0002 LENGTH   71 words
     // layer 0: layer_0 (4 rows x 4 channels per tile)
-    0x01030000u, 0x00000048u,   // 0003 SET_REG  DMA_N0 = 72
+    0x01030000u, 0x00000080u,   // 0003 SET_REG  DMA_N0 = 128
     0x01040000u, 0x00000001u,   // 0005 SET_REG  DMA_N1 = 1
     0x01050000u, 0x00000001u,   // 0007 SET_REG  DMA_N2 = 1
     0x01060000u, 0x00000001u,   // 0009 SET_REG  DMA_STRIDE0 = 1
-    0x10000000u,                // 0011 DMA_IN   CONST+0x0 -> sram 0x00000  72 bytes
-    0x01010000u, 0x00000050u,   // 0012 SET_REG  DMA_EXT_ADDR = 0x00050
-    0x01020000u, 0x00000050u,   // 0014 SET_REG  DMA_SRAM_ADDR = 0x00050
-    0x01030000u, 0x00000030u,   // 0016 SET_REG  DMA_N0 = 48
-    0x10000000u,                // 0018 DMA_IN   CONST+0x50 -> sram 0x00050  48 bytes
-    0x01000000u, 0x00000002u,   // 0019 SET_REG  DMA_EXT_REGION = 2 (IO0)
-    0x01010000u, 0x00000000u,   // 0021 SET_REG  DMA_EXT_ADDR = 0x00000
-    0x01020000u, 0x00000080u,   // 0023 SET_REG  DMA_SRAM_ADDR = 0x00080
-    0x01030000u, 0x00000020u,   // 0025 SET_REG  DMA_N0 = 32
-    0x10000000u,                // 0027 DMA_IN   IO0+0x0 -> sram 0x00080  32 bytes
-    0x01100000u, 0x00000080u,   // 0028 SET_REG  IFM_ADDR = 0x00080
-    0x01110000u, 0x00000004u,   // 0030 SET_REG  IFM_H = 4
-    0x01120000u, 0x00000004u,   // 0032 SET_REG  IFM_W = 4
-    0x01130000u, 0x00000002u,   // 0034 SET_REG  IFM_C = 2
-    0x01140000u, 0x00000003u,   // 0036 SET_REG  IFM_ZERO_POINT = 3
-    0x01200000u, 0x000000A0u,   // 0038 SET_REG  OFM_ADDR = 0x000A0
-    0x01210000u, 0x00000004u,   // 0040 SET_REG  OFM_H = 4
-    0x01220000u, 0x00000004u,   // 0042 SET_REG  OFM_W = 4
-    0x01230000u, 0x00000004u,   // 0044 SET_REG  OFM_C = 4
-    0x01240000u, 0xFFFFFFFBu,   // 0046 SET_REG  OFM_ZERO_POINT = -5
-    0x01250000u, 0xFFFFFFFBu,   // 0048 SET_REG  ACT_MIN = -5
-    0x01260000u, 0x0000007Fu,   // 0050 SET_REG  ACT_MAX = 127
-    0x01300000u, 0x00000003u,   // 0052 SET_REG  KERNEL_H = 3
-    0x01310000u, 0x00000003u,   // 0054 SET_REG  KERNEL_W = 3
-    0x01320000u, 0x00000001u,   // 0056 SET_REG  STRIDE_H = 1
-    0x01330000u, 0x00000001u,   // 0058 SET_REG  STRIDE_W = 1
-    0x01340000u, 0x00000001u,   // 0060 SET_REG  PAD_TOP = 1
-    0x01350000u, 0x00000001u,   // 0062 SET_REG  PAD_LEFT = 1
-    0x01360000u, 0x00000001u,   // 0064 SET_REG  PAD_BOTTOM = 1
-    0x01370000u, 0x00000001u,   // 0066 SET_REG  PAD_RIGHT = 1
-    0x01410000u, 0x00000050u,   // 0068 SET_REG  REQUANT_ADDR = 0x00050
-    0x20000000u,                // 0070 CONV     ifm 4x4x2 @0x00080 -> ofm 4x4x4 @0x000A0 k3x3 s1x1 pad 1,1,1,1 w @0x00000 rq @0x00050 zp 3 ozp -5 act -5..127
-    0x01000000u, 0x00000003u,   // 0071 SET_REG  DMA_EXT_REGION = 3 (IO1)
-    0x01020000u, 0x000000A0u,   // 0073 SET_REG  DMA_SRAM_ADDR = 0x000A0
-    0x01030000u, 0x00000040u,   // 0075 SET_REG  DMA_N0 = 64
-    0x11000000u,                // 0077 DMA_OUT  sram 0x000A0 -> IO1+0x0  64 bytes
-    0xFF000000u,                // 0078 STOP
+    0x12000000u,                // 0011 DMA_IN_ASYNC CONST+0x0 -> sram 0x00000  128 bytes
+    0x01000000u, 0x00000002u,   // 0012 SET_REG  DMA_EXT_REGION = 2 (IO0)
+    0x01020000u, 0x00000080u,   // 0014 SET_REG  DMA_SRAM_ADDR = 0x00080
+    0x01030000u, 0x00000020u,   // 0016 SET_REG  DMA_N0 = 32
+    0x12000000u,                // 0018 DMA_IN_ASYNC IO0+0x0 -> sram 0x00080  32 bytes
+    0x14000000u,                // 0019 WAIT_DMA until at most 0 DMA transfers are outstanding
+    0x01100000u, 0x00000080u,   // 0020 SET_REG  IFM_ADDR = 0x00080
+    0x01110000u, 0x00000004u,   // 0022 SET_REG  IFM_H = 4
+    0x01120000u, 0x00000004u,   // 0024 SET_REG  IFM_W = 4
+    0x01130000u, 0x00000002u,   // 0026 SET_REG  IFM_C = 2
+    0x01140000u, 0x00000003u,   // 0028 SET_REG  IFM_ZERO_POINT = 3
+    0x01200000u, 0x000000A0u,   // 0030 SET_REG  OFM_ADDR = 0x000A0
+    0x01210000u, 0x00000004u,   // 0032 SET_REG  OFM_H = 4
+    0x01220000u, 0x00000004u,   // 0034 SET_REG  OFM_W = 4
+    0x01230000u, 0x00000004u,   // 0036 SET_REG  OFM_C = 4
+    0x01240000u, 0xFFFFFFFBu,   // 0038 SET_REG  OFM_ZERO_POINT = -5
+    0x01250000u, 0xFFFFFFFBu,   // 0040 SET_REG  ACT_MIN = -5
+    0x01260000u, 0x0000007Fu,   // 0042 SET_REG  ACT_MAX = 127
+    0x01300000u, 0x00000003u,   // 0044 SET_REG  KERNEL_H = 3
+    0x01310000u, 0x00000003u,   // 0046 SET_REG  KERNEL_W = 3
+    0x01320000u, 0x00000001u,   // 0048 SET_REG  STRIDE_H = 1
+    0x01330000u, 0x00000001u,   // 0050 SET_REG  STRIDE_W = 1
+    0x01340000u, 0x00000001u,   // 0052 SET_REG  PAD_TOP = 1
+    0x01350000u, 0x00000001u,   // 0054 SET_REG  PAD_LEFT = 1
+    0x01360000u, 0x00000001u,   // 0056 SET_REG  PAD_BOTTOM = 1
+    0x01370000u, 0x00000001u,   // 0058 SET_REG  PAD_RIGHT = 1
+    0x01410000u, 0x00000050u,   // 0060 SET_REG  REQUANT_ADDR = 0x00050
+    0x20000000u,                // 0062 CONV     ifm 4x4x2 @0x00080 -> ofm 4x4x4 @0x000A0 k3x3 s1x1 pad 1,1,1,1 w @0x00000 rq @0x00050 zp 3 ozp -5 act -5..127
+    0x01000000u, 0x00000003u,   // 0063 SET_REG  DMA_EXT_REGION = 3 (IO1)
+    0x01020000u, 0x000000A0u,   // 0065 SET_REG  DMA_SRAM_ADDR = 0x000A0
+    0x01030000u, 0x00000040u,   // 0067 SET_REG  DMA_N0 = 64
+    0x13000000u,                // 0069 DMA_OUT_ASYNC sram 0x000A0 -> IO1+0x0  64 bytes
+    0xFF000000u,                // 0070 STOP
 };
 
 // Region CONST: weights, requantize tables (bias, multiplier, shift) and LUTs, 128 bytes.
@@ -113,7 +109,7 @@ void npu_subgraph_0(tvm::ffi::TensorView input0, tvm::ffi::TensorView output0) {
         {static_cast<unsigned char*>(data_of(output0)) + n * 64, 64},  // IO1: output 'output_0' (NHWC)
     };
     npu_result_t result;
-    if (npu_submit(k_stream, 79, regions, 4, &result) != NPU_STATUS_OK) {
+    if (npu_submit(k_stream, 71, regions, 4, &result) != NPU_STATUS_OK) {
       TVM_FFI_THROW(RuntimeError) << "npu_subgraph_0: the NPU stopped with status " << npu_status_name(result.status)
                                   << " at command word " << result.word_index;
     }

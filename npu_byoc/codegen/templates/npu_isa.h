@@ -13,7 +13,7 @@
 #define NPU_ARRAY_COLS 32            /* MAC array columns: output pixels (or FC rows) computed in parallel */
 #define NPU_SRAM_BYTES 262144        /* on-chip SRAM in bytes; the compiler tiles layers to fit */
 #define NPU_DMA_BYTES_PER_CYCLE 16   /* external memory bytes per DMA request (one per cycle on a contiguous row) */
-#define NPU_DMA_OVERLAP 0            /* 1: schedules run DMAs in the background while the array computes (compiler only) */
+#define NPU_DMA_OVERLAP 1            /* 1 (default): schedules run DMAs in the background while the array computes; 0: in turn (compiler only) */
 #define NPU_DMA_QUEUE_DEPTH 8        /* background DMA transfers outstanding at most (the descriptor queue) */
 #define NPU_MAX_KERNEL 11            /* CONV/DWCONV: KERNEL_H, KERNEL_W <= this */
 #define NPU_MAX_STRIDE 3             /* CONV/DWCONV: STRIDE_H, STRIDE_W <= this */
