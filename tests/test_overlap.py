@@ -134,11 +134,11 @@ def test_overlap_never_costs_cycles(plans):
     moved to the top of SRAM may need SET_REGs), and much faster on MobileNetV2."""
     for model in ALL_MODELS:
         for plan in plans(model).values():
-            seq, ovl = schedule_partition(plan, HW), schedule_partition(plan, HW, overlapped=True)
+            seq, ovl = schedule_partition(plan, HW, overlapped=False), schedule_partition(plan, HW, overlapped=True)
             extra = max(0, len(ovl.words()) - len(seq.words()))
             assert cycles.stream_cycles(ovl.steps) <= cycles.stream_cycles(seq.steps) + extra, (model, plan.name)
     plan = plans("mobilenet_v2_int8.tflite")["npu_subgraph_0"]
-    assert cycles.stream_cycles(schedule_partition(plan, HW, overlapped=True).steps) < 0.9 * 80376
+    assert cycles.stream_cycles(schedule_partition(plan, HW, overlapped=True).steps) < 0.75 * 80504
 
 
 def test_no_kick_touches_a_transfer_in_flight(plans):
@@ -174,3 +174,34 @@ def test_random_one_op_plans_overlapped(rtl, plan_hw):
     plan, hw = plan_hw
     schedule = schedule_partition(plan, hw, overlapped=True)
     assert_specs_agree(rtl, plan, schedule, random_inputs(plan, 5), HW, str(plan.ops[0]))
+
+
+def test_loads_are_issued_as_early_as_the_queue_and_sram_allow(plans):
+    """The timed prefetch on MobileNetV2: some weights are issued more than dma_queue_depth
+    kicks before the kick that needs them (a kick-count window of depth - 1 could not), and the
+    queue never holds more than depth - 1 transfers when a DMA_IN is issued (one slot stays
+    free for a DMA_OUT)."""
+    plan = plans("mobilenet_v2_int8.tflite")["npu_subgraph_0"]
+    seq, ovl = schedule_partition(plan, HW, overlapped=False), schedule_partition(plan, HW)
+    first_kick = {}
+    kicks = 0
+    ahead = []
+    for s, k in zip(ovl.steps, ovl.step_op):
+        if isinstance(s, Kick) and s.opcode != Opcode.WAIT_DMA:
+            kicks += 1
+            first_kick.setdefault(k, kicks)
+    kicks = 0
+    for s, k in zip(ovl.steps, ovl.step_op):
+        if isinstance(s, Kick) and s.opcode != Opcode.WAIT_DMA:
+            kicks += 1
+        elif isinstance(s, Dma) and s.direction == Opcode.DMA_IN:
+            ahead.append(first_kick[k] - kicks - 1)  # compute kicks between the load and its op
+    assert max(ahead) > HW.dma_queue_depth and min(ahead) >= 0
+    assert cycles.stream_cycles(ovl.steps) < cycles.stream_cycles(seq.steps)
+    # at every DMA_IN's issue, fewer than depth transfers are outstanding on the cycle model's clock
+    clock = cycles.Timeline(HW.dma_queue_depth)
+    for s in ovl.steps:
+        if isinstance(s, Dma) and s.direction == Opcode.DMA_IN:
+            assert sum(e > clock.t for e in clock.ends[-HW.dma_queue_depth :]) <= HW.dma_queue_depth - 1
+        pending = s[Reg.DMA_WAIT_PENDING] if s.opcode == Opcode.WAIT_DMA else 0
+        clock.command(s.opcode, cycles.step_cycles(s, HW), pending)

@@ -9,11 +9,14 @@ hardware checks no hazard, so this pass keeps the stream's meaning that of the s
 0. *merge*: consecutive DMA_INs of constants that are one run in CONST and in SRAM up to
    the alignment padding between them (an op's weights and requantize table) become one
    transfer, so they can be prefetched together;
-1. *prefetch*: before each compute kick, the DMA_INs the next kick needs move ahead of it
-   (those that commute with every step they pass: their SRAM bytes untouched by them, and no
-   DMA_OUT among them writing the region they read; the largest one alone when the queue is
-   one deep, at most depth - 1 otherwise, leaving room for a DMA_OUT), so they run while the
-   kick computes;
+1. *prefetch*: DMA_INs move ahead of compute kicks, so they run while the array computes.
+   A DMA_IN moves only ahead of steps it commutes with (their SRAM bytes untouched by it, no
+   DMA_OUT among them writing the region it reads). With a queue (depth > 1) the pass walks
+   the schedule on the cycle model's clock (``_prefetch_timed``): before each kick it issues
+   the following DMA_INs, in schedule order, as long as the queue has a free slot at that
+   cycle besides one kept for a DMA_OUT — however many kicks ahead they are, as far as the
+   SRAM allows (the scheduler puts each op's buffers clear of up to ``CLEAR_OPS`` previous
+   ops'). One deep, the largest DMA_IN the next kick needs moves ahead of the kick before it;
 2. every DMA runs in the background; after a DMA is issued at most ``depth`` transfers (the
    last ones issued) are outstanding. Before a kick, a WAIT_DMA lets the latest in-flight
    transfer whose SRAM bytes meet the kick's complete: DMA_WAIT_PENDING = the transfers issued
@@ -31,6 +34,7 @@ from ..isa import REQUANT_RECORD_BYTES, SOFTMAX_TABLE_BYTES, Opcode, Reg, Region
 from .encoder import Dma, Kick, Step
 
 Span = tuple[int, int]  # [lo, hi) SRAM bytes
+SKIP_KICKS = 16  # how far the timed prefetch looks past a DMA_IN it must leave in place
 
 def wait(pending: int = 0) -> Kick:
     """WAIT_DMA until at most ``pending`` transfers are outstanding."""
@@ -165,18 +169,94 @@ def _prefetch(steps: list[Step], depth: int) -> tuple[list[Step], list[int]]:
     return [steps[i] for i in order], order
 
 
+def _prefetch_timed(steps: list[Step], depth: int, hw) -> tuple[list[Step], list[int]]:
+    """Step 1 with a queue (depth > 1): (steps, the index of each new step in ``steps``).
+
+    Walk the sequential schedule on the cycle model's clock (npu_byoc.runtime.cycles.Timeline,
+    SET_REGs not counted). Before each compute kick, issue the DMA_INs that come after it, in
+    schedule order, while the queue has a free slot at that cycle besides one kept for a
+    DMA_OUT: each must commute with every step it passes (those still after it). A DMA_IN that
+    does not commute is left in place and later ones may overtake it, for at most
+    ``SKIP_KICKS`` kicks past it: the engine copies in issue order, so an overtaking load
+    delays the one left behind, and further ahead that stops paying."""
+    from ..runtime.cycles import Timeline, step_cycles
+
+    n = len(steps)
+    done = [False] * n
+    order: list[int] = []
+    clock = Timeline(depth)
+    in_flight: list[Dma] = []
+
+    def outstanding() -> int:
+        return sum(e > clock.t for e in clock.ends[-depth:])
+
+    def emit(i: int) -> None:
+        nonlocal in_flight
+        s = steps[i]
+        done[i] = True
+        order.append(i)
+        if isinstance(s, Dma):
+            in_flight = (in_flight + [s])[-depth:]
+            clock.command(Opcode.DMA_IN_ASYNC, step_cycles(s, hw))
+            return
+        r, w = touched(s)
+        hit = [k for k, dma in enumerate(in_flight) if _conflicts(dma, r, w)]
+        if hit:
+            clock.command(Opcode.WAIT_DMA, 0, len(in_flight) - 1 - hit[-1])
+            in_flight = in_flight[hit[-1] + 1 :]
+        clock.command(s.opcode, step_cycles(s, hw))
+
+    for i, s in enumerate(steps):
+        if done[i]:
+            continue
+        if isinstance(s, Kick) and s.opcode != Opcode.WAIT_DMA:
+            blocked_at = None  # kicks passed when the first DMA_IN was left behind
+            kicks = 0
+            reads: list[Span] = []  # what the steps a candidate would pass touch
+            out_regions: set[int] = set()
+            for j in range(i, n):
+                if outstanding() >= depth - 1:
+                    break
+                t = steps[j]
+                if done[j]:
+                    continue
+                if j > i and isinstance(t, Dma) and t.direction == Opcode.DMA_IN:
+                    if blocked_at is not None and kicks - blocked_at >= SKIP_KICKS:
+                        break
+                    w = touched(t)[1]
+                    ok = not _meets(w, reads) and (t.region == int(Region.CONST) or t.region not in out_regions)
+                    if ok:
+                        emit(j)
+                        continue
+                    if blocked_at is None:
+                        blocked_at = kicks
+                r, w = touched(t)
+                reads += r + w
+                if isinstance(t, Dma) and t.direction == Opcode.DMA_OUT:
+                    out_regions.add(t.region)
+                if isinstance(t, Kick) and t.opcode != Opcode.WAIT_DMA:
+                    kicks += 1
+        emit(i)
+    return [steps[i] for i in order], order
+
+
 def _conflicts(dma: Dma, reads: list[Span], writes: list[Span]) -> bool:
     dma_r, dma_w = touched(dma)
     return _meets(dma_w, reads + writes) or _meets(dma_r, writes)
 
 
-def overlap(steps: list[Step], step_op: list[int], pad: int = 16, depth: int = 1) -> tuple[list[Step], list[int]]:
+def overlap(steps: list[Step], step_op: list[int], pad: int = 16, depth: int = 1,
+            hw=None) -> tuple[list[Step], list[int]]:  # fmt: skip
     """The schedule ``steps`` with DMAs in the background (module docstring); ``step_op``
     (the op of each step) follows the steps, a WAIT_DMA belonging to the kick after it.
     ``pad``: constants' alignment (the SRAM padding between two of them is their own);
-    ``depth``: the DMA queue's (HwConfig.dma_queue_depth)."""
+    ``depth``: the DMA queue's (HwConfig.dma_queue_depth); ``hw``: the configuration whose
+    cycle model times the prefetch (None: prefetch by kick count alone)."""
     merged, merged_ops = _merge(list(steps), list(step_op), pad)
-    moved, order = _prefetch(merged, depth)
+    if depth > 1 and hw is not None:
+        moved, order = _prefetch_timed(merged, depth, hw)
+    else:
+        moved, order = _prefetch(merged, depth)
     ops = [merged_ops[i] for i in order]
     out: list[Step] = []
     out_ops: list[int] = []

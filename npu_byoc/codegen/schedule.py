@@ -44,6 +44,7 @@ from .residency import Buffer, largest_gap, place
 from .overlap import overlap
 from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef, Tiling
 
+CLEAR_OPS = 16  # overlapped schedules: an op's buffers go clear of up to this many previous ops' (prefetch distance)
 ALIGN = 16  # SRAM buffers and constants start on 16-byte boundaries (REQUANT_ADDR needs 4)
 LUT_BYTES = 256
 
@@ -655,7 +656,7 @@ def _schedule(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer], overla
         bufs = _work_buffers(op, p.tiling.rows, p.tiling.channels, p.resident)
         start = p.base
         if overlapped:  # clear of the last ops' buffers, so its weights can load while they compute
-            start = _clear_start(spans[-(hw.dma_queue_depth - 1 or 1) :], p.base, p.end, _sram_layout(bufs)[1])
+            start = _clear_start(spans[-CLEAR_OPS:], p.base, p.end, _sram_layout(bufs)[1])
         sram, size = _sram_layout(bufs, start)
         spans.append((start, start + size))
         io = _TileIo(sram, {name: base[key] for name, key in p.resident.items()})
@@ -666,7 +667,7 @@ def _schedule(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer], overla
         steps += op_steps
         step_op += [k] * len(op_steps)
     if overlapped:
-        steps, step_op = overlap(steps, step_op, ALIGN, hw.dma_queue_depth)
+        steps, step_op = overlap(steps, step_op, ALIGN, hw.dma_queue_depth, hw)
     region_bytes = {int(Region.CONST): len(pool.blob), int(Region.SCRATCH): plan.scratch_bytes}
     for io_tensor in [*plan.inputs, *plan.outputs]:
         region_bytes[io_tensor.ref.region] = io_tensor.ref.nbytes
