@@ -183,20 +183,15 @@ def test_loads_are_issued_as_early_as_the_queue_and_sram_allow(plans):
     free for a DMA_OUT)."""
     plan = plans("mobilenet_v2_int8.tflite")["npu_subgraph_0"]
     seq, ovl = schedule_partition(plan, HW, overlapped=False), schedule_partition(plan, HW)
-    first_kick = {}
-    kicks = 0
-    ahead = []
-    for s, k in zip(ovl.steps, ovl.step_op):
-        if isinstance(s, Kick) and s.opcode != Opcode.WAIT_DMA:
-            kicks += 1
-            first_kick.setdefault(k, kicks)
-    kicks = 0
-    for s, k in zip(ovl.steps, ovl.step_op):
-        if isinstance(s, Kick) and s.opcode != Opcode.WAIT_DMA:
-            kicks += 1
-        elif isinstance(s, Dma) and s.direction == Opcode.DMA_IN:
-            ahead.append(first_kick[k] - kicks - 1)  # compute kicks between the load and its op
-    assert max(ahead) > HW.dma_queue_depth and min(ahead) >= 0
+    kicks = [(i, k) for i, (s, k) in enumerate(zip(ovl.steps, ovl.step_op))
+             if isinstance(s, Kick) and s.opcode != Opcode.WAIT_DMA]  # fmt: skip
+    ahead = []  # per load: the compute kicks between it and the next kick of its op
+    for i, (s, k) in enumerate(zip(ovl.steps, ovl.step_op)):
+        if isinstance(s, Dma) and s.direction == Opcode.DMA_IN:
+            after = [j for j, kk in kicks if j > i]
+            own = next(n for n, j in enumerate(after) if ovl.step_op[j] == k)
+            ahead.append(own)
+    assert max(ahead) > HW.dma_queue_depth
     assert cycles.stream_cycles(ovl.steps) < cycles.stream_cycles(seq.steps)
     # at every DMA_IN's issue, fewer than depth transfers are outstanding on the cycle model's clock
     clock = cycles.Timeline(HW.dma_queue_depth)
@@ -205,3 +200,43 @@ def test_loads_are_issued_as_early_as_the_queue_and_sram_allow(plans):
             assert sum(e > clock.t for e in clock.ends[-HW.dma_queue_depth :]) <= HW.dma_queue_depth - 1
         pending = s[Reg.DMA_WAIT_PENDING] if s.opcode == Opcode.WAIT_DMA else 0
         clock.command(s.opcode, cycles.step_cycles(s, HW), pending)
+
+
+def test_a_load_bound_conv_loads_its_next_weight_block_while_one_computes(rtl, plans):
+    """MobileNetV2's last 1x1 convolution (112 -> 1280 channels, 158,720 bytes of weights and
+    requantize records: 9,920 cycles to load at 16 B/cycle, 5,215 to compute) is cut into channel
+    blocks of at most 3/16 of the SRAM, alternating between two weight buffers, so block b + 1's
+    load is issued before block b's kick; the stream is exact on the RTL, and the op is cut
+    only in the overlapped schedule."""
+    plan = plans("mobilenet_v2_int8.tflite")["npu_subgraph_0"]
+    k = next(i for i, op in enumerate(plan.ops) if op.ofm.shape == (3, 3, 1280))
+    schedule = schedule_partition(plan, HW)
+    assert schedule.tilings[k].channels * 124 <= HW.sram_bytes * 3 // 16 < schedule.tilings[k].channels * 124 + 8 * 124
+    steps = [(i, s) for i, (s, j) in enumerate(zip(schedule.steps, schedule.step_op)) if j == k]
+    convs = [(i, s) for i, s in steps if isinstance(s, Kick) and s.opcode == Opcode.CONV]
+    loads = [(i, s) for i, s in steps if isinstance(s, Dma) and s.region == int(Region.CONST)]
+    assert 2 * len(convs) == len(loads) and len(convs) == -(-1280 // schedule.tilings[k].channels) >= 3  # weights, table
+    weights = [s[Reg.WEIGHT_ADDR] for _, s in convs]
+    assert len(set(weights)) == 2 and weights[0::2] == [weights[0]] * len(weights[0::2])  # A, B, A, B, ...
+    assert all(loads[2 * b + 2][0] < convs[b][0] for b in range(len(convs) - 1))  # the next block loads during this one
+    assert schedule_partition(plan, HW, overlapped=False).tilings[k].channels == 1280
+    assert_specs_agree(rtl, plan, schedule, random_inputs(plan, 3), HW, "mobilenet_v2 double-buffered")
+
+
+def test_a_first_layer_computes_while_its_input_is_still_loading(rtl, plans):
+    """MobileNetV2's first conv reads the 96x96x3 partition input (27,648 bytes, 1,728 cycles
+    at 16 B/cycle): by default it runs as 4 row tiles whose inputs alternate between two
+    buffers, tile t + 1's rows issued before tile t's kick; one tile when DMA is sequential.
+    The stream is exact on the RTL."""
+    plan = plans("mobilenet_v2_int8.tflite")["npu_subgraph_0"]
+    schedule = schedule_partition(plan, HW)
+    assert schedule.tilings[0].rows == 12 and plan.ops[0].ofm.shape[0] == 48  # 4 tiles of 12 rows
+    steps = [(i, s) for i, (s, j) in enumerate(zip(schedule.steps, schedule.step_op)) if j == 0]
+    convs = [(i, s) for i, s in steps if isinstance(s, Kick) and s.opcode == Opcode.CONV]
+    inputs = [(i, s) for i, s in steps if isinstance(s, Dma) and s.region == int(Region.IO)]
+    assert len(convs) == len(inputs) == 4
+    addrs = [s[Reg.IFM_ADDR] for _, s in convs]
+    assert addrs[0] == addrs[2] != addrs[1] == addrs[3]
+    assert all(inputs[t + 1][0] < convs[t][0] for t in range(3))
+    assert schedule_partition(plan, HW, overlapped=False).tilings[0].rows == 48
+    assert_specs_agree(rtl, plan, schedule, random_inputs(plan, 4), HW, "mobilenet_v2 first conv in row tiles")

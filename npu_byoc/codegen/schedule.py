@@ -44,6 +44,13 @@ from .residency import Buffer, largest_gap, place
 from .overlap import overlap
 from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef, Tiling
 
+SECOND_WEIGHTS, SECOND_REQUANT = "weights (2nd)", "requant (2nd)"  # double-buffered channel blocks
+SECOND_IFM = "ifm (2nd)"  # double-buffered row tiles of a staged input
+ROW_SPLIT_TILES = 4  # overlapped schedules: row tiles of a one-tile op whose staged input loads long
+ROW_SPLIT_MIN_CYCLES = 512  # ... longer than this
+# overlapped schedules: weights + requantize records per channel block of a load-bound CONV / FC,
+# as a fraction of the SRAM (48 KiB of 256: two such buffers leave room for the next ops')
+SPLIT_SRAM_SIXTEENTHS = 3
 CLEAR_OPS = 16  # overlapped schedules: an op's buffers go clear of up to this many previous ops' (prefetch distance)
 ALIGN = 16  # SRAM buffers and constants start on 16-byte boundaries (REQUANT_ADDR needs 4)
 LUT_BYTES = 256
@@ -141,6 +148,17 @@ class _TileIo:
 
     def __init__(self, sram: dict[str, int], resident: dict[str, int] | None = None):
         self.sram, self.resident = sram, resident or {}
+
+    def second_ifm(self) -> "_TileIo":
+        """The same buffers with the second input buffer in place of the first (double-buffered
+        row tiles: the next tile's input loads while this one computes)."""
+        return _TileIo(self.sram | {"ifm": self.sram[SECOND_IFM]}, self.resident)
+
+    def second_weights(self) -> "_TileIo":
+        """The same buffers with the second weight and requantize buffers in place of the first
+        (double-buffered channel blocks: the next block loads while this one computes)."""
+        swap = {"weights": self.sram[SECOND_WEIGHTS], "requant": self.sram[SECOND_REQUANT]}
+        return _TileIo(self.sram | swap, self.resident)
 
     def load(self, steps: list[Step], name: str, ref: TensorRef, *box: int) -> int:
         """The SRAM address of input box ``box`` = (h0, nh, w0, nw, c0, nc) of ``ref``; a
@@ -529,14 +547,16 @@ def _op_steps(op: NpuOp, tiling: Tiling, io: _TileIo, consts: dict[str, tuple[in
     for name, nbytes in (("lut", LUT_BYTES), ("table", SOFTMAX_TABLE_BYTES)):
         if name in consts:  # a table does not depend on the channel block: load it once
             steps.append(_load(consts[name][0], io.sram[name], nbytes))
-    for c0 in range(0, channels, tiling.channels):
+    for block, c0 in enumerate(range(0, channels, tiling.channels)):
         nc = min(tiling.channels, channels - c0)
+        bio = io.second_weights() if block % 2 and SECOND_WEIGHTS in io.sram else io
         for name in ("weights", "requant"):  # once per channel block
             if name in consts:
                 offset, per_channel = consts[name]
-                steps.append(_load(offset + c0 * per_channel, io.sram[name], nc * per_channel))
-        for r0 in range(0, rows, tiling.rows):
-            steps += kind.tile(op, io, r0, min(tiling.rows, rows - r0), c0, nc)
+                steps.append(_load(offset + c0 * per_channel, bio.sram[name], nc * per_channel))
+        for tile, r0 in enumerate(range(0, rows, tiling.rows)):
+            rio = bio.second_ifm() if tile % 2 and SECOND_IFM in io.sram else bio
+            steps += kind.tile(op, rio, r0, min(tiling.rows, rows - r0), c0, nc)
     return steps
 
 
@@ -600,7 +620,54 @@ class _OpPlan:
     end: int  # the end of the free SRAM they lie in
 
 
-def _plan_ops(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer]) -> tuple[list[_OpPlan], dict[int, int]]:
+def _double_buffers(op: NpuOp, tiling: Tiling, resident=()) -> dict[str, int]:
+    """The op's buffers for ``tiling`` with a second weight and requantize buffer (channel blocks)."""
+    bufs = _work_buffers(op, tiling.rows, tiling.channels, resident)
+    if "weights" in bufs and tiling.channels < KINDS[type(op)].channels(op):
+        bufs |= {SECOND_WEIGHTS: bufs["weights"], SECOND_REQUANT: bufs["requant"]}
+    if "ifm" in bufs and tiling.rows < KINDS[type(op)].rows(op):
+        bufs |= {SECOND_IFM: bufs["ifm"]}
+    return bufs
+
+
+def _split_rows(op: NpuOp, tiling: Tiling, hw: HwConfig, budget: int, resident=()) -> Tiling:
+    """Overlapped schedules: a convolution or pool that is one tile and reads a staged input
+    (a partition input, a tensor in SCRATCH) that takes more than ROW_SPLIT_MIN_CYCLES to load
+    is cut into ROW_SPLIT_TILES row tiles with two input buffers, so it starts computing once
+    the first tile's rows are in (when both buffers fit the free SRAM)."""
+    kind = KINDS[type(op)]
+    rows = kind.rows(op)
+    if kind is not _SPATIAL or "ifm" in resident or tiling.rows < rows or rows < ROW_SPLIT_TILES:
+        return tiling
+    if op.ifm.nbytes / hw.dma_bytes_per_cycle <= ROW_SPLIT_MIN_CYCLES:
+        return tiling
+    split = Tiling(-(-rows // ROW_SPLIT_TILES), tiling.channels)
+    return split if _sram_layout(_double_buffers(op, split, resident))[1] <= budget else tiling
+
+
+def _split_weights(op: NpuOp, tiling: Tiling, hw: HwConfig, budget: int, resident=()) -> Tiling:
+    """Overlapped schedules: a CONV or FC whose weights take longer to load than it computes, in
+    one full-channel tile, is cut into channel blocks of at most 3/16 of the SRAM of weights and
+    requantize records with two weight buffers, so each block loads while the one before it
+    computes (when both buffers fit the free SRAM; otherwise ``tiling`` as it is)."""
+    channels = op.ofm.shape[2]
+    if not isinstance(op, Conv2D | FullyConnected) or tiling.channels < channels:
+        return tiling
+    per_channel = int(np.prod(op.weights.shape[1:])) + REQUANT_RECORD_BYTES
+    block_bytes = hw.sram_bytes * SPLIT_SRAM_SIXTEENTHS // 16
+    if per_channel * channels <= 2 * block_bytes:
+        return tiling
+    if per_channel * channels / hw.dma_bytes_per_cycle <= op.macs / (hw.array_rows * hw.array_cols):
+        return tiling
+    block = max(hw.array_rows, block_bytes // per_channel // hw.array_rows * hw.array_rows)
+    split = Tiling(tiling.rows, min(block, channels))
+    if _sram_layout(_double_buffers(op, split, resident))[1] > budget:
+        return tiling
+    return split
+
+
+def _plan_ops(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer],
+              overlapped: bool = False) -> tuple[list[_OpPlan], dict[int, int]]:  # fmt: skip
     """Addresses of the tensors in ``keep`` and every op's tiling in the SRAM they leave free;
     raises _Drop when a tensor cannot be resident."""
     placed, unplaced = place(keep.values(), hw.sram_bytes, ALIGN)
@@ -620,6 +687,17 @@ def _plan_ops(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer]) -> tup
                 raise
             raise _Drop(live[0].key) from None
         channels = KINDS[type(op)].channels(op)
+        if overlapped and op.tiling is None:
+            tiling = _split_rows(op, tiling, hw, budget, names)
+            split = _split_weights(op, tiling, hw, budget, names)
+            if split != tiling:
+                # a block writes a channel slice of its output: not one run of a resident tensor
+                blocked = [key for name, key in names.items() if name != "ifm" or not isinstance(op, Conv2D)]
+                if blocked:
+                    raise _Drop(*blocked)
+                tiling = split
+                out.append(_OpPlan(tiling, names, addr, addr + budget))
+                continue
         if tiling.channels < channels:
             if live and tile_sram_bytes(op, 1, channels, names) <= hw.sram_bytes:
                 raise _Drop(live[0].key)  # resident tensors crowd out a full-channel tile: keep fewer
@@ -647,13 +725,15 @@ def _clear_start(recent: list[tuple[int, int]], lo: int, hi: int, size: int) -> 
 
 def _schedule(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer], overlapped: bool) -> Schedule:
     """The schedule with the tensors in ``keep`` resident; raises _Drop when one cannot be."""
-    ops, base = _plan_ops(plan, hw, keep)
+    ops, base = _plan_ops(plan, hw, keep, overlapped)
     pool = _Constants(plan.constants)
     steps: list[Step] = []
     step_op: list[int] = []
     spans: list[tuple[int, int]] = []  # each op's own buffers
     for k, (op, p) in enumerate(zip(plan.ops, ops)):
         bufs = _work_buffers(op, p.tiling.rows, p.tiling.channels, p.resident)
+        if overlapped and _sram_layout(_double_buffers(op, p.tiling, p.resident))[1] <= p.end - p.base:
+            bufs = _double_buffers(op, p.tiling, p.resident)  # channel blocks alternate weight buffers
         start = p.base
         if overlapped:  # clear of the last ops' buffers, so its weights can load while they compute
             start = _clear_start(spans[-CLEAR_OPS:], p.base, p.end, _sram_layout(bufs)[1])
