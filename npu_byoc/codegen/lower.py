@@ -248,10 +248,12 @@ def _lower_lut(name: str, op: QLut, ifms: list[TensorRef], ofm: TensorRef) -> Np
 
 
 def _lower_softmax(name: str, op: QSoftmax, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
-    if len(op.input.shape) == 4 and ofm.layout == "NCHW" and not _order_free(op.input.shape):
-        raise Reject("softmax over the last axis of a tensor the partition holds NCHW: the NPU's SOFTMAX is "
-                     "over the channels of each pixel")
     return Softmax(name=name, ifm=ifms[0], ofm=ofm, table=softmax.exp_table(op.input.scale, op.beta))
+
+
+# Ops computed along the tensor's last axis, which the NPU sees as channels only in NHWC: in an
+# NCHW partition the channels of a 4-D tensor are its axis 1.
+LAST_AXIS_OPS = (QSoftmax,)
 
 
 LOWERINGS: dict[type, Callable[[str, QOp, list[TensorRef], TensorRef], NpuOp]] = {
@@ -452,6 +454,10 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         shape = shape_of(b.var)
         try:
             hwc_shape = hwc(per_image(shape, batch), layout)
+            if isinstance(qop, LAST_AXIS_OPS) and len(shape) == 4 and layout != "NHWC":
+                what = type(qop).__name__.removeprefix("Q").lower()
+                raise Reject(f"{what} over the last axis of a 4-D tensor the partition holds {layout}: the NPU "
+                             "computes it over channels, axis 1 there")
             if b.var in concat.errors:
                 raise Reject(concat.errors[b.var])
             if type(qop) is QConcat:

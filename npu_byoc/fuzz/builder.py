@@ -146,6 +146,14 @@ def emit_sigmoid(bb, op: dict, t: Tensor, out: Tensor, layout: str, ctx: "BuildC
     return _tail(bb, y, out, op["clamp"])
 
 
+def emit_softmax(bb, op: dict, t: Tensor, out: Tensor, layout: str, ctx: "BuildContext"):
+    """dequantize -> [multiply(beta)] -> softmax(axis) -> quantize (npu_byoc.tflite_ops' SOFTMAX)."""
+    x = _deq(bb, t.expr, t.scale, t.zp)
+    if op["beta"] != 1.0:
+        x = bb.emit(R.multiply(x, _sc(op["beta"])))
+    return _tail(bb, bb.emit(R.nn.softmax(x, axis=op["axis"])), out, {"kind": "none"})
+
+
 def emit_add(bb, op: dict, t: Tensor, out: Tensor, layout: str, ctx: "BuildContext"):
     other = ctx.operand_b(op, t)
     a = _deq(bb, t.expr, t.scale, t.zp)
@@ -162,6 +170,7 @@ EMITTERS: dict[str, Callable] = {
     "mean": emit_mean,
     "sigmoid": emit_sigmoid,
     "add": emit_add,
+    "softmax": emit_softmax,
 }
 
 

@@ -264,6 +264,18 @@ def gen_sigmoid(rng, t: Tensor, layout: str) -> dict | None:
     }
 
 
+def gen_softmax(rng, t: Tensor, layout: str) -> dict | None:
+    std = rng.random() < 0.85  # TFLite's fixed output quantization 1/256, -128
+    return {
+        "kind": "softmax",
+        # beta 1 (the converter's), a temperature, or one that takes input scale x beta below 2^-26
+        "beta": float(rng.choice([1.0, _f32(2.0 ** rng.uniform(-3, 3)), 1e-9], p=[0.6, 0.35, 0.05])),
+        "axis": -1 if rng.random() < 0.95 else 1,  # axis 1 of a 4-D tensor: refused
+        "out_scale": 1.0 / 256 if std else _f32(2.0 ** rng.uniform(-10, 0)),
+        "out_zp": -128 if std else zero_point(rng),
+    }
+
+
 def gen_add(rng, t: Tensor, layout: str) -> dict | None:
     spec = {
         "kind": "add",
@@ -289,6 +301,7 @@ GENERATORS: dict[str, Callable[..., dict | None]] = {
     "mean": gen_mean,
     "sigmoid": gen_sigmoid,
     "add": gen_add,
+    "softmax": gen_softmax,
 }
 OP_KINDS = tuple(GENERATORS)
 
@@ -394,6 +407,6 @@ def infer_shape(op: dict, t: Tensor, layout: str, spec: dict | None = None) -> T
         return Tensor(shape, scale, op["out_zp"])
     if kind == "sigmoid":
         return Tensor(t.shape, op["out_scale"], op["out_zp"])
-    if kind == "add":
+    if kind in ("add", "softmax"):
         return Tensor(t.shape, op["out_scale"], op["out_zp"])
     raise InvalidSpec(f"unknown op kind {kind}")
