@@ -119,7 +119,7 @@ class LayerResult:
     cycles: int
     compute_cycles: int
     dma_cycles: int
-    control_cycles: int  # header, SET_REGs, STOP
+    control_cycles: int  # header, SET_REGs, WAIT_DMAs (waiting for background DMA), STOP
     predicted_cycles: int
     ideal_cycles: float
     utilization: float | None  # ideal / compute cycles (MAC layers)
@@ -196,7 +196,8 @@ class CosimReport:
         lines.append(f"  {'total':<21} {s['layers']:>6} {s['macs']:>10} {s['cycles']:>9} {s['compute_cycles']:>9} "
                      f"{_pct(s['utilization']):>6} {_pct(s['utilization_overall']):>7}")  # fmt: skip
         lines.append("")
-        lines.append(f"  cycles: {s['cycles']} (compute {s['compute_cycles']}, DMA {s['dma_cycles']}, header/SET_REG/STOP "
+        lines.append(f"  cycles: {s['cycles']} (compute {s['compute_cycles']}, DMA {s['dma_cycles']}, "
+                     f"header/SET_REG/WAIT_DMA/STOP "
                      f"{s['control_cycles']}); analytic model {s['predicted_cycles']} "
                      f"({'exact' if s['cycle_model_exact'] else 'DIFFERS'})")  # fmt: skip
         if "bound_cycles" in s:
