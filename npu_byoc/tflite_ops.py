@@ -349,6 +349,24 @@ class DataMovementConverter(tflite_frontend.OperatorConverter):
         for name in FUNCTIONS:
             self.convert_map[name] = lambda op, _name=name: self._convert_function(_name, op)
 
+    def convert_transpose_conv(self, op):
+        """TVM's TRANSPOSE_CONV, with the fused activation it drops (TransposeConvOptions carries
+        one since TFLite 2.13: keras' Conv2DTranspose(activation="relu6") converts to it)."""
+        from tflite.TransposeConvOptions import TransposeConvOptions
+
+        out = super().convert_transpose_conv(op)
+        table, fused = op.BuiltinOptions(), 0
+        if table is not None:
+            o = TransposeConvOptions()
+            o.Init(table.Bytes, table.Pos)
+            fused = int(o.FusedActivationFunction())
+        (y,) = self.get_output_tensors(op)
+        if y.qnn_params is None:
+            return self.convert_fused_activation_function(out, fused)
+        dtype = self.get_tensor_type_str(y.tensor.Type())
+        scale, zero_point = (tflite_frontend.get_scalar_from_constant(y.qnn_params[k]) for k in ("scale", "zero_point"))
+        return self.convert_qnn_fused_activation_function(out, fused, scale, zero_point, dtype)
+
     def _convert_function(self, name: str, op):
         (x,), (y,) = self.get_input_tensors(op), self.get_output_tensors(op)
         if x.qnn_params is None or y.qnn_params is None:

@@ -43,8 +43,11 @@ from ..codegen.schedule import schedule_partition
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..patterns import npu_functions, partition_for_npu, partition_log
 from ..runtime import golden
+from ..tvm_legalize import register as _register_legalizations
 from . import builder
 from . import generators as gen
+
+_register_legalizations()  # TVM's CPU build of NHWC conv2d_transpose (npu_byoc.tvm_legalize)
 
 ALL_BACKENDS = ("golden", "functional", "verilator", "cpu")
 STREAM_BACKENDS = ("functional", "verilator")

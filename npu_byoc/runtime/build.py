@@ -31,7 +31,10 @@ from ..errors import NpuByocError
 from ..frontend import ModelInfo, model_info
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..patterns import npu_functions, partition_for_npu, partition_log, unpartition
+from ..tvm_legalize import register as _register_legalizations
 from . import golden
+
+_register_legalizations()  # TVM's CPU build of NHWC conv2d_transpose (npu_byoc.tvm_legalize)
 
 LayerHook = Callable[[str, object, np.ndarray], None]  # (partition, npu op, output)
 
