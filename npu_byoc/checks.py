@@ -202,6 +202,41 @@ def conv_channels(op: QConv2D, hw: HwConfig) -> str | None:
     return None
 
 
+def transpose_conv_form(op, hw: HwConfig) -> str | None:
+    """A transposed convolution has groups 1 and dilation 1."""
+    if op.groups != 1:
+        return f"grouped conv2d_transpose (groups={op.groups}): NPU supports groups 1"
+    if tuple(op.dilation) != (1, 1):
+        return f"conv2d_transpose dilation {tuple(op.dilation)}: NPU supports dilation 1"
+    return None
+
+
+def transpose_conv_stride(op, hw: HwConfig) -> str | None:
+    """Strides are at least 1 and at most the kernel on each axis (a larger stride leaves outputs that no input reaches)."""
+    (sh, sw), (kh, kw) = op.strides, op.kernel
+    if min(sh, sw) < 1 or sh > kh or sw > kw:
+        return f"conv2d_transpose stride {tuple(op.strides)} with a {kh}x{kw} kernel: NPU supports strides 1..kernel"
+    return None
+
+
+def transpose_conv_kernel(op, hw: HwConfig) -> str | None:
+    """Each phase's sub-kernel, ceil(kernel / stride) taps per axis, is at most max_kernel."""
+    (kh, kw), (sh, sw) = op.kernel, op.strides
+    ph, pw = -(-kh // sh), -(-kw // sw)
+    if max(ph, pw) > hw.max_kernel:
+        return (f"conv2d_transpose kernel {kh}x{kw} at stride {tuple(op.strides)} runs {ph}x{pw} phase kernels: "
+                f"NPU supports kernels up to {hw.max_kernel}x{hw.max_kernel}")
+    return None
+
+
+def transpose_conv_channels(op, hw: HwConfig) -> str | None:
+    """Input and output channel counts are at most max_channels."""
+    if max(op.in_channels, op.out_channels) > hw.max_channels:
+        return (f"conv2d_transpose channels {op.in_channels}->{op.out_channels}: NPU supports up to "
+                f"{hw.max_channels} channels")
+    return None
+
+
 def fc_features(op: QFullyConnected, hw: HwConfig) -> str | None:
     """Input and output feature counts are at most min(max_fc_features, max_channels)."""
     if max(op.in_features, op.out_features) > hw.fc_feature_limit:

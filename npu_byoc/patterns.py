@@ -33,6 +33,7 @@ from . import lut_ops
 from .hwconfig import DEFAULT_CONFIG, HwConfig
 from .qops import (
     QAdd, QConcat, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D, QReshape, QSoftmax, QTensor,
+    QTransposeConv2D,
 )  # fmt: skip
 from .uint8 import activations_label, int8_equivalent
 from .relax_utils import NotConstant, const_eval, dtype_of, int_list, op_name, prim_value, resolve, shape_of
@@ -568,6 +569,31 @@ def _extract_conv2d(root, bindings) -> QConv2D:
     )
 
 
+def _extract_transpose_conv(root, bindings) -> QTransposeConv2D:
+    """dequantize(x), dequantize(W, axis=O) -> conv2d_transpose [-> add(bias)] -> quantize: how
+    TVM imports TFLite's TRANSPOSE_CONV and ONNX QDQ ConvTranspose."""
+    tail = _Tail(root, bindings)
+    conv, bias_expr = _split_bias(tail.body, "relax.nn.conv2d_transpose", bindings)
+    attrs = conv.attrs
+    layout = str(attrs.data_layout)
+    if layout not in ("NHWC", "NCHW") or str(attrs.out_layout) != layout:
+        raise Reject(f"conv2d_transpose layout {layout}->{attrs.out_layout}: NPU supports NHWC and NCHW")
+    x_deq = resolve(conv.args[0], bindings)
+    x = x_deq.args[0]
+    inp = _activation(x_deq, bindings, "input", x)
+    w, w_scale, w_zp, per_tensor = _weights(conv.args[1], bindings, str(attrs.kernel_layout))
+    oc = w.shape[0]
+    bias = np.zeros(oc, np.int32) if bias_expr is None else _bias(bias_expr, bindings, oc, inp.scale * w_scale)
+    out = tail.output(bindings)
+    act_min, act_max = tail.clamp(out, bindings)
+    return QTransposeConv2D(
+        layout=layout, input=inp, output=out, weight=w, weight_scale=w_scale, weight_zero_point=w_zp, bias=bias,
+        strides=int_list(attrs.strides), padding=int_list(attrs.padding),
+        output_padding=int_list(attrs.output_padding), dilation=int_list(attrs.dilation), groups=int(attrs.groups),
+        act_min=act_min, act_max=act_max, convention="qdq", operands=(x,), weight_per_tensor=per_tensor,
+    )  # fmt: skip
+
+
 def _extract_fc(root, bindings) -> QFullyConnected:
     per_tensor = False
     tail = _Tail(root, bindings)
@@ -1017,6 +1043,15 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
         extract=_extract_conv2d,
         checks=_CONV_CHECKS,
         applies=lambda op: not _is_depthwise(op),
+    ),
+    NpuPattern(
+        name="npu.transpose_conv2d",
+        summary="transposed 2-D convolution (TRANSPOSE_CONV) with per-channel requantize, run as one stride-1 conv per output phase",
+        anchor_ops=("relax.nn.conv2d_transpose",),
+        conventions=tuple(_qdq_weighted("relax.nn.conv2d_transpose")),
+        extract=_extract_transpose_conv,
+        checks=(*C.COMMON, *C.WEIGHTED, C.transpose_conv_form, C.transpose_conv_stride, C.transpose_conv_kernel,
+                C.transpose_conv_channels),
     ),
     NpuPattern(
         name="npu.depthwise_conv2d",

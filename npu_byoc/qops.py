@@ -34,8 +34,24 @@ class QTensor:
     source_dtype: str | None = None
 
 
+class _Kernel:
+    """The shape words of a convolution record (OHWI ``weight``, ``input`` in ``layout``)."""
+
+    @property
+    def in_channels(self) -> int:
+        return self.input.shape[3] if self.layout == "NHWC" else self.input.shape[1]
+
+    @property
+    def out_channels(self) -> int:
+        return int(self.weight.shape[0])
+
+    @property
+    def kernel(self) -> tuple[int, int]:
+        return int(self.weight.shape[1]), int(self.weight.shape[2])
+
+
 @dataclass(frozen=True, eq=False)
-class QConv2D:
+class QConv2D(_Kernel):
     layout: str  # activation layout of the model: "NHWC" or "NCHW"
     input: QTensor
     output: QTensor
@@ -64,18 +80,6 @@ class QConv2D:
     @property
     def depthwise(self) -> bool:
         return self.groups > 1 and self.groups == self.in_channels
-
-    @property
-    def in_channels(self) -> int:
-        return self.input.shape[3] if self.layout == "NHWC" else self.input.shape[1]
-
-    @property
-    def out_channels(self) -> int:
-        return int(self.weight.shape[0])
-
-    @property
-    def kernel(self) -> tuple[int, int]:
-        return int(self.weight.shape[1]), int(self.weight.shape[2])
 
     @property
     def dilated_kernel(self) -> tuple[int, int]:
@@ -284,4 +288,34 @@ class QSoftmax:
         return 0
 
 
-QOp = QConv2D | QFullyConnected | QPool2D | QMean | QAdd | QMul | QLut | QReshape | QConcat | QSoftmax
+@dataclass(frozen=True, eq=False)
+class QTransposeConv2D(_Kernel):
+    """TRANSPOSE_CONV (relax.nn.conv2d_transpose) with per-channel requantize: every input
+    pixel times the kernel, scattered to i·stride + k − pad (npu_byoc.transpose_conv)."""
+
+    layout: str  # "NHWC" or "NCHW"
+    input: QTensor
+    output: QTensor
+    weight: np.ndarray  # int8 OHWI, O = output channels
+    weight_scale: np.ndarray  # float64 [out]
+    weight_zero_point: np.ndarray
+    bias: np.ndarray  # int32 [out], in accumulator units
+    strides: tuple[int, int]
+    padding: tuple[int, int, int, int]  # top, left, bottom, right (cropped from the full scatter)
+    output_padding: tuple[int, int]
+    dilation: tuple[int, int]
+    groups: int
+    act_min: int
+    act_max: int
+    convention: str = ""
+    operands: tuple = field(default=(), compare=False, repr=False)
+    weight_per_tensor: bool = False
+
+    @property
+    def macs(self) -> int:
+        n = int(np.prod(self.input.shape))
+        return n * self.kernel[0] * self.kernel[1] * self.out_channels
+
+
+QOp = (QConv2D | QTransposeConv2D | QFullyConnected | QPool2D | QMean | QAdd | QMul | QLut | QReshape | QConcat
+       | QSoftmax)

@@ -228,6 +228,56 @@ def qdq_conv2d(
     return _build(params, body)
 
 
+def qdq_conv2d_transpose(
+    *,
+    layout: str = "NHWC",
+    input_hw: tuple[int, int] = (5, 6),
+    in_channels: int = 4,
+    out_channels: int = 6,
+    kernel=(3, 3),
+    strides=(2, 2),
+    padding=(0, 0, 1, 1),
+    output_padding=(0, 0),
+    dilation=(1, 1),
+    groups: int = 1,
+    seed: int = 0,
+    input_scale: float = 0.05,
+    input_zp: int = 3,
+    output_scale: float = 0.1,
+    output_zp: int = -5,
+    bias: np.ndarray | None = None,
+    clip=None,
+) -> tvm.IRModule:
+    """dequantize(x), dequantize(W IOHW, axis=1) -> nn.conv2d_transpose -> [add(dequantize(bias))]
+    -> quantize -> [clip]: how TVM imports TFLite's TRANSPOSE_CONV (NHWC) and ONNX QDQ
+    ConvTranspose (NCHW)."""
+    kernel, strides = _pair(kernel), _pair(strides)
+    c_axis = 3 if layout == "NHWC" else 1
+    w = rng_weights((in_channels, out_channels // groups, *kernel), seed=seed)
+    w_scale = default_weight_scales(out_channels // groups)
+    h, wd = input_hw
+    x = _tensor("x", (1, h, wd, in_channels) if layout == "NHWC" else (1, in_channels, h, wd), "int8")
+
+    def body(bb):
+        xd = _dequantize_act(bb, x, input_scale, input_zp, "int8", c_axis)
+        wq = bb.emit(R.dequantize(relax.const(w), _scale_const(w_scale), _zp_const(np.zeros(len(w_scale), "int8")),
+                                  axis=1))  # fmt: skip
+        y = bb.emit(R.nn.conv2d_transpose(xd, wq, strides=strides, padding=_pad4(padding),
+                                          output_padding=tuple(output_padding), dilation=_pair(dilation),
+                                          groups=groups, data_layout=layout, kernel_layout="IOHW",
+                                          out_dtype="float32"))  # fmt: skip
+        if bias is not None:
+            b = bb.emit(R.dequantize(relax.const(np.asarray(bias, np.int32)),
+                                     _scale_const(np.float64(input_scale) * w_scale.astype(np.float64)),
+                                     _zp_const(0, "int32"), axis=0))  # fmt: skip
+            if layout == "NCHW":
+                b = bb.emit(R.reshape(b, (1, out_channels, 1, 1)))
+            y = bb.emit(R.add(y, b))
+        return _requantize_tail(bb, y, output_scale, output_zp, "int8", clip=clip)
+
+    return _build([x], body)
+
+
 def _zp_operands(bb, x, w, input_zp, weight_zp):
     """(x, W) as they enter the integer op: int8 as is, or widened with the zero points subtracted."""
     if input_zp is None:

@@ -763,6 +763,41 @@ def make_concat_cnn(batch_size):
     return keras.Model(x0, L.Dense(10, activation="softmax", name="fc")(x), name="concat_cnn")
 
 
+def make_transpose_conv(batch_size):
+    """A U-Net decoder's upsampling: Conv2DTranspose (TRANSPOSE_CONV) of kernel 3 stride 2 SAME
+    with a fused RELU6, a skip connection concatenated on channels, kernel 2 stride 2 (the
+    common 2x upsampler), kernel 3 stride 1, and on a second output kernel 4 stride (2, 1)
+    VALID. Random weights: the op's arithmetic, not a task, is under test."""
+    import keras
+    from keras import layers as L
+
+    x0 = keras.Input(shape=(16, 16, 3), batch_size=batch_size, name="input")
+    e1 = L.Conv2D(8, 3, padding="same", activation="relu", name="enc1")(x0)
+    e2 = L.Conv2D(12, 3, strides=2, padding="same", activation="relu", name="enc2")(e1)
+    u1 = L.Conv2DTranspose(8, 3, strides=2, padding="same", activation="relu6", name="up_k3s2")(e2)
+    c = L.Concatenate(name="skip")([u1, e1])
+    u2 = L.Conv2DTranspose(6, 2, strides=2, padding="same", name="up_k2s2")(c)
+    u3 = L.Conv2DTranspose(5, 3, strides=1, padding="same", activation="relu", name="up_k3s1")(u2)
+    side = L.Conv2DTranspose(4, 4, strides=(2, 1), padding="valid", name="up_k4s21")(e2)
+    return keras.Model(x0, [u3, side], name="transpose_conv")
+
+
+def build_transpose_conv(out: Path):
+    _set_seeds()
+    model = make_transpose_conv(1)
+    rng = np.random.default_rng(11)
+    for w in model.weights:  # fan-in scaled, so every layer's output spans its int8 range
+        fan_in = int(np.prod(w.shape[:-1])) if len(w.shape) > 1 else 1
+        w.assign(rng.normal(size=w.shape).astype(np.float32) * (1.5 / np.sqrt(fan_in) if len(w.shape) > 1 else 0.2))
+    shape = (16, 16, 3)
+    path = out / "transpose_conv_int8.tflite"
+    path.write_bytes(convert_int8(model, nhwc_batch(CALIB_SEEDS, *shape)))
+    meta = {"model": "TRANSPOSE_CONV: a U-Net decoder's upsampling (tools/make_models.py)",
+            "input_shape": [1, *shape], **_common_meta()}
+    tflite_references(path, nhwc_batch(REF_SEEDS, *shape), meta)
+    return path
+
+
 def build_concat_cnn(out: Path):
     return _train_and_convert("concat_cnn_int8", out, make_concat_cnn, (16, 16, 3), 2, 3e-3,
                               {"model": "CONCATENATION: branches of different scales, dense, input, along H"})
@@ -1506,6 +1541,41 @@ def build_se_qdq(out: Path):
     return path
 
 
+def convt_float_onnx():
+    """A float NCHW decoder (opset 13): Relu(Conv 3x3), then ConvTranspose kernel 3 stride 2
+    with pads 1 and output_padding 1 (8 -> 16, as PyTorch writes a 2x upsampler), Relu, and
+    ConvTranspose kernel 2 stride 2 (16 -> 32)."""
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(SEED)
+    inits = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in (
+        ("w1", rng.normal(0, 0.4, (8, 3, 3, 3))), ("b1", rng.normal(0, 0.1, 8)),
+        ("w2", rng.normal(0, 0.3, (8, 6, 3, 3))), ("b2", rng.normal(0, 0.1, 6)),
+        ("w3", rng.normal(0, 0.4, (6, 4, 2, 2))), ("b3", rng.normal(0, 0.1, 4)))]
+    nodes = [
+        helper.make_node("Conv", ["input", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"], name="relu1"),
+        helper.make_node("ConvTranspose", ["r1", "w2", "b2"], ["u1"], name="up1", strides=[2, 2],
+                         pads=[1, 1, 1, 1], output_padding=[1, 1], kernel_shape=[3, 3]),
+        helper.make_node("Relu", ["u1"], ["r2"], name="relu2"),
+        helper.make_node("ConvTranspose", ["r2", "w3", "b3"], ["output"], name="up2", strides=[2, 2],
+                         kernel_shape=[2, 2]),
+    ]
+    return _float_onnx_model("convt_decoder", nodes, inits, [1, 3, 8, 8], [1, 4, 32, 32])
+
+
+def build_convt_qdq(out: Path):
+    """convt_qdq.onnx: the ConvTranspose decoder quantized by onnxruntime in QDQ format (int8
+    activations, per-channel int8 weights); references from onnxruntime, graph optimizations
+    disabled (its ConvTranspose runs in float between DequantizeLinear and QuantizeLinear)."""
+    calib = nhwc_batch(CALIB_SEEDS, 8, 8, 3).transpose(0, 3, 1, 2).copy()
+    path = out / "convt_qdq.onnx"
+    qmodel = _ort_quantize(convt_float_onnx(), calib, "QDQ", "QInt8", path)
+    _ort_references(path, qmodel, "convt_qdq ONNX QDQ ConvTranspose decoder (tools/make_models.py)", (8, 8, 3),
+                    "QDQ", "QInt8")
+    return path
+
+
 def _ort_references(path: Path, qmodel, description: str, hwc, quant_format: str, activation_type: str):
     """onnxruntime's outputs (graph optimizations disabled) on the REF_SEEDS inputs (NCHW) and
     the output's quantization, written to ``path``.npz with the model's meta."""
@@ -1785,6 +1855,7 @@ BUILDERS = {
     "glue_cnn_int8": build_glue_cnn,
     "bn_concat_int8": build_bn_concat,
     "concat_cnn_int8": build_concat_cnn,
+    "transpose_conv_int8": build_transpose_conv,
     **{name: (lambda out, op=name[3:-5]: build_op_model(op, out)) for name in TFLITE_OP_MODELS},
     **{name: (lambda out, op=name[3:-5]: build_lut_op_model(op, out)) for name in LUT_OP_MODELS},
     "lut_ops_qdq": build_lut_ops_qdq,
@@ -1799,6 +1870,7 @@ BUILDERS = {
     "op_mul_int8": build_mul_model,
     "op_softmax_beta_int8": build_softmax_beta_model,
     "se_qdq": build_se_qdq,
+    "convt_qdq": build_convt_qdq,
 }
 MODELS = tuple(BUILDERS)
 

@@ -23,10 +23,14 @@ from ..errors import LoweringError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import MAX_REGIONS, Region
 from ..patterns import LAYER_ATTR, Reject, extract_composite
-from ..qops import QAdd, QConcat, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D, QReshape, QSoftmax
+from ..qops import (
+    QAdd, QConcat, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D, QReshape, QSoftmax, QTransposeConv2D,
+)  # fmt: skip
 from ..relax_utils import dtype_of, shape_of
 from ..requant import fc_scale, weighted_requant
-from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef
+from .npu_ops import (
+    Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef, TransposeConv2D,
+)  # fmt: skip
 
 SCRATCH_ALIGN = 16
 
@@ -141,6 +145,20 @@ def _lower_conv(name: str, op: QConv2D, ifms: list[TensorRef], ofm: TensorRef) -
     if op.depthwise:
         return DepthwiseConv2D(weights=np.ascontiguousarray(weight[:, :, :, 0]), **common)
     return Conv2D(weights=np.ascontiguousarray(weight), **common)
+
+
+def _lower_transpose_conv(name: str, op: QTransposeConv2D, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
+    mult, shift = weighted_requant(op)
+    out = TransposeConv2D(
+        name=name, ifm=ifms[0], ofm=ofm, weights=np.ascontiguousarray(op.weight), bias=op.bias.astype(np.int32),
+        multiplier=mult, shift=shift, ifm_zero_point=op.input.zero_point, ofm_zero_point=op.output.zero_point,
+        stride=tuple(op.strides), pad_before=tuple(op.padding[:2]), act_min=op.act_min, act_max=op.act_max,
+    )  # fmt: skip
+    try:
+        out.phases  # the geometry: every phase a convolution with input under each window
+    except ValueError as err:
+        raise Reject(f"conv2d_transpose: {err}") from None
+    return out
 
 
 def _lower_fc(name: str, op: QFullyConnected, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
@@ -258,6 +276,7 @@ LAST_AXIS_OPS = (QSoftmax,)
 
 LOWERINGS: dict[type, Callable[[str, QOp, list[TensorRef], TensorRef], NpuOp]] = {
     QConv2D: _lower_conv,
+    QTransposeConv2D: _lower_transpose_conv,
     QFullyConnected: _lower_fc,
     QPool2D: _lower_pool,
     QMean: _lower_mean,

@@ -12,6 +12,7 @@ NHWC. Every tensor is seen by the NPU as an H x W x C int8 feature map (batch 1)
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 
 import numpy as np
 
@@ -28,6 +29,9 @@ class TensorRef:
     # Channels per pixel of the tensor this one is a channel slice of (a concatenation's
     # output: each input's producer writes its slice in place); 0 = dense, no slice.
     pitch: int = 0
+    # Bytes between neighbours along H, W, C when this is a strided box of a larger tensor (a
+    # transposed convolution's phase: every s-th row and column); None = derived from the above.
+    box_strides: tuple[int, int, int] | None = None
 
     @property
     def nbytes(self) -> int:
@@ -37,6 +41,8 @@ class TensorRef:
     @property
     def strides(self) -> tuple[int, int, int]:
         """Bytes between neighbours along H, W, C in the region."""
+        if self.box_strides is not None:
+            return self.box_strides
         h, w, c = self.shape
         if self.layout == "NCHW":  # a channel slice of an NCHW tensor is a run of whole planes
             return w, 1, h * w
@@ -45,8 +51,19 @@ class TensorRef:
 
     @property
     def is_slice(self) -> bool:
-        """A channel slice of a wider tensor (not one contiguous run of its own)."""
-        return self.layout == "NHWC" and self.pitch not in (0, self.shape[2])
+        """A slice of a wider tensor (not one contiguous run of its own): a channel slice, or a
+        strided box."""
+        return self.box_strides is not None or (self.layout == "NHWC" and self.pitch not in (0, self.shape[2]))
+
+    def box(self, h0: int, w0: int, shape: tuple[int, int, int], step: tuple[int, int] = (1, 1),
+            name: str | None = None) -> "TensorRef":  # fmt: skip
+        """Rows h0, h0 + step_h, ... and columns w0, w0 + step_w, ... of this tensor, ``shape``
+        of them, in place (all channels)."""
+        s_h, s_w, s_c = self.strides
+        if shape == self.shape and (h0, w0, step) == (0, 0, (1, 1)):
+            return self
+        return TensorRef(name or self.name, self.region, self.offset + h0 * s_h + w0 * s_w, shape, self.layout,
+                         self.pitch, (s_h * step[0], s_w * step[1], s_c))  # fmt: skip
 
     def channel_slice(self, c0: int, nc: int, name: str) -> "TensorRef":
         """Channels [c0, c0 + nc) of this tensor, in place."""
@@ -106,20 +123,31 @@ def _model_taps(op) -> int:
 
 
 @dataclass(eq=False)
-class Conv2D(_NpuOp):
-    """acc[c] = bias[c] + sum_{kh,kw,ci} (x - ifm_zero_point) * w[c, kh, kw, ci];
-    out = clamp(requantize(acc, multiplier[c], shift[c]) + ofm_zero_point, act_min, act_max)."""
+class _Convolution(_NpuOp):
+    """The fields every convolution shares: its weights, the per-channel requantize (bias,
+    multiplier, shift in TFLite's sign convention, positive = left) and the zero points."""
 
     name: str
     ifm: TensorRef
     ofm: TensorRef
-    weights: np.ndarray  # int8 [C_out, KH, KW, C_in]
+    weights: np.ndarray  # int8 [C_out, KH, KW, C_in]; DepthwiseConv2D: [C, KH, KW]
     bias: np.ndarray  # int32 [C_out]
     multiplier: np.ndarray  # int32 [C_out]
-    shift: np.ndarray  # int32 [C_out], TFLite sign convention (positive = left)
+    shift: np.ndarray  # int32 [C_out]
     ifm_zero_point: int
     ofm_zero_point: int
     stride: tuple[int, int]
+
+    @property
+    def kernel(self) -> tuple[int, int]:
+        return int(self.weights.shape[1]), int(self.weights.shape[2])
+
+
+@dataclass(eq=False)
+class Conv2D(_Convolution):
+    """acc[c] = bias[c] + sum_{kh,kw,ci} (x - ifm_zero_point) * w[c, kh, kw, ci];
+    out = clamp(requantize(acc, multiplier[c], shift[c]) + ofm_zero_point, act_min, act_max)."""
+
     padding: tuple[int, int, int, int]  # top, left, bottom, right
     act_min: int
     act_max: int
@@ -129,10 +157,6 @@ class Conv2D(_NpuOp):
     kind: str = field(default="conv2d", init=False)
 
     @property
-    def kernel(self) -> tuple[int, int]:
-        return int(self.weights.shape[1]), int(self.weights.shape[2])
-
-    @property
     def macs(self) -> int:
         """The model's MACs (a dilated kernel's inserted zeros are array work, not MACs)."""
         h, w, c = self.ofm.shape
@@ -140,19 +164,44 @@ class Conv2D(_NpuOp):
 
 
 @dataclass(eq=False)
-class DepthwiseConv2D(_NpuOp):
+class TransposeConv2D(_Convolution):
+    """TFLite's TRANSPOSE_CONV: acc[o] = bias + sum over the input pixels i and taps k with
+    o = i·stride + k − pad of (x[i] − ifm_zero_point)·w[k]; requantized as Conv2D. ``weights``
+    are the model's kernel (scatter orientation). The NPU runs it as ``phases``: one stride-1
+    Conv2D per output phase, which reads its crop of the input and writes every stride-th row
+    and column of the output (npu_byoc.transpose_conv)."""
+
+    pad_before: tuple[int, int]  # top, left; the output's size gives the rest
+    act_min: int
+    act_max: int
+    tiling: Tiling | None = None  # the tiling of every phase (rows of the tallest phase)
+    kind: str = field(default="transpose_conv2d", init=False)
+
+    @property
+    def macs(self) -> int:
+        """Its phases' MACs: every output position times the taps of its phase."""
+        return sum(p.macs for p in self.phases)
+
+    @cached_property
+    def phases(self) -> list[Conv2D]:
+        """The stride-1 convolutions that compute it, one per output phase (φ_h, φ_w)."""
+        from ..transpose_conv import phases
+
+        (h, w, _), (oh, ow, c) = self.ifm.shape, self.ofm.shape
+        out = []
+        for p in phases(self.weights, self.stride, self.pad_before, (h, w), (oh, ow)):
+            (ph, pw), name = (p.h.phase, p.w.phase), f"{self.name}[phase {p.h.phase},{p.w.phase}]"
+            ifm = self.ifm.box(p.h.in_start, p.w.in_start, (p.h.in_count, p.w.in_count, self.ifm.shape[2]), name=name)
+            ofm = self.ofm.box(ph, pw, (p.h.count, p.w.count, c), self.stride, name)
+            out.append(Conv2D(name, ifm, ofm, p.weights, self.bias, self.multiplier, self.shift, self.ifm_zero_point,
+                              self.ofm_zero_point, (1, 1), p.padding, self.act_min, self.act_max))  # fmt: skip
+        return out
+
+
+@dataclass(eq=False)
+class DepthwiseConv2D(_Convolution):
     """As Conv2D with one input channel per output channel (channel multiplier 1)."""
 
-    name: str
-    ifm: TensorRef
-    ofm: TensorRef
-    weights: np.ndarray  # int8 [C, KH, KW]
-    bias: np.ndarray
-    multiplier: np.ndarray
-    shift: np.ndarray
-    ifm_zero_point: int
-    ofm_zero_point: int
-    stride: tuple[int, int]
     padding: tuple[int, int, int, int]
     act_min: int
     act_max: int
@@ -160,10 +209,6 @@ class DepthwiseConv2D(_NpuOp):
     # the model's dilation: ``weights`` then hold the kernel with zeros inserted between taps
     dilation: tuple[int, int] = (1, 1)
     kind: str = field(default="depthwise_conv2d", init=False)
-
-    @property
-    def kernel(self) -> tuple[int, int]:
-        return int(self.weights.shape[1]), int(self.weights.shape[2])
 
     @property
     def macs(self) -> int:
@@ -324,4 +369,4 @@ class Softmax(_NpuOp):
         return 0
 
 
-NpuOp = Conv2D | DepthwiseConv2D | FullyConnected | Pool | Mean | Add | Mul | Lut | Softmax
+NpuOp = Conv2D | TransposeConv2D | DepthwiseConv2D | FullyConnected | Pool | Mean | Add | Mul | Lut | Softmax

@@ -42,7 +42,10 @@ from .encoder import Dma, Kick, Step, disassemble, encode_with_starts
 from .lower import PartitionPlan
 from .residency import Buffer, largest_gap, place
 from .overlap import overlap
-from .npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef, Tiling
+from .npu_ops import (
+    Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef, Tiling,
+    TransposeConv2D,
+)  # fmt: skip
 
 SECOND_WEIGHTS, SECOND_REQUANT = "weights (2nd)", "requant (2nd)"  # double-buffered channel blocks
 SECOND_IFM = "ifm (2nd)"  # double-buffered row tiles of a staged input
@@ -387,12 +390,40 @@ def _describe_elementwise(op) -> str:
     return f"{op.kind} {'x'.join(map(str, op.ofm.shape))}"
 
 
+# TransposeConv2D: its phases, each a stride-1 Conv2D, one after the other in the same buffers
+# (each buffer as large as the largest phase's); a tiling of r rows gives a phase min(r, its rows).
+
+
+def _phase_rows(op: TransposeConv2D) -> int:
+    return max(p.ofm.shape[0] for p in op.phases)
+
+
+def _transpose_buffers(op: TransposeConv2D, r: int, cb: int) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for p in op.phases:
+        for name, nbytes in _spatial_buffers(p, min(r, p.ofm.shape[0]), cb).items():
+            out[name] = max(out.get(name, 0), nbytes)
+    return out
+
+
+def _transpose_tile(op, io, r0, nr, c0, nc) -> list[Step]:
+    raise AssertionError("a transposed convolution is scheduled phase by phase (_op_steps)")
+
+
+def _describe_transpose(op: TransposeConv2D) -> str:
+    kh, kw = op.kernel
+    return (f"{op.kind} {'x'.join(map(str, op.ifm.shape))} -> {'x'.join(map(str, op.ofm.shape))}, kernel {kh}x{kw}, "
+            f"stride {op.stride[0]}x{op.stride[1]} ({len(op.phases)} phases)")  # fmt: skip
+
+
 _SPATIAL = _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _spatial_buffers, _spatial_tile,
                  _describe_spatial)  # fmt: skip
 _ELEMENTWISE = _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _elementwise_buffers,
                      _elementwise_tile, _describe_elementwise)  # fmt: skip
 KINDS: dict[type, _Kind] = {
     Conv2D: _SPATIAL,
+    TransposeConv2D: _Kind(_phase_rows, lambda op: op.ofm.shape[2], _transpose_buffers, _transpose_tile,
+                           _describe_transpose),  # fmt: skip
     DepthwiseConv2D: _SPATIAL,
     Pool: _SPATIAL,
     FullyConnected: _Kind(lambda op: op.ofm.shape[1], lambda op: op.ofm.shape[2], _fc_buffers, _fc_tile,
@@ -433,6 +464,10 @@ def tile_sram_bytes(op: NpuOp, rows: int, channels: int, resident=()) -> int:
 def check_geometry(op: NpuOp, layer: str) -> None:
     """Shapes the kicks can run with: the output size formula, and no window entirely in
     padding."""
+    if isinstance(op, TransposeConv2D):
+        for p in op.phases:
+            check_geometry(p, layer)
+        return
     if not isinstance(op, Conv2D | DepthwiseConv2D | Pool):
         return
     (H, W, _), (OH, OW, _) = op.ifm.shape, op.ofm.shape
@@ -525,6 +560,8 @@ def choose_tiling(op: NpuOp, hw: HwConfig, layer: str = "", budget: int | None =
 
 def _constants_of(op: NpuOp, pool: _Constants) -> dict[str, tuple[int, int]]:
     """Place the op's constants in the blob: name -> (offset, bytes per output channel)."""
+    if isinstance(op, TransposeConv2D):  # per phase: its sub-kernel (the requantize records repeat)
+        return {"phases": [_constants_of(p, pool) for p in op.phases]}
     if isinstance(op, Conv2D | DepthwiseConv2D | FullyConnected):
         per_channel = int(np.prod(op.weights.shape[1:]))
         return {
@@ -540,7 +577,10 @@ def _constants_of(op: NpuOp, pool: _Constants) -> dict[str, tuple[int, int]]:
 
 def _op_steps(op: NpuOp, tiling: Tiling, io: _TileIo, consts: dict[str, tuple[int, int]]) -> list[Step]:
     """The steps of one op: its LUT once, per channel block its weights and requantize block,
-    then its row tiles."""
+    then its row tiles. A transposed convolution: the steps of each of its phases."""
+    if isinstance(op, TransposeConv2D):
+        return [step for p, c in zip(op.phases, consts["phases"])
+                for step in _op_steps(p, Tiling(min(tiling.rows, p.ofm.shape[0]), tiling.channels), io, c)]
     kind = KINDS[type(op)]
     rows, channels = kind.rows(op), kind.channels(op)
     steps: list[Step] = []
@@ -597,10 +637,14 @@ def scratch_live_ranges(plan: PartitionPlan) -> dict[int, Buffer]:
     in SCRATCH: a Buffer live from its producer to its last reader."""
     producer = {op.ofm.offset: k for k, op in enumerate(plan.ops) if _dense_scratch(op.ofm)}
     last: dict[int, int] = {}
+    staged = set()  # read or written by a transposed convolution: its phases address strided boxes
     for k, op in enumerate(plan.ops):
         for ref in op.inputs:
             if _dense_scratch(ref) and producer.get(ref.offset, k) < k:
                 last[ref.offset] = k
+        if isinstance(op, TransposeConv2D):
+            staged |= {op.ifm.offset, op.ofm.offset}
+    last = {key: end for key, end in last.items() if key not in staged}
     return {key: Buffer(key, producer[key], end, plan.ops[producer[key]].ofm.nbytes) for key, end in last.items()}
 
 

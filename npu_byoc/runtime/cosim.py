@@ -58,7 +58,9 @@ from ..cache import atomic_output, build_lock, cache_dir, content_key, is_intact
 from ..codegen.encoder import encode_with_starts
 from ..codegen.lower import PartitionPlan, partition_batch
 from ..codegen.lower import per_image as per_image_shape
-from ..codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax
+from ..codegen.npu_ops import (
+    Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TransposeConv2D,
+)  # fmt: skip
 from ..codegen.schedule import schedule_partition
 from ..errors import NpuByocError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
@@ -67,14 +69,18 @@ from ..patterns import LAYER_ATTR, VIEW_PATTERNS, npu_functions, partition_for_n
 from ..progress import Progress
 from ..relax_utils import dtype_of, shape_of
 from ..uint8 import to_model
+from ..tvm_legalize import register as _register_legalizations
 from . import cycles as cycle_model
 from . import golden
 
-OP_CLASSES = ("conv", "pointwise", "depthwise", "fc", "pool", "mean", "add", "mul", "lut", "softmax")
-MAC_CLASSES = ("conv", "pointwise", "depthwise", "fc")
+_register_legalizations()  # TVM's CPU build of NHWC conv2d_transpose (npu_byoc.tvm_legalize)
+
+OP_CLASSES = ("conv", "pointwise", "transpose_conv", "depthwise", "fc", "pool", "mean", "add", "mul", "lut", "softmax")
+MAC_CLASSES = ("conv", "pointwise", "transpose_conv", "depthwise", "fc")
 CLASS_NAMES = {
     "conv": "standard conv",
     "pointwise": "pointwise conv (1x1)",
+    "transpose_conv": "transposed conv",
     "depthwise": "depthwise conv",
     "fc": "fully connected",
     "pool": "pool",
@@ -84,14 +90,14 @@ CLASS_NAMES = {
     "lut": "lut",
     "softmax": "softmax",
 }
-_CLASS_OF_TYPE = {DepthwiseConv2D: "depthwise", FullyConnected: "fc", Pool: "pool", Mean: "mean", Add: "add",
+_CLASS_OF_TYPE = {TransposeConv2D: "transpose_conv", DepthwiseConv2D: "depthwise", FullyConnected: "fc", Pool: "pool", Mean: "mean", Add: "add",
                   Mul: "mul", Lut: "lut", Softmax: "softmax"}  # fmt: skip
 _DMA = set(DMA_OPCODES)
 _NOT_COMPUTE = {Opcode.NOP, Opcode.SET_REG, Opcode.STOP, Opcode.WAIT_DMA} | _DMA
 
 
 def op_class(op: NpuOp) -> str:
-    """The report's class of an NPU op: conv (standard), pointwise (1x1 conv), depthwise, fc,
+    """The report's class of an NPU op: conv (standard), pointwise (1x1 conv), transpose_conv, depthwise, fc,
     pool, mean, add, mul, lut, softmax."""
     if isinstance(op, Conv2D):
         return "pointwise" if tuple(op.kernel) == (1, 1) else "conv"
@@ -179,12 +185,13 @@ class CosimReport:
                  "partition on Verilator as the one stream production runs"]  # fmt: skip
         if layers:
             w = min(max([len(r.name) for r in self.layers] + [5]), 44)
+            ow = max([len(r.op) for r in self.layers] + [9])
             lines.append("")
-            lines.append(f"  {'#':>3} {'layer':<{w}} {'op':<9} {'MACs':>9} {'cycles':>8} {'compute':>8} {'ideal':>7} "
+            lines.append(f"  {'#':>3} {'layer':<{w}} {'op':<{ow}} {'MACs':>9} {'cycles':>8} {'compute':>8} {'ideal':>7} "
                          f"{'util':>6} {'overall':>7} {'golden':>6} {'tvm':>4}")  # fmt: skip
             for r in self.layers:
                 name = escape.text_column(r.name, w)
-                lines.append(f"  {r.index:>3} {name:<{w}} {r.op:<9} {r.macs:>9} {r.cycles:>8} {r.compute_cycles:>8} "
+                lines.append(f"  {r.index:>3} {name:<{w}} {r.op:<{ow}} {r.macs:>9} {r.cycles:>8} {r.compute_cycles:>8} "
                              f"{r.ideal_cycles:>7.0f} {_pct(r.utilization):>6} {_pct(r.utilization_overall):>7} "
                              f"{_num(r.max_diff_golden):>6} {_num(r.max_diff_tvm):>4}")  # fmt: skip
         lines.append("")

@@ -13,9 +13,11 @@ import numpy as np
 
 from .. import numerics as nx
 from .. import softmax as sm
+from .. import transpose_conv as tc
 from ..codegen.lower import PartitionPlan
 from ..codegen.npu_ops import (
     Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef,
+    TransposeConv2D,
 )  # fmt: skip
 from ..isa import Region
 from ..uint8 import to_model, to_npu
@@ -53,6 +55,12 @@ def _padded_windows(x: np.ndarray, kernel, stride, padding, fill: int) -> np.nda
 def conv2d(op: Conv2D, x: np.ndarray) -> np.ndarray:
     win = _padded_windows(x, op.kernel, op.stride, op.padding, op.ifm_zero_point)
     acc = np.einsum("hwklc,oklc->hwo", win - op.ifm_zero_point, op.weights.astype(np.int32), dtype=np.int64)
+    return nx.requantize(acc, op.bias, op.multiplier, op.shift, op.ofm_zero_point, op.act_min, op.act_max)
+
+
+def transpose_conv2d(op: TransposeConv2D, x: np.ndarray) -> np.ndarray:
+    """TFLite's scatter form, not the phases the NPU runs: an independent specification."""
+    acc = tc.scatter_accumulate(x, op.weights, op.ifm_zero_point, op.stride, op.pad_before, op.ofm.shape[:2])
     return nx.requantize(acc, op.bias, op.multiplier, op.shift, op.ofm_zero_point, op.act_min, op.act_max)
 
 
@@ -109,6 +117,7 @@ def mul(op: Mul, x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 KERNELS: dict[type, Callable[..., np.ndarray]] = {
     Conv2D: conv2d,
+    TransposeConv2D: transpose_conv2d,
     DepthwiseConv2D: depthwise_conv2d,
     FullyConnected: fully_connected,
     Pool: pool,
