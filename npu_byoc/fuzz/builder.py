@@ -84,6 +84,27 @@ def emit_conv(bb, op: dict, t: Tensor, out: Tensor, layout: str, ctx: "BuildCont
     return _tail(bb, y, out, op["clamp"])
 
 
+def emit_transpose_conv(bb, op: dict, t: Tensor, out: Tensor, layout: str, ctx: "BuildContext"):
+    """TVM's import of TFLite TRANSPOSE_CONV / ONNX QDQ ConvTranspose: IOHW weights quantized on axis 1."""
+    c, oc = t.spatial(layout)[2], out.spatial(layout)[2]
+    rng = np.random.default_rng(op["wseed"])
+    wt = weights(rng, (c, oc, *op["kernel"]))
+    bias = rng.integers(-op["bias_bound"], op["bias_bound"] + 1, size=oc).astype(np.int32) if op["bias"] else None
+    ws = np.resize(np.asarray(op["weight_scales"], np.float32), oc)
+    xd = _deq(bb, t.expr, t.scale, t.zp)
+    wd = bb.emit(R.dequantize(relax.const(wt), _sc(ws), relax.const(np.zeros(oc, np.int8)), axis=1))
+    y = bb.emit(R.nn.conv2d_transpose(xd, wd, strides=op["strides"], padding=op["padding"],
+                                      output_padding=op["output_padding"], data_layout=layout, kernel_layout="IOHW",
+                                      out_dtype="float32"))  # fmt: skip
+    if bias is not None:
+        bs = (np.float64(t.scale) * ws.astype(np.float64)).astype(np.float32)
+        b = bb.emit(R.dequantize(relax.const(bias), _sc(bs), _zp(np.zeros(oc), "int32"), axis=0))
+        if layout == "NCHW":
+            b = bb.emit(R.reshape(b, (1, oc, 1, 1)))
+        y = bb.emit(R.add(y, b))
+    return _tail(bb, y, out, op["clamp"])
+
+
 def emit_fc(bb, op: dict, t: Tensor, out: Tensor, layout: str, ctx: "BuildContext"):
     n_in, n_out = t.shape[1], op["out_features"]
     rng = np.random.default_rng(op["wseed"])
@@ -164,6 +185,7 @@ def emit_add(bb, op: dict, t: Tensor, out: Tensor, layout: str, ctx: "BuildConte
 EMITTERS: dict[str, Callable] = {
     "conv2d": emit_conv,
     "depthwise": emit_conv,
+    "transpose_conv": emit_transpose_conv,
     "fc": emit_fc,
     "avg_pool": emit_pool,
     "max_pool": emit_pool,

@@ -195,6 +195,32 @@ def gen_depthwise(rng, t: Tensor, layout: str) -> dict | None:
     return _gen_conv_common(rng, t, layout, depthwise=True)
 
 
+def gen_transpose_conv(rng, t: Tensor, layout: str) -> dict | None:
+    """TFLite TRANSPOSE_CONV (NHWC) / ONNX ConvTranspose (NCHW): kernels up to 5, strides up to
+    the kernel (rarely past it: refused), padding below the kernel, output padding below the
+    stride."""
+    if len(t.shape) != 4:
+        return None
+    kernel = [int(rng.integers(1, 6)), int(rng.integers(1, 6))]
+    strides = [int(rng.integers(1, k + 1)) for k in kernel]
+    if rng.random() < 0.03:
+        strides[0] = kernel[0] + 1  # outputs no input reaches: refused
+    pad = [int(rng.integers(0, k)) for k in (*kernel, *kernel)]  # t, l, b, r
+    return {
+        "kind": "transpose_conv",
+        "convention": "qdq",
+        "out_channels": _count(rng, (1, 17, 70), rare=(70, 260)),
+        "kernel": kernel,
+        "strides": strides,
+        "padding": pad,
+        "output_padding": [int(rng.integers(0, s)) for s in strides],
+        "bias": bool(rng.random() < 0.7),
+        "bias_bound": int(rng.choice([100, 10_000, 1_000_000])),
+        "wseed": int(rng.integers(0, 2**31)),
+        "clamp": clamp(rng),
+    }
+
+
 def gen_fc(rng, t: Tensor, layout: str) -> dict | None:
     if len(t.shape) != 2:
         return None
@@ -295,6 +321,7 @@ def gen_add(rng, t: Tensor, layout: str) -> dict | None:
 GENERATORS: dict[str, Callable[..., dict | None]] = {
     "conv2d": gen_conv2d,
     "depthwise": gen_depthwise,
+    "transpose_conv": gen_transpose_conv,
     "fc": gen_fc,
     "avg_pool": gen_avg_pool,
     "max_pool": gen_max_pool,
@@ -351,7 +378,7 @@ def random_spec(seed: int, kinds: tuple[str, ...] = OP_KINDS) -> dict:
 def _infer(op: dict, t: Tensor, layout: str, spec: dict, rng) -> Tensor:
     """Fill in the op's output quantization (needs the input's) and return its output tensor."""
     kind = op["kind"]
-    if kind in ("conv2d", "depthwise", "fc"):
+    if kind in ("conv2d", "depthwise", "transpose_conv", "fc"):
         n = op["out_channels"] if kind != "fc" else op["out_features"]
         op["weight_scales"] = _weight_scales(rng, n)
         acc = t.scale * op["weight_scales"][0]
@@ -375,6 +402,16 @@ def infer_shape(op: dict, t: Tensor, layout: str, spec: dict | None = None) -> T
         ow = _conv_out(w, kw, op["strides"][1], op["dilation"][1], pl, pr)
         if oh < 1 or ow < 1 or c < 1 or op["out_channels"] < 1:
             raise InvalidSpec("empty conv output")
+        return Tensor(_act_shape(layout, oh, ow, op["out_channels"]), op["out_scale"], op["out_zp"])
+    if kind == "transpose_conv":
+        if len(t.shape) != 4:
+            raise InvalidSpec("transposed conv on a non-4-D tensor")
+        h, w, c = t.spatial(layout)
+        (kh, kw), (sh, sw), (pt, pl, pb, pr) = op["kernel"], op["strides"], op["padding"]
+        oh = (h - 1) * sh + kh - pt - pb + op["output_padding"][0]
+        ow = (w - 1) * sw + kw - pl - pr + op["output_padding"][1]
+        if oh < 1 or ow < 1 or op["out_channels"] < 1 or oh * ow > 1 << 16:
+            raise InvalidSpec("empty or oversized transposed conv output")
         return Tensor(_act_shape(layout, oh, ow, op["out_channels"]), op["out_scale"], op["out_zp"])
     if kind == "fc":
         if len(t.shape) != 2 or op["out_features"] < 1:
