@@ -237,6 +237,14 @@ def transpose_conv_channels(op, hw: HwConfig) -> str | None:
     return None
 
 
+def gather_copies(op, hw: HwConfig) -> str | None:
+    """The gather copies whole pixels of a 4-D NHWC tensor of batch 1 (rows, columns and a run of channels), and each axis is at most MAX_PERIOD arithmetic runs, at most MAX_COPIES strided copies in all (npu_byoc.gather)."""
+    from .gather import copies_reason, pixel_gather
+
+    g = pixel_gather(op.index, op.input.shape)
+    return g if isinstance(g, str) else copies_reason(g)
+
+
 def fc_features(op: QFullyConnected, hw: HwConfig) -> str | None:
     """Input and output feature counts are at most min(max_fc_features, max_channels)."""
     if max(op.in_features, op.out_features) > hw.fc_feature_limit:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import tvm
 from tvm import relax
-from tvm.relax.dpl import DFPattern, is_op, is_tuple, wildcard
+from tvm.relax.dpl import DFPattern, is_const, is_op, is_tuple, wildcard
 from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvm.relax.transform import FusionPattern, PatternCheckContext
 
@@ -33,7 +33,7 @@ from . import lut_ops
 from .hwconfig import DEFAULT_CONFIG, HwConfig
 from .qops import (
     QAdd, QConcat, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D, QReshape, QSoftmax, QTensor,
-    QTransposeConv2D,
+    QGather, QTransposeConv2D,
 )  # fmt: skip
 from .uint8 import activations_label, int8_equivalent
 from .relax_utils import NotConstant, const_eval, dtype_of, int_list, op_name, prim_value, resolve, shape_of
@@ -926,6 +926,24 @@ def _reshape_conventions() -> tuple[Convention, ...]:
     )
 
 
+def _gather_conventions() -> tuple[Convention, ...]:
+    core = is_op("relax.reshape")(is_op("relax.take")(is_op("relax.reshape")(wildcard(), wildcard()), is_const()), wildcard())
+    return (Convention("int8", "TFLite (RESIZE_NEAREST_NEIGHBOR, STRIDED_SLICE, SPLIT, TILE, GATHER)", core,
+                       "reshape(take(reshape(int8 x, [N]), constant indices), shape)"),)
+
+
+def _extract_gather(root, bindings) -> QGather:
+    e = resolve(root, bindings)
+    take = resolve(e.args[0], bindings)
+    x = resolve(take.args[0], bindings).args[0]
+    flat = _const(take.args[1], bindings, "gather indices").astype(np.int64).ravel()
+    out_shape = shape_of(e)
+    if flat.size != int(np.prod(out_shape)):
+        raise Reject("gather indices do not fill the output")
+    convention = "constant" if _is_constant(x, bindings) else "int8"
+    return QGather(_carried(x), _carried(root), flat.reshape(out_shape), convention, operands=(x,))
+
+
 def _extract_reshape(root, bindings) -> QReshape:
     e = resolve(root, bindings)
     if op_name(e) == "relax.quantize":
@@ -1127,6 +1145,15 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
         extract=_extract_softmax,
         checks=(*C.COMMON, *C.SOFTMAX),
         subject=lambda numerics: "SOFTMAX" if numerics == "tflite" else "Softmax",
+    ),
+    NpuPattern(
+        name="npu.gather",
+        summary="nearest-neighbour resize, strided slice, split, tile of int8 pixels: strided copies (identity LUT passes)",
+        anchor_ops=("relax.take",),
+        conventions=_gather_conventions(),
+        extract=_extract_gather,
+        checks=(*C.COMMON, C.gather_copies),
+        applies=lambda op: op.convention != "constant" and op.input.dtype in _INT_ACTIVATIONS,
     ),
     NpuPattern(
         name="npu.reshape",

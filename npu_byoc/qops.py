@@ -248,6 +248,23 @@ class QReshape:
 
 
 @dataclass(frozen=True, eq=False)
+class QGather:
+    """A constant-index gather of an int8 tensor (TFLite RESIZE_NEAREST_NEIGHBOR, STRIDED_SLICE,
+    SPLIT, TILE, GATHER as npu_byoc.tflite_ops imports them): ``index`` holds, per output
+    element, the flat input element it copies."""
+
+    input: QTensor
+    output: QTensor
+    index: np.ndarray  # int64, the output's shape
+    convention: str = ""
+    operands: tuple = field(default=(), compare=False, repr=False)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+@dataclass(frozen=True, eq=False)
 class QConcat:
     """CONCATENATION of int8 tensors along the channel axis. Lowering has each input's producer
     write its channel slice of the output in place (npu_byoc.codegen.lower._ConcatSlots); an
@@ -317,5 +334,5 @@ class QTransposeConv2D(_Kernel):
         return n * self.kernel[0] * self.kernel[1] * self.out_channels
 
 
-QOp = (QConv2D | QTransposeConv2D | QFullyConnected | QPool2D | QMean | QAdd | QMul | QLut | QReshape | QConcat
-       | QSoftmax)
+QOp = (QConv2D | QTransposeConv2D | QFullyConnected | QPool2D | QMean | QAdd | QMul | QLut | QReshape | QGather
+       | QConcat | QSoftmax)

@@ -467,10 +467,14 @@ class DataMovementConverter(tflite_frontend.OperatorConverter):
             n = math.prod(shapes[0])
             index = np.arange(n, dtype=np.int64).reshape(shapes[0])
             maps = low.fn(opts, *self._args(low, ins, [index], consts))
-            flat = relax.op.reshape(xs[0], [n])
+            # one flat view per output: each output's gather is then its own NPU composite
+            # (a shared one would fuse a SPLIT's outputs into one composite with a tuple result)
             exprs = [
                 # the indices are in range by construction; "clip" only spares TVM's warning
-                relax.op.reshape(relax.op.take(flat, relax.const(m.ravel().astype("int32")), 0, "clip"), m.shape)
+                relax.op.reshape(
+                    relax.op.take(relax.op.reshape(xs[0], [n]), relax.const(m.ravel().astype("int32")), 0, "clip"),
+                    m.shape,
+                )
                 for m in maps
             ]
         return exprs[0] if len(exprs) == 1 else relax.Tuple(exprs)

@@ -45,6 +45,27 @@ def reference(name: str) -> dict:
     }
 
 
+_BUILT: dict = {}
+
+
+def built(name: str, backend: str):
+    """The committed model ``name`` imported and built for ``backend``, once per session."""
+    if (name, backend) not in _BUILT:
+        _BUILT[name, backend] = npu_byoc.build(npu_byoc.load_model(model_path(name)), backend)
+    return _BUILT[name, backend]
+
+
+def assert_equals_reference(name: str, backend: str) -> None:
+    """Every recorded sample of ``name`` run on ``backend`` gives the reference runtime's
+    outputs exactly, every output."""
+    ref = reference(name)
+    for inputs, outputs in zip(ref["inputs"], ref["outputs"]):
+        got = built(name, backend).run(inputs)
+        assert len(got) == len(outputs)
+        for g, want in zip(got, outputs):
+            np.testing.assert_array_equal(g, np.asarray(want).reshape(g.shape))
+
+
 def onnx_tensor_lookup(mod, name: str):
     """``tensor_of(layer, hwc)``: onnxruntime's recorded quantized tensor (NAME.tensors.npz)
     of an NPU layer (named after its ONNX node, whose QuantizeLinear output it is) or of a

@@ -77,7 +77,8 @@ def test_op_on_tvm_cpu_is_litert_exactly(op):
 @pytest.mark.slow
 @pytest.mark.parametrize("op", OPS)
 def test_op_after_npu_conv_is_litert_exactly(op):
-    """Functional backend: the conv runs on the NPU (bit-exact), the op on the CPU.
+    """Functional backend: the conv runs on the NPU (bit-exact), the op on the CPU, or on the
+    NPU too where npu.gather copies it (RESIZE_NEAREST_NEIGHBOR, STRIDED_SLICE, SPLIT, GATHER).
 
     LiteRT's reference resolver has no int8 TILE (v3): that fixture's references come from
     LiteRT's optimized kernels, whose conv is not the reference one, so only its direct

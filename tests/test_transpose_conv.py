@@ -29,16 +29,9 @@ from npu_byoc.runtime import golden
 from npu_byoc.transpose_conv import axis_phases
 
 from . import relax_builders as rb
-from .conftest import model_path, reference
+from .conftest import assert_equals_reference, built, model_path, reference
 
 MODEL = "transpose_conv_int8.tflite"
-_built: dict = {}
-
-
-def _model(backend: str):
-    if backend not in _built:
-        _built[backend] = npu_byoc.build(npu_byoc.load_model(model_path(MODEL)), backend)
-    return _built[backend]
 
 
 # ------------------------------------------------------------------------------- geometry
@@ -110,12 +103,7 @@ def test_decoder_is_one_partition_with_every_transpose_conv():
 
 @pytest.mark.parametrize("backend", ["golden", "functional", pytest.param("verilator", marks=pytest.mark.slow)])
 def test_decoder_is_litert_exact(backend):
-    ref = reference(MODEL)
-    for inputs, outputs in zip(ref["inputs"], ref["outputs"]):
-        got = _model(backend).run(inputs)
-        assert len(got) == len(outputs) == 2
-        for g, want in zip(got, outputs):
-            np.testing.assert_array_equal(g, np.asarray(want).reshape(g.shape))
+    assert_equals_reference(MODEL, backend)
 
 
 def test_cpu_build_of_the_decoder_runs():
@@ -123,7 +111,7 @@ def test_cpu_build_of_the_decoder_runs():
     within 2 LSB of LiteRT (TVM's TFLite import computes TRANSPOSE_CONV in float32)."""
     ref = reference(MODEL)
     for inputs, outputs in zip(ref["inputs"], ref["outputs"]):
-        for g, want in zip(_model("cpu").run(inputs), outputs):
+        for g, want in zip(built(MODEL, "cpu").run(inputs), outputs):
             assert np.abs(g.astype(int) - np.asarray(want).reshape(g.shape).astype(int)).max() <= 2
 
 

@@ -783,17 +783,51 @@ def make_transpose_conv(batch_size):
 
 
 def build_transpose_conv(out: Path):
+    return _random_weights_and_convert("transpose_conv_int8", out, make_transpose_conv, (16, 16, 3),
+                                    {"model": "TRANSPOSE_CONV: a U-Net decoder's upsampling (tools/make_models.py)"}, seed=11)
+
+
+def make_upsample_cnn(batch_size):
+    """U-Net glue that only moves pixels: nearest-neighbour upsampling (RESIZE_NEAREST_NEIGHBOR,
+    2x and (3, 2); tf.image.resize: Keras 3's UpSampling2D converts to RESHAPE + TILE chains
+    instead, whose TILE LiteRT's reference resolver lacks), the result concatenated with a skip
+    connection, Cropping2D (STRIDED_SLICE) and a strided slice of every other row and column."""
+    import keras
+    import tensorflow as tf
+    from keras import layers as L
+
+    def up(factors, name):
+        return L.Lambda(lambda t: tf.image.resize(t, [t.shape[1] * factors[0], t.shape[2] * factors[1]],
+                                                  method="nearest"), name=name)  # fmt: skip
+
+    x0 = keras.Input(shape=(16, 16, 3), batch_size=batch_size, name="input")
+    e1 = L.Conv2D(8, 3, padding="same", activation="relu", name="enc1")(x0)
+    e2 = L.Conv2D(12, 3, strides=2, padding="same", activation="relu", name="enc2")(e1)
+    x = L.Concatenate(name="skip")([up((2, 2), "up2x")(e2), e1])
+    x = L.Conv2D(8, 3, padding="same", activation="relu", name="dec")(x)
+    x = L.Cropping2D(((1, 2), (2, 1)), name="crop")(x)
+    side = up((3, 2), "up32")(L.Conv2D(4, 1, name="head")(e2))
+    sub = L.Lambda(lambda t: t[:, ::2, 1::2, :], name="subsample")(side)
+    return keras.Model(x0, [x, sub], name="upsample_cnn")
+
+
+def build_upsample_cnn(out: Path):
+    return _random_weights_and_convert("upsample_cnn_int8", out, make_upsample_cnn, (16, 16, 3),
+                                    {"model": "U-Net pixel glue: UpSampling2D, Cropping2D, strided slice"}, seed=13)
+
+
+def _random_weights_and_convert(name: str, out: Path, make, shape, meta: dict, seed: int):
+    """``make(1)`` with random fan-in-scaled weights (no task: the op's arithmetic, not a
+    prediction, is under test), converted to int8 with LiteRT's references."""
     _set_seeds()
-    model = make_transpose_conv(1)
-    rng = np.random.default_rng(11)
-    for w in model.weights:  # fan-in scaled, so every layer's output spans its int8 range
+    model = make(1)
+    rng = np.random.default_rng(seed)
+    for w in model.weights:
         fan_in = int(np.prod(w.shape[:-1])) if len(w.shape) > 1 else 1
         w.assign(rng.normal(size=w.shape).astype(np.float32) * (1.5 / np.sqrt(fan_in) if len(w.shape) > 1 else 0.2))
-    shape = (16, 16, 3)
-    path = out / "transpose_conv_int8.tflite"
+    path = out / f"{name}.tflite"
     path.write_bytes(convert_int8(model, nhwc_batch(CALIB_SEEDS, *shape)))
-    meta = {"model": "TRANSPOSE_CONV: a U-Net decoder's upsampling (tools/make_models.py)",
-            "input_shape": [1, *shape], **_common_meta()}
+    meta = {**meta, "input_shape": [1, *shape], **_common_meta()}
     tflite_references(path, nhwc_batch(REF_SEEDS, *shape), meta)
     return path
 
@@ -1856,6 +1890,7 @@ BUILDERS = {
     "bn_concat_int8": build_bn_concat,
     "concat_cnn_int8": build_concat_cnn,
     "transpose_conv_int8": build_transpose_conv,
+    "upsample_cnn_int8": build_upsample_cnn,
     **{name: (lambda out, op=name[3:-5]: build_op_model(op, out)) for name in TFLITE_OP_MODELS},
     **{name: (lambda out, op=name[3:-5]: build_lut_op_model(op, out)) for name in LUT_OP_MODELS},
     "lut_ops_qdq": build_lut_ops_qdq,

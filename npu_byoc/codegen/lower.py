@@ -24,12 +24,14 @@ from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import MAX_REGIONS, Region
 from ..patterns import LAYER_ATTR, Reject, extract_composite
 from ..qops import (
-    QAdd, QConcat, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D, QReshape, QSoftmax, QTransposeConv2D,
+    QAdd, QConcat, QConv2D, QFullyConnected, QGather, QLut, QMean, QMul, QOp, QPool2D, QReshape, QSoftmax,
+    QTransposeConv2D,
 )  # fmt: skip
 from ..relax_utils import dtype_of, shape_of
 from ..requant import fc_scale, weighted_requant
 from .npu_ops import (
-    Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef, TransposeConv2D,
+    Add, Conv2D, DepthwiseConv2D, FullyConnected, Gather, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef,
+    TransposeConv2D,
 )  # fmt: skip
 
 SCRATCH_ALIGN = 16
@@ -161,6 +163,16 @@ def _lower_transpose_conv(name: str, op: QTransposeConv2D, ifms: list[TensorRef]
     return out
 
 
+def _lower_gather(name: str, op: QGather, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
+    from ..gather import copies_reason, pixel_gather
+
+    g = pixel_gather(op.index, op.input.shape)
+    reason = g if isinstance(g, str) else copies_reason(g)
+    if reason:
+        raise Reject(reason)
+    return Gather(name=name, ifm=ifms[0], ofm=ofm, rows=g.rows, cols=g.cols, c0=g.c0)
+
+
 def _lower_fc(name: str, op: QFullyConnected, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
     mantissa, exponent = fc_scale(op)
     rows = ofm.shape[0] * ofm.shape[1] * ofm.shape[2] // op.out_features
@@ -284,6 +296,7 @@ LOWERINGS: dict[type, Callable[[str, QOp, list[TensorRef], TensorRef], NpuOp]] =
     QMul: _lower_mul,
     QLut: _lower_lut,
     QSoftmax: _lower_softmax,
+    QGather: _lower_gather,
 }
 
 
@@ -477,6 +490,8 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
                 what = type(qop).__name__.removeprefix("Q").lower()
                 raise Reject(f"{what} over the last axis of a 4-D tensor the partition holds {layout}: the NPU "
                              "computes it over channels, axis 1 there")
+            if isinstance(qop, QGather) and layout != "NHWC":
+                raise Reject(f"gather in a partition that holds its tensors {layout}: its index map is NHWC's")
             if b.var in concat.errors:
                 raise Reject(concat.errors[b.var])
             if type(qop) is QConcat:

@@ -56,14 +56,14 @@ class TensorRef:
         return self.box_strides is not None or (self.layout == "NHWC" and self.pitch not in (0, self.shape[2]))
 
     def box(self, h0: int, w0: int, shape: tuple[int, int, int], step: tuple[int, int] = (1, 1),
-            name: str | None = None) -> "TensorRef":  # fmt: skip
-        """Rows h0, h0 + step_h, ... and columns w0, w0 + step_w, ... of this tensor, ``shape``
-        of them, in place (all channels)."""
+            name: str | None = None, c0: int = 0) -> "TensorRef":  # fmt: skip
+        """Rows h0, h0 + step_h, ... and columns w0, w0 + step_w, ... of this tensor and channels
+        c0, c0 + 1, ..., ``shape`` of them, in place (a step of 0 repeats a row or column)."""
         s_h, s_w, s_c = self.strides
-        if shape == self.shape and (h0, w0, step) == (0, 0, (1, 1)):
+        if shape == self.shape and (h0, w0, step, c0) == (0, 0, (1, 1), 0):
             return self
-        return TensorRef(name or self.name, self.region, self.offset + h0 * s_h + w0 * s_w, shape, self.layout,
-                         self.pitch, (s_h * step[0], s_w * step[1], s_c))  # fmt: skip
+        return TensorRef(name or self.name, self.region, self.offset + h0 * s_h + w0 * s_w + c0 * s_c, shape,
+                         self.layout, self.pitch, (s_h * step[0], s_w * step[1], s_c))  # fmt: skip
 
     def channel_slice(self, c0: int, nc: int, name: str) -> "TensorRef":
         """Channels [c0, c0 + nc) of this tensor, in place."""
@@ -102,6 +102,17 @@ class _NpuOp:
     @property
     def inputs(self) -> tuple[TensorRef, ...]:
         return (self.ifm,)
+
+
+class Phased(_NpuOp):
+    """An op the NPU runs as a sequence of simpler ops, its ``phases``: each reads a box of the
+    op's input and writes a box of its output (TensorRef.box). The scheduler runs the phases
+    one after the other in the same buffers; the golden model computes the op whole, by its own
+    definition, so the phases are checked against it."""
+
+    @property
+    def phases(self) -> list:
+        raise NotImplementedError
 
 
 class _Binary(_NpuOp):
@@ -164,7 +175,7 @@ class Conv2D(_Convolution):
 
 
 @dataclass(eq=False)
-class TransposeConv2D(_Convolution):
+class TransposeConv2D(_Convolution, Phased):
     """TFLite's TRANSPOSE_CONV: acc[o] = bias + sum over the input pixels i and taps k with
     o = i·stride + k − pad of (x[i] − ifm_zero_point)·w[k]; requantized as Conv2D. ``weights``
     are the model's kernel (scatter orientation). The NPU runs it as ``phases``: one stride-1
@@ -352,6 +363,42 @@ class Lut(_NpuOp):
 
 
 @dataclass(eq=False)
+class Gather(Phased):
+    """out[h, w, c] = in[rows[h], cols[w], c0 + c]: a nearest-neighbour resize, a strided slice,
+    a tile of rows or columns. The NPU runs it as identity-LUT copies, one per pair of
+    arithmetic runs of ``rows`` and ``cols`` (npu_byoc.gather), each reading a strided box of
+    the input and writing every s-th row and column of the output."""
+
+    name: str
+    ifm: TensorRef
+    ofm: TensorRef
+    rows: tuple[int, ...]  # per output row, the input row it copies
+    cols: tuple[int, ...]  # per output column, the input column
+    c0: int = 0  # the first input channel copied
+    tiling: Tiling | None = None
+    kind: str = field(default="gather", init=False)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+    @cached_property
+    def phases(self) -> list[Lut]:
+        from ..gather import axis_runs
+
+        out, c = [], self.ofm.shape[2]
+        identity = np.arange(-128, 128).astype(np.int8)
+        for rh in axis_runs(self.rows):
+            for rw in axis_runs(self.cols):
+                name = f"{self.name}[rows {rh.out0}::{rh.out_step}, cols {rw.out0}::{rw.out_step}]"
+                shape = (rh.count, rw.count, c)
+                ifm = self.ifm.box(rh.in0, rw.in0, shape, (rh.in_step, rw.in_step), name, self.c0)
+                ofm = self.ofm.box(rh.out0, rw.out0, shape, (rh.out_step, rw.out_step), name)
+                out.append(Lut(name, "copy", ifm, ofm, identity))
+        return out
+
+
+@dataclass(eq=False)
 class Softmax(_NpuOp):
     """TFLite's int8 softmax over the channels of every pixel (output scale 1/256, zero point
     −128); ``table`` holds exp(−k) for the differences k = max − x at the input's scale and beta
@@ -369,4 +416,4 @@ class Softmax(_NpuOp):
         return 0
 
 
-NpuOp = Conv2D | TransposeConv2D | DepthwiseConv2D | FullyConnected | Pool | Mean | Add | Mul | Lut | Softmax
+NpuOp = Conv2D | TransposeConv2D | DepthwiseConv2D | FullyConnected | Pool | Mean | Add | Mul | Lut | Gather | Softmax

@@ -44,7 +44,7 @@ from .residency import Buffer, largest_gap, place
 from .overlap import overlap
 from .npu_ops import (
     Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef, Tiling,
-    TransposeConv2D,
+    Gather, Phased, TransposeConv2D,
 )  # fmt: skip
 
 SECOND_WEIGHTS, SECOND_REQUANT = "weights (2nd)", "requant (2nd)"  # double-buffered channel blocks
@@ -390,24 +390,25 @@ def _describe_elementwise(op) -> str:
     return f"{op.kind} {'x'.join(map(str, op.ofm.shape))}"
 
 
-# TransposeConv2D: its phases, each a stride-1 Conv2D, one after the other in the same buffers
-# (each buffer as large as the largest phase's); a tiling of r rows gives a phase min(r, its rows).
+# Phased ops (TransposeConv2D, Gather): their phases one after the other in the same buffers, each
+# as large as the largest phase's; a tiling of r rows gives a phase min(r, its rows).
 
 
-def _phase_rows(op: TransposeConv2D) -> int:
-    return max(p.ofm.shape[0] for p in op.phases)
+def _phase_rows(op: Phased) -> int:
+    return max(KINDS[type(p)].rows(p) for p in op.phases)
 
 
-def _transpose_buffers(op: TransposeConv2D, r: int, cb: int) -> dict[str, int]:
+def _phased_buffers(op: Phased, r: int, cb: int) -> dict[str, int]:
     out: dict[str, int] = {}
     for p in op.phases:
-        for name, nbytes in _spatial_buffers(p, min(r, p.ofm.shape[0]), cb).items():
+        kind = KINDS[type(p)]
+        for name, nbytes in kind.buffers(p, min(r, kind.rows(p)), cb).items():
             out[name] = max(out.get(name, 0), nbytes)
     return out
 
 
-def _transpose_tile(op, io, r0, nr, c0, nc) -> list[Step]:
-    raise AssertionError("a transposed convolution is scheduled phase by phase (_op_steps)")
+def _phased_tile(op, io, r0, nr, c0, nc) -> list[Step]:
+    raise AssertionError("a phased op is scheduled phase by phase (_op_steps)")
 
 
 def _describe_transpose(op: TransposeConv2D) -> str:
@@ -416,14 +417,17 @@ def _describe_transpose(op: TransposeConv2D) -> str:
             f"stride {op.stride[0]}x{op.stride[1]} ({len(op.phases)} phases)")  # fmt: skip
 
 
+def _describe_gather(op: Gather) -> str:
+    return f"gather {'x'.join(map(str, op.ifm.shape))} -> {'x'.join(map(str, op.ofm.shape))} ({len(op.phases)} copies)"
+
+
 _SPATIAL = _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _spatial_buffers, _spatial_tile,
                  _describe_spatial)  # fmt: skip
 _ELEMENTWISE = _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _elementwise_buffers,
                      _elementwise_tile, _describe_elementwise)  # fmt: skip
 KINDS: dict[type, _Kind] = {
     Conv2D: _SPATIAL,
-    TransposeConv2D: _Kind(_phase_rows, lambda op: op.ofm.shape[2], _transpose_buffers, _transpose_tile,
-                           _describe_transpose),  # fmt: skip
+    TransposeConv2D: _Kind(_phase_rows, lambda op: op.ofm.shape[2], _phased_buffers, _phased_tile, _describe_transpose),
     DepthwiseConv2D: _SPATIAL,
     Pool: _SPATIAL,
     FullyConnected: _Kind(lambda op: op.ofm.shape[1], lambda op: op.ofm.shape[2], _fc_buffers, _fc_tile,
@@ -433,6 +437,7 @@ KINDS: dict[type, _Kind] = {
     Add: _ELEMENTWISE,
     Mul: _ELEMENTWISE,
     Lut: _ELEMENTWISE,
+    Gather: _Kind(_phase_rows, lambda op: op.ofm.shape[2], _phased_buffers, _phased_tile, _describe_gather),
     Softmax: _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _softmax_buffers, _softmax_tile,
                    _describe_elementwise, split_channels=False),
 }
@@ -464,7 +469,7 @@ def tile_sram_bytes(op: NpuOp, rows: int, channels: int, resident=()) -> int:
 def check_geometry(op: NpuOp, layer: str) -> None:
     """Shapes the kicks can run with: the output size formula, and no window entirely in
     padding."""
-    if isinstance(op, TransposeConv2D):
+    if isinstance(op, Phased):
         for p in op.phases:
             check_geometry(p, layer)
         return
@@ -560,7 +565,7 @@ def choose_tiling(op: NpuOp, hw: HwConfig, layer: str = "", budget: int | None =
 
 def _constants_of(op: NpuOp, pool: _Constants) -> dict[str, tuple[int, int]]:
     """Place the op's constants in the blob: name -> (offset, bytes per output channel)."""
-    if isinstance(op, TransposeConv2D):  # per phase: its sub-kernel (the requantize records repeat)
+    if isinstance(op, Phased):  # per phase (a transposed conv's sub-kernels, a copy's identity LUT)
         return {"phases": [_constants_of(p, pool) for p in op.phases]}
     if isinstance(op, Conv2D | DepthwiseConv2D | FullyConnected):
         per_channel = int(np.prod(op.weights.shape[1:]))
@@ -577,10 +582,10 @@ def _constants_of(op: NpuOp, pool: _Constants) -> dict[str, tuple[int, int]]:
 
 def _op_steps(op: NpuOp, tiling: Tiling, io: _TileIo, consts: dict[str, tuple[int, int]]) -> list[Step]:
     """The steps of one op: its LUT once, per channel block its weights and requantize block,
-    then its row tiles. A transposed convolution: the steps of each of its phases."""
-    if isinstance(op, TransposeConv2D):
+    then its row tiles. A phased op: the steps of each of its phases."""
+    if isinstance(op, Phased):
         return [step for p, c in zip(op.phases, consts["phases"])
-                for step in _op_steps(p, Tiling(min(tiling.rows, p.ofm.shape[0]), tiling.channels), io, c)]
+                for step in _op_steps(p, Tiling(min(tiling.rows, KINDS[type(p)].rows(p)), tiling.channels), io, c)]
     kind = KINDS[type(op)]
     rows, channels = kind.rows(op), kind.channels(op)
     steps: list[Step] = []
@@ -637,12 +642,12 @@ def scratch_live_ranges(plan: PartitionPlan) -> dict[int, Buffer]:
     in SCRATCH: a Buffer live from its producer to its last reader."""
     producer = {op.ofm.offset: k for k, op in enumerate(plan.ops) if _dense_scratch(op.ofm)}
     last: dict[int, int] = {}
-    staged = set()  # read or written by a transposed convolution: its phases address strided boxes
+    staged = set()  # read or written by a phased op: its phases address strided boxes
     for k, op in enumerate(plan.ops):
         for ref in op.inputs:
             if _dense_scratch(ref) and producer.get(ref.offset, k) < k:
                 last[ref.offset] = k
-        if isinstance(op, TransposeConv2D):
+        if isinstance(op, Phased):
             staged |= {op.ifm.offset, op.ofm.offset}
     last = {key: end for key, end in last.items() if key not in staged}
     return {key: Buffer(key, producer[key], end, plan.ops[producer[key]].ofm.nbytes) for key, end in last.items()}

@@ -17,7 +17,7 @@ from .. import transpose_conv as tc
 from ..codegen.lower import PartitionPlan
 from ..codegen.npu_ops import (
     Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef,
-    TransposeConv2D,
+    Gather, TransposeConv2D,
 )  # fmt: skip
 from ..isa import Region
 from ..uint8 import to_model, to_npu
@@ -96,6 +96,12 @@ def softmax(op: Softmax, x: np.ndarray) -> np.ndarray:
     return sm.run(x.reshape(-1, x.shape[-1]), op.table).reshape(x.shape)
 
 
+def gather(op: Gather, x: np.ndarray) -> np.ndarray:
+    """Pixels by their row and column maps: the definition, not the copies the NPU runs."""
+    c = op.ofm.shape[2]
+    return x[np.asarray(op.rows)][:, np.asarray(op.cols)][:, :, op.c0 : op.c0 + c]
+
+
 def add(op: Add, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     params = nx.AddParams(
         op.left_shift,
@@ -124,6 +130,7 @@ KERNELS: dict[type, Callable[..., np.ndarray]] = {
     Mean: mean,
     Lut: lut,
     Softmax: softmax,
+    Gather: gather,
     Add: add,
     Mul: mul,
 }
