@@ -344,13 +344,13 @@ def reshape_same_quantization(op, hw: HwConfig) -> str | None:
     return None
 
 
-def concat_channel_axis(op, hw: HwConfig) -> str | None:
-    """A concatenation joins channels: axis 3 (-1) of a 4-D NHWC tensor, axis 1 of a 4-D NCHW one (the partition's layout decides which, at lowering), axis 1 of a 2-D one."""
+def concat_axis(op, hw: HwConfig) -> str | None:
+    """A concatenation joins channels, rows or columns of 4-D tensors (each input's producer writes its slice of the output in place), or the features (axis 1) of 2-D ones."""
     rank = len(op.output.shape)
-    if (rank == 4 and op.axis in (1, 3)) or (rank == 2 and op.axis == 1):
+    if (rank == 4 and op.axis in (1, 2, 3)) or (rank == 2 and op.axis == 1):
         return None
-    return (f"CONCATENATION along axis {op.axis} of a {rank}-D tensor: the NPU concatenates along the channel "
-            "axis only (NHWC axis 3 / -1, NCHW axis 1)")
+    return (f"CONCATENATION along axis {op.axis} of a {rank}-D tensor: the NPU concatenates the H, W or C axis "
+            "of a 4-D tensor or the features of a 2-D one")
 
 
 def concat_same_quantization(op, hw: HwConfig) -> str | None:

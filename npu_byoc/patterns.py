@@ -1167,12 +1167,12 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
     ),
     NpuPattern(
         name="npu.concat",
-        summary="concatenation along channels: each input's producer writes its channel slice of the output "
-                "in place; an input that cannot be (a partition input, one to rescale) is copied in by a LUT op",
+        summary="concatenation along channels, rows or columns: each input's producer writes its slice of the "
+                "output in place; an input that cannot be (a partition input, one to rescale) is copied in by a LUT op",
         anchor_ops=("relax.concat",),
         conventions=_concat_conventions(),
         extract=_extract_concat,
-        checks=(*C.COMMON, C.concat_channel_axis, C.concat_same_quantization),
+        checks=(*C.COMMON, C.concat_axis, C.concat_same_quantization),
         applies=lambda op: op.convention != "other" and all(t.dtype in _INT_ACTIVATIONS for t in op.inputs),
         view=True,
     ),

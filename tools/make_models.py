@@ -744,8 +744,8 @@ def build_glue_cnn(out: Path):
 def make_concat_cnn(batch_size):
     """CONCATENATION as CNNs write it: inception-like branches of different ranges (a ReLU
     conv, a linear 1x1 conv, a max pool) joined on channels, a DenseNet-style concat of a
-    block's input and its output, a concat of the model input (a partition input: CPU) and a
-    concat along H (not channels: CPU)."""
+    block's input and its output, a concat of the model input (a partition input: copied in
+    by a LUT op) and a concat along H (each conv writes its box of rows in place)."""
     import keras
     from keras import layers as L
 

@@ -331,7 +331,8 @@ VIEWS: dict[type, Callable[[QOp, list[TensorRef], tuple[int, int, int], str], Te
 
 
 class _ConcatSlots:
-    """Where each concatenation input lives: its channel slice of the concatenation's output,
+    """Where each concatenation input lives: its slice of the concatenation's output (channels,
+    or rows or columns: a box),
     written in place by the op that produces it (zero copy, as Vela does). Decided before the
     ops are lowered, outermost concatenation first, so a concatenation of a concatenation
     nests (its whole output is a slice of the outer one's). An input that cannot be written in
@@ -339,8 +340,8 @@ class _ConcatSlots:
     one quantized unlike the output -- is copied (rescaled) into its slice by a LUT op."""
 
     def __init__(self, extracted: list, local_funcs: dict, output_region: dict, model_layout: str):
-        self.slots: dict = {}  # var -> (the concatenation's output var, first channel)
-        self.copies: dict = {}  # concatenation var -> [(input index, first channel)] copied in
+        self.slots: dict = {}  # var -> (the concatenation's output var, Slice)
+        self.copies: dict = {}  # concatenation var -> [(input index, Slice)] copied in
         produced = {b.var for b, _, q in extracted if type(q) not in VIEWS}  # by an op or a concatenation
         self.errors: dict = {}  # concatenation var -> the reason it cannot be done
         for b, _, qop in reversed(extracted):
@@ -353,21 +354,36 @@ class _ConcatSlots:
                 self.errors[b.var] = str(err)
 
     def _place(self, var, op: QConcat, srcs: list, produced: set, output_region: dict, model_layout: str) -> None:
-        channel_axis = 1 if len(op.output.shape) == 2 or model_layout == "NCHW" else 3
-        if op.axis != channel_axis:
-            raise Reject(f"CONCATENATION along axis {op.axis} of a {model_layout} partition: the NPU concatenates "
-                         f"channels (axis {channel_axis})")  # fmt: skip
+        rank = len(op.output.shape)
+        dim = "C" if rank == 2 else ("NHWC" if rank == 4 and model_layout == "NHWC" else "NCHW")[op.axis]
+        if rank == 2 and op.axis != 1:
+            raise Reject(f"CONCATENATION along axis {op.axis} of a 2-D tensor: the NPU concatenates features (axis 1)")
         c0, slots, copies = 0, {}, []
         for k, (src, t) in enumerate(zip(srcs, op.inputs)):
             in_place = (src in produced and src not in output_region and src not in self.slots and src not in slots
                         and same_quantization(t, op.output))  # fmt: skip
             if in_place:
-                slots[src] = (var, c0)
+                slots[src] = (var, Slice(dim, c0))
             else:
-                copies.append((k, c0))
-            c0 += t.shape[channel_axis]
+                copies.append((k, Slice(dim, c0)))
+            c0 += t.shape[op.axis]
         self.slots |= slots
         self.copies[var] = copies
+
+
+@dataclass(frozen=True)
+class Slice:
+    """A concatenation input's place in the output: from ``start`` along ``dim`` (H, W or C)."""
+
+    dim: str
+    start: int
+
+    def of(self, ref: TensorRef, shape: tuple[int, int, int], name: str) -> TensorRef:
+        """The slice of ``ref`` an input of H x W x C ``shape`` fills, in place."""
+        if self.dim == "C":
+            return ref.channel_slice(self.start, shape[2], name)
+        h0, w0 = (self.start, 0) if self.dim == "H" else (0, self.start)
+        return ref.box(h0, w0, shape, name=name)
 
 
 def _copy_into(layer: str, k: int, op: QConcat, ifm: TensorRef, ofm: TensorRef) -> NpuOp:
@@ -468,8 +484,8 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         layer = layer_of[var]
         hwc_shape = hwc(per_image(shape_of(var), batch), layout_of[var])
         if var in concat.slots:
-            outer, c0 = concat.slots[var]
-            ref = home(outer).channel_slice(c0, hwc_shape[2], layer)
+            outer, where = concat.slots[var]
+            ref = where.of(home(outer), hwc_shape, layer)
         elif var in output_region:
             ref = TensorRef(layer, output_region[var], 0, hwc_shape, layout_of[var])
         else:
@@ -497,10 +513,10 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
             if type(qop) is QConcat:
                 refs[b.var] = out = home(b.var)
                 srcs = _operand_args(local_funcs[b.value.op], b.value, qop)
-                for k, c0 in concat.copies.get(b.var, ()):
+                for k, where in concat.copies.get(b.var, ()):
                     ifm = refs[srcs[k]]
                     copy_ops.append((len(ops), k))
-                    ops.append(_copy_into(layer, k, qop, ifm, out.channel_slice(c0, ifm.shape[2], layer)))
+                    ops.append(_copy_into(layer, k, qop, ifm, where.of(out, ifm.shape, layer)))
                     layers.append(layer)
                 continue
             if type(qop) in VIEWS:

@@ -69,7 +69,7 @@ class TensorRef:
         """Channels [c0, c0 + nc) of this tensor, in place."""
         h, w, c = self.shape
         offset = self.offset + c0 * self.strides[2]
-        return TensorRef(name, self.region, offset, (h, w, nc), self.layout, self.pitch or c)
+        return TensorRef(name, self.region, offset, (h, w, nc), self.layout, self.pitch or c, self.box_strides)
 
 
 @dataclass(frozen=True)
