@@ -245,6 +245,25 @@ def gather_copies(op, hw: HwConfig) -> str | None:
     return g if isinstance(g, str) else copies_reason(g)
 
 
+def resize_same_quantization(op, hw: HwConfig) -> str | None:
+    """Input and output share scale and zero point: LiteRT's int8 RESIZE_BILINEAR interpolates the integers and does not rescale."""
+    if not same_quantization(op.input, op.output):
+        return (f"RESIZE_BILINEAR input (scale {op.input.scale:.6g} zp {op.input.zero_point}) quantized unlike its output "
+                f"(scale {op.output.scale:.6g} zp {op.output.zero_point}): LiteRT's int8 kernel does not rescale")
+    return None
+
+
+def resize_passes(op, hw: HwConfig) -> str | None:
+    """The resize is by an integer factor per axis and its weights fit int8 depthwise passes with a power-of-two requantize, at most MAX_SEGMENTS of them (npu_byoc.resize): 2x and 4x with half-pixel centres or neither always are."""
+    from .resize import passes
+
+    if op.layout != "NHWC":
+        return f"RESIZE_BILINEAR in {op.layout}: the NPU runs LiteRT's NHWC int8 kernel"
+    (_, h, w, _), (_, oh, ow, _) = op.input.shape, op.output.shape
+    p = passes((h, w), (oh, ow), op.align_corners, op.half_pixel)
+    return p if isinstance(p, str) else None
+
+
 def fc_features(op: QFullyConnected, hw: HwConfig) -> str | None:
     """Input and output feature counts are at most min(max_fc_features, max_channels)."""
     if max(op.in_features, op.out_features) > hw.fc_feature_limit:

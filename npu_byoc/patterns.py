@@ -33,7 +33,7 @@ from . import lut_ops
 from .hwconfig import DEFAULT_CONFIG, HwConfig
 from .qops import (
     QAdd, QConcat, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D, QReshape, QSoftmax, QTensor,
-    QGather, QTransposeConv2D,
+    QGather, QResizeBilinear, QTransposeConv2D,
 )  # fmt: skip
 from .uint8 import activations_label, int8_equivalent
 from .relax_utils import NotConstant, const_eval, dtype_of, int_list, op_name, prim_value, resolve, shape_of
@@ -944,6 +944,25 @@ def _extract_gather(root, bindings) -> QGather:
     return QGather(_carried(x), _carried(root), flat.reshape(out_shape), convention, operands=(x,))
 
 
+_RESIZE_MODES = {"half_pixel": (False, True), "align_corners": (True, False), "asymmetric": (False, False)}
+
+
+def _extract_resize_bilinear(root, bindings) -> QResizeBilinear:
+    """dequantize(x) -> image.resize2d(linear) -> quantize: TVM's import of TFLite RESIZE_BILINEAR."""
+    q = resolve(root, bindings)
+    resize = resolve(q.args[0], bindings)
+    deq = resolve(resize.args[0], bindings)
+    a = resize.attrs
+    mode = str(a.coordinate_transformation_mode)
+    if str(a.method) != "linear" or mode not in _RESIZE_MODES:
+        raise Reject(f"resize2d {a.method} with {mode} coordinates: the NPU runs bilinear with half-pixel, "
+                     "align-corners or asymmetric coordinates")  # fmt: skip
+    x = deq.args[0]
+    align, half = _RESIZE_MODES[mode]
+    return QResizeBilinear(_activation(deq, bindings, "input", x), _activation(q, bindings, "output", q), align, half,
+                           str(a.layout), "qdq", operands=(x,))  # fmt: skip
+
+
 def _extract_reshape(root, bindings) -> QReshape:
     e = resolve(root, bindings)
     if op_name(e) == "relax.quantize":
@@ -1154,6 +1173,15 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
         extract=_extract_gather,
         checks=(*C.COMMON, C.gather_copies),
         applies=lambda op: op.convention != "constant" and op.input.dtype in _INT_ACTIVATIONS,
+    ),
+    NpuPattern(
+        name="npu.resize_bilinear",
+        summary="bilinear resize by an integer factor (RESIZE_BILINEAR, LiteRT's int8 kernel): depthwise passes per output phase",
+        anchor_ops=("relax.image.resize2d",),
+        conventions=(Convention("qdq", "TFLite RESIZE_BILINEAR", _quant(is_op("relax.image.resize2d")(_deq(), wildcard())),
+                                "dequantize(x) → image.resize2d(linear) → quantize"),),
+        extract=_extract_resize_bilinear,
+        checks=(*C.COMMON, C.resize_same_quantization, C.resize_passes),
     ),
     NpuPattern(
         name="npu.reshape",

@@ -265,6 +265,23 @@ class QGather:
 
 
 @dataclass(frozen=True, eq=False)
+class QResizeBilinear:
+    """RESIZE_BILINEAR of an int8 NHWC tensor, LiteRT's integer kernel (npu_byoc.resize)."""
+
+    input: QTensor
+    output: QTensor
+    align_corners: bool
+    half_pixel: bool
+    layout: str = "NHWC"
+    convention: str = ""
+    operands: tuple = field(default=(), compare=False, repr=False)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+@dataclass(frozen=True, eq=False)
 class QConcat:
     """CONCATENATION of int8 tensors along the channel axis. Lowering has each input's producer
     write its channel slice of the output in place (npu_byoc.codegen.lower._ConcatSlots); an
@@ -335,4 +352,4 @@ class QTransposeConv2D(_Kernel):
 
 
 QOp = (QConv2D | QTransposeConv2D | QFullyConnected | QPool2D | QMean | QAdd | QMul | QLut | QReshape | QGather
-       | QConcat | QSoftmax)
+       | QResizeBilinear | QConcat | QSoftmax)

@@ -29,7 +29,7 @@ from npu_byoc.runtime import golden
 from npu_byoc.transpose_conv import axis_phases
 
 from . import relax_builders as rb
-from .conftest import assert_equals_reference, built, model_path, reference
+from .conftest import assert_equals_reference, built, model_path, reference, run_phases
 
 MODEL = "transpose_conv_int8.tflite"
 
@@ -70,11 +70,7 @@ def test_phases_equal_the_scatter_form():
         if op is None:
             continue
         x = rng.integers(-128, 128, op.ifm.shape).astype(np.int8)
-        regions = {int(Region.IO): x.view(np.uint8).ravel().copy(),
-                   int(Region.IO) + 1: np.full(op.ofm.nbytes, 0x55, np.uint8)}  # fmt: skip
-        for phase in op.phases:
-            golden.run_op(phase, regions)
-        np.testing.assert_array_equal(golden.read_tensor(regions, op.ofm), golden.transpose_conv2d(op, x))
+        np.testing.assert_array_equal(run_phases(op, x), golden.transpose_conv2d(op, x))
         checked += 1
 
 

@@ -811,6 +811,29 @@ def make_upsample_cnn(batch_size):
     return keras.Model(x0, [x, sub], name="upsample_cnn")
 
 
+def make_resize_bilinear(batch_size):
+    """RESIZE_BILINEAR as decoders use it: tf.image.resize(method="bilinear") 2x (half-pixel
+    centres, TF2's default) between convs, 4x without half-pixel centres
+    (tf.compat.v1.image.resize_bilinear), and 2x with aligned corners."""
+    import keras
+    import tensorflow as tf
+    from keras import layers as L
+
+    x0 = keras.Input(shape=(8, 8, 3), batch_size=batch_size, name="input")
+    e = L.Conv2D(8, 3, padding="same", activation="relu", name="enc")(x0)
+    u = L.Lambda(lambda t: tf.image.resize(t, [16, 16], method="bilinear"), name="up2x")(e)
+    a = L.Conv2D(4, 3, padding="same", name="dec")(u)
+    b = L.Lambda(lambda t: tf.compat.v1.image.resize_bilinear(t, [32, 32]), name="up4x")(L.Conv2D(4, 1, name="head")(e))
+    c = L.Lambda(lambda t: tf.compat.v1.image.resize_bilinear(t, [16, 16], align_corners=True), name="up2x_ac")(e)
+    return keras.Model(x0, [a, b, c], name="resize_bilinear")
+
+
+def build_resize_bilinear(out: Path):
+    return _random_weights_and_convert("resize_bilinear_int8", out, make_resize_bilinear, (8, 8, 3),
+                                       {"model": "RESIZE_BILINEAR: 2x half-pixel, 4x asymmetric, 2x aligned corners"},
+                                       seed=17)
+
+
 def build_upsample_cnn(out: Path):
     return _random_weights_and_convert("upsample_cnn_int8", out, make_upsample_cnn, (16, 16, 3),
                                     {"model": "U-Net pixel glue: UpSampling2D, Cropping2D, strided slice"}, seed=13)
@@ -1891,6 +1914,7 @@ BUILDERS = {
     "concat_cnn_int8": build_concat_cnn,
     "transpose_conv_int8": build_transpose_conv,
     "upsample_cnn_int8": build_upsample_cnn,
+    "resize_bilinear_int8": build_resize_bilinear,
     **{name: (lambda out, op=name[3:-5]: build_op_model(op, out)) for name in TFLITE_OP_MODELS},
     **{name: (lambda out, op=name[3:-5]: build_lut_op_model(op, out)) for name in LUT_OP_MODELS},
     "lut_ops_qdq": build_lut_ops_qdq,

@@ -24,14 +24,14 @@ from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import MAX_REGIONS, Region
 from ..patterns import LAYER_ATTR, Reject, extract_composite
 from ..qops import (
-    QAdd, QConcat, QConv2D, QFullyConnected, QGather, QLut, QMean, QMul, QOp, QPool2D, QReshape, QSoftmax,
-    QTransposeConv2D,
+    QAdd, QConcat, QConv2D, QFullyConnected, QGather, QLut, QMean, QMul, QOp, QPool2D, QReshape, QResizeBilinear,
+    QSoftmax, QTransposeConv2D,
 )  # fmt: skip
 from ..relax_utils import dtype_of, shape_of
 from ..requant import fc_scale, weighted_requant
 from .npu_ops import (
-    Add, Conv2D, DepthwiseConv2D, FullyConnected, Gather, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef,
-    TransposeConv2D,
+    Add, Conv2D, DepthwiseConv2D, FullyConnected, Gather, Lut, Mean, Mul, NpuOp, Pool, ResizeBilinear, Softmax,
+    TensorRef, TransposeConv2D,
 )  # fmt: skip
 
 SCRATCH_ALIGN = 16
@@ -173,6 +173,15 @@ def _lower_gather(name: str, op: QGather, ifms: list[TensorRef], ofm: TensorRef)
     return Gather(name=name, ifm=ifms[0], ofm=ofm, rows=g.rows, cols=g.cols, c0=g.c0)
 
 
+def _lower_resize_bilinear(name: str, op: QResizeBilinear, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
+    out = ResizeBilinear(name=name, ifm=ifms[0], ofm=ofm, align_corners=op.align_corners, half_pixel=op.half_pixel)
+    try:
+        out.phases
+    except ValueError as err:
+        raise Reject(str(err)) from None
+    return out
+
+
 def _lower_fc(name: str, op: QFullyConnected, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
     mantissa, exponent = fc_scale(op)
     rows = ofm.shape[0] * ofm.shape[1] * ofm.shape[2] // op.out_features
@@ -297,6 +306,7 @@ LOWERINGS: dict[type, Callable[[str, QOp, list[TensorRef], TensorRef], NpuOp]] =
     QLut: _lower_lut,
     QSoftmax: _lower_softmax,
     QGather: _lower_gather,
+    QResizeBilinear: _lower_resize_bilinear,
 }
 
 

@@ -399,6 +399,46 @@ class Gather(Phased):
 
 
 @dataclass(eq=False)
+class ResizeBilinear(Phased):
+    """LiteRT's int8 RESIZE_BILINEAR (npu_byoc.resize.reference). The NPU runs it as depthwise
+    passes of 1 or 2 taps per axis, one per run of output positions with equal weights, each
+    writing every factor-th row and column of the output."""
+
+    name: str
+    ifm: TensorRef
+    ofm: TensorRef
+    align_corners: bool
+    half_pixel: bool
+    tiling: Tiling | None = None
+    kind: str = field(default="resize_bilinear", init=False)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+    @cached_property
+    def phases(self) -> list[DepthwiseConv2D]:
+        from ..resize import passes
+
+        (h, w, c), (oh, ow, _) = self.ifm.shape, self.ofm.shape
+        found = passes((h, w), (oh, ow), self.align_corners, self.half_pixel)
+        if isinstance(found, str):
+            raise ValueError(found)
+        out = []
+        for p in found:
+            r, k = p.rows, p.cols
+            kh, kw = p.weights.shape
+            name = f"{self.name}[rows {r.out0}::{r.step} from {r.in0}, cols {k.out0}::{k.step} from {k.in0}]"
+            ifm = self.ifm.box(r.in0, k.in0, (r.count + kh - 1, k.count + kw - 1, c), name=name)
+            ofm = self.ofm.box(r.out0, k.out0, (r.count, k.count, c), (r.step, k.step), name)
+            out.append(DepthwiseConv2D(
+                name, ifm, ofm, np.ascontiguousarray(np.broadcast_to(p.weights, (c, kh, kw))), np.zeros(c, np.int32),
+                np.full(c, 1 << 30, np.int32), np.full(c, p.shift, np.int32), 0, 0, (1, 1), (0, 0, 0, 0), -128, 127,
+            ))  # fmt: skip
+        return out
+
+
+@dataclass(eq=False)
 class Softmax(_NpuOp):
     """TFLite's int8 softmax over the channels of every pixel (output scale 1/256, zero point
     −128); ``table`` holds exp(−k) for the differences k = max − x at the input's scale and beta
@@ -416,4 +456,5 @@ class Softmax(_NpuOp):
         return 0
 
 
-NpuOp = Conv2D | TransposeConv2D | DepthwiseConv2D | FullyConnected | Pool | Mean | Add | Mul | Lut | Gather | Softmax
+NpuOp = (Conv2D | TransposeConv2D | DepthwiseConv2D | FullyConnected | Pool | Mean | Add | Mul | Lut | Gather
+         | ResizeBilinear | Softmax)

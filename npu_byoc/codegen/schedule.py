@@ -44,7 +44,7 @@ from .residency import Buffer, largest_gap, place
 from .overlap import overlap
 from .npu_ops import (
     Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef, Tiling,
-    Gather, Phased, TransposeConv2D,
+    Gather, Phased, ResizeBilinear, TransposeConv2D,
 )  # fmt: skip
 
 SECOND_WEIGHTS, SECOND_REQUANT = "weights (2nd)", "requant (2nd)"  # double-buffered channel blocks
@@ -417,6 +417,11 @@ def _describe_transpose(op: TransposeConv2D) -> str:
             f"stride {op.stride[0]}x{op.stride[1]} ({len(op.phases)} phases)")  # fmt: skip
 
 
+def _describe_resize(op: ResizeBilinear) -> str:
+    shapes = f"{'x'.join(map(str, op.ifm.shape))} -> {'x'.join(map(str, op.ofm.shape))}"
+    return f"bilinear resize {shapes} ({len(op.phases)} depthwise passes)"
+
+
 def _describe_gather(op: Gather) -> str:
     return f"gather {'x'.join(map(str, op.ifm.shape))} -> {'x'.join(map(str, op.ofm.shape))} ({len(op.phases)} copies)"
 
@@ -438,6 +443,7 @@ KINDS: dict[type, _Kind] = {
     Mul: _ELEMENTWISE,
     Lut: _ELEMENTWISE,
     Gather: _Kind(_phase_rows, lambda op: op.ofm.shape[2], _phased_buffers, _phased_tile, _describe_gather),
+    ResizeBilinear: _Kind(_phase_rows, lambda op: op.ofm.shape[2], _phased_buffers, _phased_tile, _describe_resize),
     Softmax: _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _softmax_buffers, _softmax_tile,
                    _describe_elementwise, split_channels=False),
 }

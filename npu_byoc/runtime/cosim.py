@@ -59,7 +59,8 @@ from ..codegen.encoder import encode_with_starts
 from ..codegen.lower import PartitionPlan, partition_batch
 from ..codegen.lower import per_image as per_image_shape
 from ..codegen.npu_ops import (
-    Add, Conv2D, DepthwiseConv2D, FullyConnected, Gather, Lut, Mean, Mul, NpuOp, Pool, Softmax, TransposeConv2D,
+    Add, Conv2D, DepthwiseConv2D, FullyConnected, Gather, Lut, Mean, Mul, NpuOp, Pool, ResizeBilinear, Softmax,
+    TransposeConv2D,
 )  # fmt: skip
 from ..codegen.schedule import schedule_partition
 from ..errors import NpuByocError
@@ -76,7 +77,7 @@ from . import golden
 _register_legalizations()  # TVM's CPU build of NHWC conv2d_transpose (npu_byoc.tvm_legalize)
 
 OP_CLASSES = ("conv", "pointwise", "transpose_conv", "depthwise", "fc", "pool", "mean", "add", "mul", "lut", "gather",
-              "softmax")
+              "resize", "softmax")
 MAC_CLASSES = ("conv", "pointwise", "transpose_conv", "depthwise", "fc")
 CLASS_NAMES = {
     "conv": "standard conv",
@@ -90,17 +91,19 @@ CLASS_NAMES = {
     "mul": "mul",
     "lut": "lut",
     "gather": "gather (copies)",
+    "resize": "bilinear resize",
     "softmax": "softmax",
 }
 _CLASS_OF_TYPE = {TransposeConv2D: "transpose_conv", DepthwiseConv2D: "depthwise", FullyConnected: "fc", Pool: "pool",
-                  Mean: "mean", Add: "add", Mul: "mul", Lut: "lut", Gather: "gather", Softmax: "softmax"}  # fmt: skip
+                  Mean: "mean", Add: "add", Mul: "mul", Lut: "lut", Gather: "gather", ResizeBilinear: "resize",
+                  Softmax: "softmax"}  # fmt: skip
 _DMA = set(DMA_OPCODES)
 _NOT_COMPUTE = {Opcode.NOP, Opcode.SET_REG, Opcode.STOP, Opcode.WAIT_DMA} | _DMA
 
 
 def op_class(op: NpuOp) -> str:
     """The report's class of an NPU op: conv (standard), pointwise (1x1 conv), transpose_conv, depthwise, fc,
-    pool, mean, add, mul, lut, gather, softmax."""
+    pool, mean, add, mul, lut, gather, resize, softmax."""
     if isinstance(op, Conv2D):
         return "pointwise" if tuple(op.kernel) == (1, 1) else "conv"
     return _CLASS_OF_TYPE[type(op)]

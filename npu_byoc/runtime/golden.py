@@ -13,11 +13,12 @@ import numpy as np
 
 from .. import numerics as nx
 from .. import softmax as sm
+from .. import resize as rz
 from .. import transpose_conv as tc
 from ..codegen.lower import PartitionPlan
 from ..codegen.npu_ops import (
     Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef,
-    Gather, TransposeConv2D,
+    Gather, ResizeBilinear, TransposeConv2D,
 )  # fmt: skip
 from ..isa import Region
 from ..uint8 import to_model, to_npu
@@ -102,6 +103,11 @@ def gather(op: Gather, x: np.ndarray) -> np.ndarray:
     return x[np.asarray(op.rows)][:, np.asarray(op.cols)][:, :, op.c0 : op.c0 + c]
 
 
+def resize_bilinear(op: ResizeBilinear, x: np.ndarray) -> np.ndarray:
+    """LiteRT's integer kernel on the whole map, not the depthwise passes the NPU runs."""
+    return rz.reference(x, op.ofm.shape[:2], op.align_corners, op.half_pixel)
+
+
 def add(op: Add, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     params = nx.AddParams(
         op.left_shift,
@@ -131,6 +137,7 @@ KERNELS: dict[type, Callable[..., np.ndarray]] = {
     Lut: lut,
     Softmax: softmax,
     Gather: gather,
+    ResizeBilinear: resize_bilinear,
     Add: add,
     Mul: mul,
 }
