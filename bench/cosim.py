@@ -1,6 +1,6 @@
 """Benchmark: whole-model co-simulation on the RTL (npu_byoc.runtime.cosim) of every fixture.
 
-    .venv/bin/python bench/cosim.py                       # the three fixture models (~25 s warm)
+    .venv/bin/python bench/cosim.py                       # the fixture models below (~40 s warm)
     .venv/bin/python bench/cosim.py --models mobilenet_v2_int8.tflite
 
 For each model, with the first input of its recorded reference (tests/fixtures/models/*.npz):
@@ -40,11 +40,14 @@ import numpy as np  # noqa: E402
 
 from npu_byoc.hwconfig import DEFAULT_CONFIG, configure  # noqa: E402
 from npu_byoc.runtime.cosim import CLASS_NAMES, cosim  # noqa: E402
+from npu_byoc.runtime.cosim import MAC_CLASSES as ALL_MAC_CLASSES  # noqa: E402
 from npu_byoc.runtime.verilator import VerilatorNpu  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "models"
-MODELS = ["tiny_cnn_int8.tflite", "tiny_cnn_qdq.onnx", "mobilenet_v2_int8.tflite"]
-MAC_CLASSES = ["conv", "pointwise", "depthwise", "fc"]
+MODELS = ["tiny_cnn_int8.tflite", "tiny_cnn_qdq.onnx", "mobilenet_v2_int8.tflite",
+          # segmentation decoders: TRANSPOSE_CONV, resizes, crops, skip concatenations (issue 9)
+          "unet_int8.tflite", "transpose_conv_int8.tflite", "upsample_cnn_int8.tflite", "resize_bilinear_int8.tflite"]
+MAC_CLASSES = ["conv", "pointwise", "depthwise", "fc"]  # the first table's columns
 
 
 def sample(model: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -93,7 +96,7 @@ def main(argv=None) -> int:
     print("| model | class | layers | MACs | cycles | compute cycles | util@compute | util |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     for model, r in reports:
-        for c in MAC_CLASSES:
+        for c in ALL_MAC_CLASSES:
             if c in r.summary["per_class"]:
                 p = r.summary["per_class"][c]
                 print(f"| {model} | {CLASS_NAMES[c]} | {p['layers']} | {p['macs']} | {p['cycles']} | "

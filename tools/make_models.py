@@ -834,6 +834,31 @@ def build_resize_bilinear(out: Path):
                                        seed=17)
 
 
+def make_unet(batch_size):
+    """A small U-Net with the glue of segmentation models: ZeroPadding2D (PAD) before a VALID
+    conv, LeakyReLU, hard-swish, a dilated conv with tanh, a transposed conv back up, a
+    bilinear 2x upsampling of the bottleneck, and the skip connections concatenated."""
+    import keras
+    import tensorflow as tf
+    from keras import layers as L
+
+    x0 = keras.Input(shape=(16, 16, 3), batch_size=batch_size, name="input")
+    e1 = L.LeakyReLU(0.2, name="enc1_lrelu")(L.Conv2D(8, 3, name="enc1")(L.ZeroPadding2D(((1, 1), (0, 2)), name="pad")(x0)))
+    e2 = L.Activation("hard_swish", name="enc2_hswish")(L.Conv2D(12, 3, strides=2, padding="same", name="enc2")(e1))
+    b = L.Conv2D(12, 3, dilation_rate=2, padding="same", activation="tanh", name="bottleneck")(e2)
+    up = L.Conv2DTranspose(8, 3, strides=2, padding="same", activation="relu", name="up")(b)
+    bl = L.Lambda(lambda t: tf.image.resize(t, [16, 16], method="bilinear"), name="up_bilinear")(b)
+    x = L.Concatenate(name="skip")([up, e1, bl])
+    x = L.Conv2D(8, 3, padding="same", activation="relu", name="dec")(x)
+    return keras.Model(x0, L.Conv2D(4, 1, name="head")(x), name="unet")
+
+
+def build_unet(out: Path):
+    return _random_weights_and_convert("unet_int8", out, make_unet, (16, 16, 3),
+                                       {"model": "small U-Net: PAD, LEAKY_RELU, HARD_SWISH, dilated conv, TANH, "
+                                                 "TRANSPOSE_CONV, RESIZE_BILINEAR, CONCATENATION"}, seed=19)
+
+
 def build_upsample_cnn(out: Path):
     return _random_weights_and_convert("upsample_cnn_int8", out, make_upsample_cnn, (16, 16, 3),
                                     {"model": "U-Net pixel glue: UpSampling2D, Cropping2D, strided slice"}, seed=13)
@@ -1915,6 +1940,7 @@ BUILDERS = {
     "transpose_conv_int8": build_transpose_conv,
     "upsample_cnn_int8": build_upsample_cnn,
     "resize_bilinear_int8": build_resize_bilinear,
+    "unet_int8": build_unet,
     **{name: (lambda out, op=name[3:-5]: build_op_model(op, out)) for name in TFLITE_OP_MODELS},
     **{name: (lambda out, op=name[3:-5]: build_lut_op_model(op, out)) for name in LUT_OP_MODELS},
     "lut_ops_qdq": build_lut_ops_qdq,
