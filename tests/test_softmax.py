@@ -260,7 +260,9 @@ def test_softmax_in_an_nchw_partition_stays_on_the_cpu():
     from npu_byoc.fuzz import generators as gen
     from npu_byoc.fuzz.runner import ALL_BACKENDS, Runner
 
-    spec = gen.random_spec(741348339)
+    # the op kinds the fuzzer had when it found the case (a new kind changes every seed's draws)
+    kinds = ("conv2d", "depthwise", "fc", "avg_pool", "max_pool", "mean", "sigmoid", "add", "softmax")
+    spec = gen.random_spec(741348339, kinds)
     assert spec["layout"] == "NCHW" and [op["kind"] for op in spec["ops"]] == ["mean", "add", "sigmoid", "softmax"]
     log = partition_log(npu_byoc.partition_for_npu(builder.build(spec).mod))
     assert [(d.pattern, d.accepted) for d in log][-1] == ("npu.softmax", False)
