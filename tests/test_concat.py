@@ -247,21 +247,27 @@ def test_random_concatenations_equal_the_concatenation_on_the_cpu(seed, backend)
 
 @pytest.mark.parametrize(
     "seed, dim, backend",
-    [(seed, dim, "functional") for seed in range(4) for dim in "HW"]
-    + [pytest.param(seed, dim, "verilator", marks=pytest.mark.slow) for seed, dim in ((0, "H"), (1, "W"))],
+    [(0, "H", "functional"), (1, "W", "functional"), (2, "H", "functional"), (3, "W", "functional"),
+     pytest.param(1, "H", "verilator", marks=pytest.mark.slow)],
 )
 def test_random_concatenations_along_rows_and_columns(seed, dim, backend):
     """The same along H or W: each producer writes its box of rows or columns in place."""
     _check_random_concat(seed, backend, dim)
 
 
+_random_cases: dict = {}
+
+
 def _check_random_concat(seed: int, backend: str, dim: str) -> None:
     """The NPU with the concatenation equals the same model with only the concatenation on
     the CPU (TVM; same quantization everywhere, so bytes): in-place slices, copies, NCHW
     planes, tiles, overlapped DMA."""
-    mod, x, hw = _random_concat(seed, dim)
-    part = partition_for_npu(mod, hw=hw)
-    (cat,) = [o for o in npu_byoc.coverage_report(mod, hw=hw).ops if o.op == "relax.concat"]
-    assert cat.offloaded and len(npu_functions(part)) == 1
-    want = npu_byoc.build(partition_for_npu(mod, exclude=["npu.concat"]), "golden").run([x])[0]
+    if (seed, dim) not in _random_cases:  # the case and its reference, once for every backend
+        mod, x, hw = _random_concat(seed, dim)
+        part = partition_for_npu(mod, hw=hw)
+        (cat,) = [o for o in npu_byoc.coverage_report(mod, hw=hw).ops if o.op == "relax.concat"]
+        assert cat.offloaded and len(npu_functions(part)) == 1
+        want = npu_byoc.build(partition_for_npu(mod, exclude=["npu.concat"]), "golden").run([x])[0]
+        _random_cases[seed, dim] = part, x, hw, want
+    part, x, hw, want = _random_cases[seed, dim]
     np.testing.assert_array_equal(npu_byoc.build(part, backend, hw=hw).run([x])[0], want)

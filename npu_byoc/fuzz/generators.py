@@ -209,7 +209,7 @@ def gen_transpose_conv(rng, t: Tensor, layout: str) -> dict | None:
     return {
         "kind": "transpose_conv",
         "convention": "qdq",
-        "out_channels": _count(rng, (1, 17, 70), rare=(70, 260)),
+        "out_channels": _count(rng, (1, 17, 48), rare=(48, 130)),
         "kernel": kernel,
         "strides": strides,
         "padding": pad,
@@ -410,7 +410,7 @@ def infer_shape(op: dict, t: Tensor, layout: str, spec: dict | None = None) -> T
         (kh, kw), (sh, sw), (pt, pl, pb, pr) = op["kernel"], op["strides"], op["padding"]
         oh = (h - 1) * sh + kh - pt - pb + op["output_padding"][0]
         ow = (w - 1) * sw + kw - pl - pr + op["output_padding"][1]
-        if oh < 1 or ow < 1 or op["out_channels"] < 1 or oh * ow > 1 << 16:
+        if oh < 1 or ow < 1 or op["out_channels"] < 1 or oh * ow > 1 << 12:
             raise InvalidSpec("empty or oversized transposed conv output")
         return Tensor(_act_shape(layout, oh, ow, op["out_channels"]), op["out_scale"], op["out_zp"])
     if kind == "fc":
