@@ -589,7 +589,7 @@ def _extract_transpose_conv(root, bindings) -> QTransposeConv2D:
     return QTransposeConv2D(
         layout=layout, input=inp, output=out, weight=w, weight_scale=w_scale, weight_zero_point=w_zp, bias=bias,
         strides=int_list(attrs.strides), padding=int_list(attrs.padding),
-        output_padding=int_list(attrs.output_padding), dilation=int_list(attrs.dilation), groups=int(attrs.groups),
+        dilation=int_list(attrs.dilation), groups=int(attrs.groups),
         act_min=act_min, act_max=act_max, convention="qdq", operands=(x,), weight_per_tensor=per_tensor,
     )  # fmt: skip
 

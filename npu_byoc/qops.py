@@ -34,28 +34,15 @@ class QTensor:
     source_dtype: str | None = None
 
 
-class _Kernel:
-    """The shape words of a convolution record (OHWI ``weight``, ``input`` in ``layout``)."""
-
-    @property
-    def in_channels(self) -> int:
-        return self.input.shape[3] if self.layout == "NHWC" else self.input.shape[1]
-
-    @property
-    def out_channels(self) -> int:
-        return int(self.weight.shape[0])
-
-    @property
-    def kernel(self) -> tuple[int, int]:
-        return int(self.weight.shape[1]), int(self.weight.shape[2])
-
-
 @dataclass(frozen=True, eq=False)
-class QConv2D(_Kernel):
+class QConvolution:
+    """The fields of a convolution record (QConv2D, QTransposeConv2D): int8 OHWI weights with
+    per-output-channel scales, an int32 bias and the output clamp."""
+
     layout: str  # activation layout of the model: "NHWC" or "NCHW"
     input: QTensor
     output: QTensor
-    weight: np.ndarray  # int8 OHWI
+    weight: np.ndarray  # int8 OHWI (O: output channels)
     weight_scale: np.ndarray  # float64 [out]; for the int32-accumulate form: input_scale * s_w[c]
     weight_zero_point: np.ndarray  # int [out]
     bias: np.ndarray  # int32 [out], in accumulator units (scale input_scale * weight_scale[c])
@@ -74,6 +61,22 @@ class QConv2D(_Kernel):
     weight_per_tensor: bool = False
     # "uint8": the model's weights are uint8 with zero point 128, held here as int8 (zero point 0).
     weight_source_dtype: str | None = None
+
+    @property
+    def in_channels(self) -> int:
+        return self.input.shape[3] if self.layout == "NHWC" else self.input.shape[1]
+
+    @property
+    def out_channels(self) -> int:
+        return int(self.weight.shape[0])
+
+    @property
+    def kernel(self) -> tuple[int, int]:
+        return int(self.weight.shape[1]), int(self.weight.shape[2])
+
+
+@dataclass(frozen=True, eq=False)
+class QConv2D(QConvolution):
     # A zero-point PAD folded into ``padding`` (top, left, bottom, right), for the reasons.
     folded_pad: tuple | None = field(default=None, compare=False)
 
@@ -323,27 +326,10 @@ class QSoftmax:
 
 
 @dataclass(frozen=True, eq=False)
-class QTransposeConv2D(_Kernel):
+class QTransposeConv2D(QConvolution):
     """TRANSPOSE_CONV (relax.nn.conv2d_transpose) with per-channel requantize: every input
-    pixel times the kernel, scattered to i·stride + k − pad (npu_byoc.transpose_conv)."""
-
-    layout: str  # "NHWC" or "NCHW"
-    input: QTensor
-    output: QTensor
-    weight: np.ndarray  # int8 OHWI, O = output channels
-    weight_scale: np.ndarray  # float64 [out]
-    weight_zero_point: np.ndarray
-    bias: np.ndarray  # int32 [out], in accumulator units
-    strides: tuple[int, int]
-    padding: tuple[int, int, int, int]  # top, left, bottom, right (cropped from the full scatter)
-    output_padding: tuple[int, int]
-    dilation: tuple[int, int]
-    groups: int
-    act_min: int
-    act_max: int
-    convention: str = ""
-    operands: tuple = field(default=(), compare=False, repr=False)
-    weight_per_tensor: bool = False
+    pixel times the kernel, scattered to i·stride + k − pad (npu_byoc.transpose_conv). The
+    padding is cropped from the full scatter; the output's shape carries any output padding."""
 
     @property
     def macs(self) -> int:

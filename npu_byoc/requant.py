@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import numerics as nx
-from .qops import QConv2D, QFullyConnected, QTensor
+from .qops import QConvolution, QFullyConnected, QTensor
 
 
 def _from_acc_scale(acc_scale: np.ndarray, out: QTensor) -> tuple[np.ndarray, np.ndarray]:
@@ -16,7 +16,7 @@ def _from_acc_scale(acc_scale: np.ndarray, out: QTensor) -> tuple[np.ndarray, np
     return m.astype(np.int32), s.astype(np.int32)
 
 
-def weighted_requant(op: QConv2D | QFullyConnected) -> tuple[np.ndarray, np.ndarray]:
+def weighted_requant(op: QConvolution | QFullyConnected) -> tuple[np.ndarray, np.ndarray]:
     """Per-output-channel int32 (multiplier, shift) of a conv / depthwise / fully connected op.
     Memoized on the scales: the partition checks, the lowering and its dry run all ask."""
     w = np.ascontiguousarray(op.weight_scale, np.float64)
@@ -39,11 +39,11 @@ def _memo(key, op) -> tuple[np.ndarray, np.ndarray]:
     return _MEMO[key]
 
 
-def _compute(op: QConv2D | QFullyConnected) -> tuple[np.ndarray, np.ndarray]:
+def _compute(op: QConvolution | QFullyConnected) -> tuple[np.ndarray, np.ndarray]:
     if op.convention.startswith("int32-accumulate"):  # the requantize scale s_x*s_w[c] is given whole
         return _from_acc_scale(op.weight_scale, op.output)
-    if isinstance(op, QConv2D) and op.weight_per_tensor and op.input.source_dtype == "uint8":
-        # TFLite's uint8 conv / depthwise kernels read the legacy per-tensor multiplier
+    if isinstance(op, QConvolution) and op.weight_per_tensor and op.input.source_dtype == "uint8":
+        # TFLite's uint8 conv / depthwise / transpose-conv kernels read the legacy per-tensor multiplier
         # (GetQuantizedConvolutionMultipler: s_in * s_w in float32); int8 conv takes the
         # per-channel formula even for one scale.
         return _broadcast(nx.fc_requant_params(op.input.scale, op.weight_scale[:1], op.output.scale), op.out_channels)

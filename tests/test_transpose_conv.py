@@ -208,3 +208,31 @@ def test_nhwc_cpu_build_equals_tvms_nchw_kernel():
     a = npu_byoc.build(nhwc, "cpu").run([x])[0]
     b = npu_byoc.build(nchw, "cpu").run([np.ascontiguousarray(x.transpose(0, 3, 1, 2))])[0]
     np.testing.assert_array_equal(a, b.transpose(0, 2, 3, 1))
+
+
+def test_uint8_transposed_conv_runs_as_its_int8_equivalent():
+    """uint8 activations and uint8 weights with zero point 128 (TFLite's legacy uint8 models):
+    the record flips to int8 like a conv's (it used to crash on the weights' source dtype) and
+    the NPU result is within 1 LSB of TVM's float32 CPU build."""
+    from tvm import relax
+    from tvm.relax.op import dequantize, quantize
+    from tvm.relax.op.nn import conv2d_transpose
+
+    x = relax.Var("x", relax.TensorType([1, 4, 4, 3], "uint8"))
+    w = np.random.default_rng(0).integers(0, 256, (3, 5, 3, 3)).astype(np.uint8)
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            d = bb.emit(dequantize(x, relax.const(np.float32(0.05)), relax.const(np.uint8(128))))
+            wd = bb.emit(dequantize(relax.const(w), relax.const(np.float32(0.01)), relax.const(np.uint8(128)), axis=1))
+            y = bb.emit(conv2d_transpose(d, wd, strides=(2, 2), padding=(0, 0, 1, 1), data_layout="NHWC",
+                                         kernel_layout="IOHW", out_dtype="float32"))  # fmt: skip
+            q = bb.emit_output(quantize(y, relax.const(np.float32(0.2)), relax.const(np.uint8(120)), out_dtype="uint8"))
+        bb.emit_func_output(q)
+    mod = bb.get()
+    (d,) = partition_log(partition_for_npu(mod))
+    assert (d.pattern, d.accepted, d.activations) == ("npu.transpose_conv2d", True, "uint8 activations (U8U8)")
+    xv = np.random.default_rng(1).integers(0, 256, (1, 4, 4, 3)).astype(np.uint8)
+    got = npu_byoc.build(mod, "functional").run([xv])[0]
+    cpu = npu_byoc.build(mod, "cpu").run([xv])[0]
+    assert got.dtype == np.uint8 and np.abs(got.astype(int) - cpu.astype(int)).max() <= 1
