@@ -239,10 +239,9 @@ def transpose_conv_channels(op, hw: HwConfig) -> str | None:
 
 def gather_copies(op, hw: HwConfig) -> str | None:
     """The gather copies whole pixels of a 4-D NHWC tensor of batch 1 (rows, columns and a run of channels), and each axis is at most MAX_PERIOD arithmetic runs, at most MAX_COPIES strided copies in all (npu_byoc.gather)."""
-    from .gather import copies_reason, pixel_gather
+    from .gather import decompose
 
-    g = pixel_gather(op.index, op.input.shape)
-    return g if isinstance(g, str) else copies_reason(g)
+    return _reason(lambda: decompose(op.index, op.input.shape))
 
 
 def resize_same_quantization(op, hw: HwConfig) -> str | None:
@@ -260,8 +259,16 @@ def resize_passes(op, hw: HwConfig) -> str | None:
     if op.layout != "NHWC":
         return f"RESIZE_BILINEAR in {op.layout}: the NPU runs LiteRT's NHWC int8 kernel"
     (_, h, w, _), (_, oh, ow, _) = op.input.shape, op.output.shape
-    p = passes((h, w), (oh, ow), op.align_corners, op.half_pixel)
-    return p if isinstance(p, str) else None
+    return _reason(lambda: passes((h, w), (oh, ow), op.align_corners, op.half_pixel))
+
+
+def _reason(build: Callable[[], object]) -> str | None:
+    """The ValueError message of ``build()``, the geometry an op's own module computes (None: it runs)."""
+    try:
+        build()
+    except ValueError as err:
+        return str(err)
+    return None
 
 
 def fc_features(op: QFullyConnected, hw: HwConfig) -> str | None:

@@ -89,4 +89,14 @@ def copies_reason(g: PixelGather) -> str | None:
     return None
 
 
-__all__ = ["AxisRun", "PixelGather", "axis_runs", "pixel_gather", "copies_reason", "MAX_COPIES", "MAX_PERIOD"]
+def decompose(index: np.ndarray, in_shape) -> PixelGather:
+    """The pixel gather of ``index`` when the NPU can copy it; ValueError says why not."""
+    g = pixel_gather(index, in_shape)
+    reason = g if isinstance(g, str) else copies_reason(g)
+    if reason:
+        raise ValueError(reason)
+    return g
+
+
+__all__ = ["AxisRun", "PixelGather", "axis_runs", "decompose", "pixel_gather", "copies_reason", "MAX_COPIES",
+           "MAX_PERIOD"]

@@ -118,30 +118,31 @@ class Pass:
     shift: int  # requantize shift (negative: right), with multiplier 2^30
 
 
-def passes(in_hw, out_hw, align_corners: bool, half_pixel: bool) -> list[Pass] | str:
-    """The depthwise passes of a bilinear resize, or why the NPU cannot run it that way."""
+def passes(in_hw, out_hw, align_corners: bool, half_pixel: bool) -> list[Pass]:
+    """The depthwise passes of a bilinear resize; ValueError says why the NPU cannot run it so."""
     seg = []
     for axis, (n_in, n_out) in enumerate(zip(in_hw, out_hw)):
         s = axis_segments(axis_taps(n_in, n_out, align_corners, half_pixel), n_in)
         if s is None:
-            return (f"RESIZE_BILINEAR {in_hw[0]}x{in_hw[1]} -> {out_hw[0]}x{out_hw[1]}: the NPU resizes by integer "
-                    "factors (a depthwise pass per output phase)")  # fmt: skip
+            raise ValueError(f"RESIZE_BILINEAR {in_hw[0]}x{in_hw[1]} -> {out_hw[0]}x{out_hw[1]}: the NPU resizes by "
+                             "integer factors (a depthwise pass per output phase)")  # fmt: skip
         seg.append(s)
     if len(seg[0]) * len(seg[1]) > MAX_SEGMENTS:
-        return f"RESIZE_BILINEAR needs {len(seg[0]) * len(seg[1])} depthwise passes: the NPU runs up to {MAX_SEGMENTS}"
+        raise ValueError(f"RESIZE_BILINEAR needs {len(seg[0]) * len(seg[1])} depthwise passes: the NPU runs up to "
+                         f"{MAX_SEGMENTS}")
     out = []
     for r in seg[0]:
         for c in seg[1]:
             w = np.outer(r.weights, c.weights).astype(np.int64)  # units of 2^-20
             nz = w[w != 0]
             if nz.size == 0:
-                return "RESIZE_BILINEAR with an all-zero window"
+                raise ValueError("RESIZE_BILINEAR with an all-zero window")
             g = int(np.gcd.reduce(np.abs(nz)))
             n = max(21 - (g & -g).bit_length(), 1)  # weights / 2^20 = (w / 2^(20-n)) / 2^n
             wq = 2 * (w // (1 << (20 - n)))
             if np.abs(wq).max() > 127:
-                return (f"RESIZE_BILINEAR weights {w.tolist()} (2^-20) do not fit int8 depthwise weights with a "
-                        "power-of-two requantize")  # fmt: skip
+                raise ValueError(f"RESIZE_BILINEAR weights {w.tolist()} (2^-20) do not fit int8 depthwise weights "
+                                 "with a power-of-two requantize")  # fmt: skip
             out.append(Pass(r, c, wq.astype(np.int8), -n))
     return out
 

@@ -104,6 +104,14 @@ def _dequantize_act(bb, x, scale, zp, dtype, channel_axis: int, scale_expr=None)
     return bb.emit(R.dequantize(x, s, _zp_const(zp, dtype), axis=axis))
 
 
+def _add_bias(bb, y, bias, scale, layout: str):
+    """``y`` + dequantize(int32 ``bias``, ``scale``) along the channel axis of ``layout``."""
+    b = bb.emit(R.dequantize(relax.const(np.asarray(bias, np.int32)), _scale_const(scale), _zp_const(0, "int32"), axis=0))
+    if layout == "NCHW":
+        b = bb.emit(R.reshape(b, (1, len(bias), 1, 1)))
+    return bb.emit(R.add(y, b))
+
+
 def _conv_out_hw(hw, kernel, strides, padding, dilation):
     t, l, b, r = padding
     oh = (hw[0] + t + b - dilation[0] * (kernel[0] - 1) - 1) // strides[0] + 1
@@ -218,10 +226,7 @@ def qdq_conv2d(
         )
         if bias is not None:
             b_scale = (np.float64(input_scale) * w_scale.astype(np.float64)) if bias_scale is None else bias_scale
-            b = bb.emit(R.dequantize(relax.const(np.asarray(bias, np.int32)), _scale_const(b_scale), _zp_const(0, "int32"), axis=0))
-            if layout == "NCHW":
-                b = bb.emit(R.reshape(b, (1, out_channels, 1, 1)))
-            y = bb.emit(R.add(y, b))
+            y = _add_bias(bb, y, bias, b_scale, layout)
         out_dtype = output_dtype or act_dtype
         return _requantize_tail(bb, y, output_scale, output_zp, out_dtype, relu=relu, float_clip=float_clip, clip=clip)
 
@@ -267,12 +272,7 @@ def qdq_conv2d_transpose(
                                           groups=groups, data_layout=layout, kernel_layout="IOHW",
                                           out_dtype="float32"))  # fmt: skip
         if bias is not None:
-            b = bb.emit(R.dequantize(relax.const(np.asarray(bias, np.int32)),
-                                     _scale_const(np.float64(input_scale) * w_scale.astype(np.float64)),
-                                     _zp_const(0, "int32"), axis=0))  # fmt: skip
-            if layout == "NCHW":
-                b = bb.emit(R.reshape(b, (1, out_channels, 1, 1)))
-            y = bb.emit(R.add(y, b))
+            y = _add_bias(bb, y, bias, np.float64(input_scale) * w_scale.astype(np.float64), layout)
         return _requantize_tail(bb, y, output_scale, output_zp, "int8", clip=clip)
 
     return _build([x], body)

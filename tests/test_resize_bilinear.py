@@ -57,7 +57,9 @@ def test_passes_equal_the_reference():
         align, half = [(False, True), (False, False), (True, False)][int(rng.integers(0, 3))]
         op = ResizeBilinear("r", TensorRef("x", int(Region.IO), 0, (h, w, c)),
                             TensorRef("y", int(Region.IO) + 1, 0, (h * fh, w * fw, c)), align, half)  # fmt: skip
-        if isinstance(passes((h, w), (h * fh, w * fw), align, half), str):
+        try:
+            passes((h, w), (h * fh, w * fw), align, half)
+        except ValueError:
             refused += 1
             continue
         x = rng.integers(-128, 128, (h, w, c)).astype(np.int8)

@@ -1615,11 +1615,16 @@ def build_se_qdq(out: Path):
     """se_qdq.onnx: the squeeze-excite block quantized by onnxruntime in QDQ format (int8
     activations, per-channel int8 weights); references from onnxruntime, graph optimizations
     disabled (float Mul / Add between DequantizeLinear and QuantizeLinear)."""
+    return _int8_qdq_8x8(out, "se_qdq", se_float_onnx(), "squeeze-excite + swish")
+
+
+def _int8_qdq_8x8(out: Path, stem: str, fmodel, what: str) -> Path:
+    """``fmodel`` (an 8x8x3 NCHW input) quantized by onnxruntime in QDQ format with int8
+    activations, saved as ``stem``.onnx with onnxruntime's references."""
     calib = nhwc_batch(CALIB_SEEDS, 8, 8, 3).transpose(0, 3, 1, 2).copy()
-    path = out / "se_qdq.onnx"
-    qmodel = _ort_quantize(se_float_onnx(), calib, "QDQ", "QInt8", path)
-    _ort_references(path, qmodel, "se_qdq ONNX QDQ squeeze-excite + swish (tools/make_models.py)", (8, 8, 3),
-                    "QDQ", "QInt8")
+    path = out / f"{stem}.onnx"
+    qmodel = _ort_quantize(fmodel, calib, "QDQ", "QInt8", path)
+    _ort_references(path, qmodel, f"{stem} ONNX QDQ {what} (tools/make_models.py)", (8, 8, 3), "QDQ", "QInt8")
     return path
 
 
@@ -1650,12 +1655,7 @@ def build_convt_qdq(out: Path):
     """convt_qdq.onnx: the ConvTranspose decoder quantized by onnxruntime in QDQ format (int8
     activations, per-channel int8 weights); references from onnxruntime, graph optimizations
     disabled (its ConvTranspose runs in float between DequantizeLinear and QuantizeLinear)."""
-    calib = nhwc_batch(CALIB_SEEDS, 8, 8, 3).transpose(0, 3, 1, 2).copy()
-    path = out / "convt_qdq.onnx"
-    qmodel = _ort_quantize(convt_float_onnx(), calib, "QDQ", "QInt8", path)
-    _ort_references(path, qmodel, "convt_qdq ONNX QDQ ConvTranspose decoder (tools/make_models.py)", (8, 8, 3),
-                    "QDQ", "QInt8")
-    return path
+    return _int8_qdq_8x8(out, "convt_qdq", convt_float_onnx(), "ConvTranspose decoder")
 
 
 def _ort_references(path: Path, qmodel, description: str, hwc, quant_format: str, activation_type: str):

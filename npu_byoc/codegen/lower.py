@@ -30,8 +30,8 @@ from ..qops import (
 from ..relax_utils import dtype_of, shape_of
 from ..requant import fc_scale, weighted_requant
 from .npu_ops import (
-    Add, Conv2D, DepthwiseConv2D, FullyConnected, Gather, Lut, Mean, Mul, NpuOp, Pool, ResizeBilinear, Softmax,
-    TensorRef, TransposeConv2D,
+    IDENTITY_TABLE, Add, Conv2D, DepthwiseConv2D, FullyConnected, Gather, Lut, Mean, Mul, NpuOp, Phased, Pool,
+    ResizeBilinear, Softmax, TensorRef, TransposeConv2D,
 )  # fmt: skip
 
 SCRATCH_ALIGN = 16
@@ -156,30 +156,31 @@ def _lower_transpose_conv(name: str, op: QTransposeConv2D, ifms: list[TensorRef]
         multiplier=mult, shift=shift, ifm_zero_point=op.input.zero_point, ofm_zero_point=op.output.zero_point,
         stride=tuple(op.strides), pad_before=tuple(op.padding[:2]), act_min=op.act_min, act_max=op.act_max,
     )  # fmt: skip
-    try:
-        out.phases  # the geometry: every phase a convolution with input under each window
-    except ValueError as err:
-        raise Reject(f"conv2d_transpose: {err}") from None
-    return out
+    return _with_phases(out, "conv2d_transpose: ")
 
 
 def _lower_gather(name: str, op: QGather, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
-    from ..gather import copies_reason, pixel_gather
+    from ..gather import decompose
 
-    g = pixel_gather(op.index, op.input.shape)
-    reason = g if isinstance(g, str) else copies_reason(g)
-    if reason:
-        raise Reject(reason)
+    try:
+        g = decompose(op.index, op.input.shape)
+    except ValueError as err:
+        raise Reject(str(err)) from None
     return Gather(name=name, ifm=ifms[0], ofm=ofm, rows=g.rows, cols=g.cols, c0=g.c0)
 
 
 def _lower_resize_bilinear(name: str, op: QResizeBilinear, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
     out = ResizeBilinear(name=name, ifm=ifms[0], ofm=ofm, align_corners=op.align_corners, half_pixel=op.half_pixel)
+    return _with_phases(out, "")
+
+
+def _with_phases(op: Phased, prefix: str) -> Phased:
+    """``op`` once its phases are computed (cached on it); a geometry they cannot take is a Reject."""
     try:
-        out.phases
+        op.phases
     except ValueError as err:
-        raise Reject(str(err)) from None
-    return out
+        raise Reject(f"{prefix}{err}") from None
+    return op
 
 
 def _lower_fc(name: str, op: QFullyConnected, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
@@ -290,9 +291,13 @@ def _lower_softmax(name: str, op: QSoftmax, ifms: list[TensorRef], ofm: TensorRe
     return Softmax(name=name, ifm=ifms[0], ofm=ofm, table=softmax.exp_table(op.input.scale, op.beta))
 
 
-# Ops computed along the tensor's last axis, which the NPU sees as channels only in NHWC: in an
-# NCHW partition the channels of a 4-D tensor are its axis 1.
-LAST_AXIS_OPS = (QSoftmax,)
+# Records whose meaning is laid out NHWC, and why they cannot run in a partition that holds its
+# 4-D tensors NCHW (there the NPU's channels are the model's axis 1).
+NHWC_ONLY: dict[type, str] = {
+    QSoftmax: "softmax over the last axis of a 4-D tensor the partition holds {layout}: the NPU computes it over "
+              "channels, axis 1 there",
+    QGather: "gather in a partition that holds its tensors {layout}: its index map is NHWC's",
+}  # fmt: skip
 
 
 LOWERINGS: dict[type, Callable[[str, QOp, list[TensorRef], TensorRef], NpuOp]] = {
@@ -401,7 +406,7 @@ def _copy_into(layer: str, k: int, op: QConcat, ifm: TensorRef, ofm: TensorRef) 
     from the input's quantization to the output's (the identity when they agree), as a LUT."""
     t, name = op.inputs[k], f"{layer} [input {k}]"
     if same_quantization(t, op.output):  # also the int8 form's (carried) ones
-        return Lut(name=name, function="requantize", ifm=ifm, ofm=ofm, table=np.arange(-128, 128, dtype=np.int8))
+        return Lut(name=name, function="requantize", ifm=ifm, ofm=ofm, table=IDENTITY_TABLE)
     rescale = QLut("requantize", t, op.output, -128, 127, params=(("activation", ""),), numerics=op.numerics)
     return _lower_lut(name, rescale, [ifm], ofm)
 
@@ -512,12 +517,8 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         shape = shape_of(b.var)
         try:
             hwc_shape = hwc(per_image(shape, batch), layout)
-            if isinstance(qop, LAST_AXIS_OPS) and len(shape) == 4 and layout != "NHWC":
-                what = type(qop).__name__.removeprefix("Q").lower()
-                raise Reject(f"{what} over the last axis of a 4-D tensor the partition holds {layout}: the NPU "
-                             "computes it over channels, axis 1 there")
-            if isinstance(qop, QGather) and layout != "NHWC":
-                raise Reject(f"gather in a partition that holds its tensors {layout}: its index map is NHWC's")
+            if type(qop) in NHWC_ONLY and len(shape) == 4 and layout != "NHWC":
+                raise Reject(NHWC_ONLY[type(qop)].format(layout=layout))
             if b.var in concat.errors:
                 raise Reject(concat.errors[b.var])
             if type(qop) is QConcat:

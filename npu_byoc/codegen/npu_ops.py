@@ -345,6 +345,11 @@ class Mul(_Binary):
     kind: str = field(default="mul", init=False)
 
 
+# The LUT table that copies its input: a copy into a concatenation's slice, a gather's copies.
+IDENTITY_TABLE = np.arange(-128, 128, dtype=np.int8)
+IDENTITY_TABLE.setflags(write=False)
+
+
 @dataclass(eq=False)
 class Lut(_NpuOp):
     """out = table[x + 128] (the table already includes requantize and clamp)."""
@@ -387,14 +392,13 @@ class Gather(Phased):
         from ..gather import axis_runs
 
         out, c = [], self.ofm.shape[2]
-        identity = np.arange(-128, 128).astype(np.int8)
         for rh in axis_runs(self.rows):
             for rw in axis_runs(self.cols):
                 name = f"{self.name}[rows {rh.out0}::{rh.out_step}, cols {rw.out0}::{rw.out_step}]"
                 shape = (rh.count, rw.count, c)
                 ifm = self.ifm.box(rh.in0, rw.in0, shape, (rh.in_step, rw.in_step), name, self.c0)
                 ofm = self.ofm.box(rh.out0, rw.out0, shape, (rh.out_step, rw.out_step), name)
-                out.append(Lut(name, "copy", ifm, ofm, identity))
+                out.append(Lut(name, "copy", ifm, ofm, IDENTITY_TABLE))
         return out
 
 
@@ -421,11 +425,8 @@ class ResizeBilinear(Phased):
         from ..resize import passes
 
         (h, w, c), (oh, ow, _) = self.ifm.shape, self.ofm.shape
-        found = passes((h, w), (oh, ow), self.align_corners, self.half_pixel)
-        if isinstance(found, str):
-            raise ValueError(found)
         out = []
-        for p in found:
+        for p in passes((h, w), (oh, ow), self.align_corners, self.half_pixel):
             r, k = p.rows, p.cols
             kh, kw = p.weights.shape
             name = f"{self.name}[rows {r.out0}::{r.step} from {r.in0}, cols {k.out0}::{k.step} from {k.in0}]"

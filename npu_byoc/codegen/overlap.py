@@ -182,6 +182,7 @@ def _prefetch_timed(steps: list[Step], depth: int, hw) -> tuple[list[Step], list
     from ..runtime.cycles import Timeline, step_cycles
 
     n = len(steps)
+    spans = [touched(s) for s in steps]  # (reads, writes) of each step, asked again for every kick before it
     done = [False] * n
     order: list[int] = []
     clock = Timeline(depth)
@@ -199,7 +200,7 @@ def _prefetch_timed(steps: list[Step], depth: int, hw) -> tuple[list[Step], list
             in_flight = (in_flight + [s])[-depth:]
             clock.command(Opcode.DMA_IN_ASYNC, step_cycles(s, hw))
             return
-        r, w = touched(s)
+        r, w = spans[i]
         hit = [k for k, dma in enumerate(in_flight) if _conflicts(dma, r, w)]
         if hit:
             clock.command(Opcode.WAIT_DMA, 0, len(in_flight) - 1 - hit[-1])
@@ -223,14 +224,14 @@ def _prefetch_timed(steps: list[Step], depth: int, hw) -> tuple[list[Step], list
                 if j > i and isinstance(t, Dma) and t.direction == Opcode.DMA_IN:
                     if blocked_at is not None and kicks - blocked_at >= SKIP_KICKS:
                         break
-                    w = touched(t)[1]
+                    w = spans[j][1]
                     ok = not _meets(w, reads) and (t.region == int(Region.CONST) or t.region not in out_regions)
                     if ok:
                         emit(j)
                         continue
                     if blocked_at is None:
                         blocked_at = kicks
-                r, w = touched(t)
+                r, w = spans[j]
                 reads += r + w
                 if isinstance(t, Dma) and t.direction == Opcode.DMA_OUT:
                     out_regions.add(t.region)

@@ -411,6 +411,10 @@ def _phased_tile(op, io, r0, nr, c0, nc) -> list[Step]:
     raise AssertionError("a phased op is scheduled phase by phase (_op_steps)")
 
 
+def _phased(describe: Callable[[NpuOp], str]) -> _Kind:
+    return _Kind(_phase_rows, lambda op: op.ofm.shape[2], _phased_buffers, _phased_tile, describe)
+
+
 def _describe_transpose(op: TransposeConv2D) -> str:
     kh, kw = op.kernel
     return (f"{op.kind} {'x'.join(map(str, op.ifm.shape))} -> {'x'.join(map(str, op.ofm.shape))}, kernel {kh}x{kw}, "
@@ -432,7 +436,7 @@ _ELEMENTWISE = _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _el
                      _elementwise_tile, _describe_elementwise)  # fmt: skip
 KINDS: dict[type, _Kind] = {
     Conv2D: _SPATIAL,
-    TransposeConv2D: _Kind(_phase_rows, lambda op: op.ofm.shape[2], _phased_buffers, _phased_tile, _describe_transpose),
+    TransposeConv2D: _phased(_describe_transpose),
     DepthwiseConv2D: _SPATIAL,
     Pool: _SPATIAL,
     FullyConnected: _Kind(lambda op: op.ofm.shape[1], lambda op: op.ofm.shape[2], _fc_buffers, _fc_tile,
@@ -442,8 +446,8 @@ KINDS: dict[type, _Kind] = {
     Add: _ELEMENTWISE,
     Mul: _ELEMENTWISE,
     Lut: _ELEMENTWISE,
-    Gather: _Kind(_phase_rows, lambda op: op.ofm.shape[2], _phased_buffers, _phased_tile, _describe_gather),
-    ResizeBilinear: _Kind(_phase_rows, lambda op: op.ofm.shape[2], _phased_buffers, _phased_tile, _describe_resize),
+    Gather: _phased(_describe_gather),
+    ResizeBilinear: _phased(_describe_resize),
     Softmax: _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _softmax_buffers, _softmax_tile,
                    _describe_elementwise, split_channels=False),
 }
@@ -721,6 +725,12 @@ def _split_weights(op: NpuOp, tiling: Tiling, hw: HwConfig, budget: int, residen
     return split
 
 
+def _blocked_by_channel_blocks(op: NpuOp, names: dict[str, int]) -> list[int]:
+    """The resident tensors an op cut in channel blocks cannot use: a channel block of a tensor
+    is not one contiguous run of it (a Conv2D reads all input channels whatever its block)."""
+    return [key for name, key in names.items() if name != "ifm" or not isinstance(op, Conv2D)]
+
+
 def _plan_ops(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer],
               overlapped: bool = False) -> tuple[list[_OpPlan], dict[int, int]]:  # fmt: skip
     """Addresses of the tensors in ``keep`` and every op's tiling in the SRAM they leave free;
@@ -746,8 +756,7 @@ def _plan_ops(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer],
             tiling = _split_rows(op, tiling, hw, budget, names)
             split = _split_weights(op, tiling, hw, budget, names)
             if split != tiling:
-                # a block writes a channel slice of its output: not one run of a resident tensor
-                blocked = [key for name, key in names.items() if name != "ifm" or not isinstance(op, Conv2D)]
+                blocked = _blocked_by_channel_blocks(op, names)
                 if blocked:
                     raise _Drop(*blocked)
                 tiling = split
@@ -756,9 +765,7 @@ def _plan_ops(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer],
         if tiling.channels < channels:
             if live and tile_sram_bytes(op, 1, channels, names) <= hw.sram_bytes:
                 raise _Drop(live[0].key)  # resident tensors crowd out a full-channel tile: keep fewer
-            # a channel block of a tensor is not one contiguous run of it (a Conv2D reads all
-            # input channels whatever its block)
-            blocked = [key for name, key in names.items() if name != "ifm" or not isinstance(op, Conv2D)]
+            blocked = _blocked_by_channel_blocks(op, names)
             if blocked:
                 raise _Drop(*blocked)
         out.append(_OpPlan(tiling, names, addr, addr + budget))
@@ -787,8 +794,10 @@ def _schedule(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer], overla
     spans: list[tuple[int, int]] = []  # each op's own buffers
     for k, (op, p) in enumerate(zip(plan.ops, ops)):
         bufs = _work_buffers(op, p.tiling.rows, p.tiling.channels, p.resident)
-        if overlapped and _sram_layout(_double_buffers(op, p.tiling, p.resident))[1] <= p.end - p.base:
-            bufs = _double_buffers(op, p.tiling, p.resident)  # channel blocks alternate weight buffers
+        if overlapped:  # channel blocks and row tiles alternate two buffers where they fit
+            double = _double_buffers(op, p.tiling, p.resident)
+            if _sram_layout(double)[1] <= p.end - p.base:
+                bufs = double
         start = p.base
         if overlapped:  # clear of the last ops' buffers, so its weights can load while they compute
             start = _clear_start(spans[-CLEAR_OPS:], p.base, p.end, _sram_layout(bufs)[1])

@@ -49,6 +49,18 @@ def _int_clip(bb, q, c: dict):
     return q
 
 
+def _qdq_bias(bb, y, bias, acc_scale: np.ndarray, layout: str):
+    """``y`` + dequantize(int32 ``bias``, scale s_x·s_w[c]) on the channel axis, the last one
+    unless ``layout`` is NCHW (``bias`` None: ``y``)."""
+    if bias is None:
+        return y
+    b = bb.emit(R.dequantize(relax.const(bias), _sc(acc_scale.astype(np.float32)), _zp(np.zeros(len(bias)), "int32"),
+                             axis=0))  # fmt: skip
+    if layout == "NCHW":
+        b = bb.emit(R.reshape(b, (1, len(bias), 1, 1)))
+    return bb.emit(R.add(y, b))
+
+
 def emit_conv(bb, op: dict, t: Tensor, out: Tensor, layout: str, ctx: "BuildContext"):
     h, w, c = t.spatial(layout)
     oc, (kh, kw) = out.spatial(layout)[2], op["kernel"]
@@ -75,12 +87,7 @@ def emit_conv(bb, op: dict, t: Tensor, out: Tensor, layout: str, ctx: "BuildCont
         wzp = np.full(oc, op.get("weight_zp", 0), np.int8)
         wd = bb.emit(R.dequantize(relax.const(wt), _sc(ws), relax.const(wzp), axis=w_axis))
         y = bb.emit(R.nn.conv2d(xd, wd, out_dtype="float32", **conv_kw))
-        if bias is not None:
-            bs = (np.float64(t.scale) * ws.astype(np.float64)).astype(np.float32)
-            b = bb.emit(R.dequantize(relax.const(bias), _sc(bs), _zp(np.zeros(oc), "int32"), axis=0))
-            if layout == "NCHW":
-                b = bb.emit(R.reshape(b, (1, oc, 1, 1)))
-            y = bb.emit(R.add(y, b))
+        y = _qdq_bias(bb, y, bias, t.scale * ws.astype(np.float64), layout)
     return _tail(bb, y, out, op["clamp"])
 
 
@@ -96,12 +103,7 @@ def emit_transpose_conv(bb, op: dict, t: Tensor, out: Tensor, layout: str, ctx: 
     y = bb.emit(R.nn.conv2d_transpose(xd, wd, strides=op["strides"], padding=op["padding"],
                                       output_padding=op["output_padding"], data_layout=layout, kernel_layout="IOHW",
                                       out_dtype="float32"))  # fmt: skip
-    if bias is not None:
-        bs = (np.float64(t.scale) * ws.astype(np.float64)).astype(np.float32)
-        b = bb.emit(R.dequantize(relax.const(bias), _sc(bs), _zp(np.zeros(oc), "int32"), axis=0))
-        if layout == "NCHW":
-            b = bb.emit(R.reshape(b, (1, oc, 1, 1)))
-        y = bb.emit(R.add(y, b))
+    y = _qdq_bias(bb, y, bias, t.scale * ws.astype(np.float64), layout)
     return _tail(bb, y, out, op["clamp"])
 
 
@@ -125,11 +127,7 @@ def emit_fc(bb, op: dict, t: Tensor, out: Tensor, layout: str, ctx: "BuildContex
                                   axis=0 if transposed else 1))  # fmt: skip
         if transposed:
             wd = bb.emit(R.permute_dims(wd, [1, 0]))
-        y = bb.emit(R.matmul(xd, wd, out_dtype="float32"))
-        if bias is not None:
-            bs = (np.float64(t.scale) * ws.astype(np.float64)).astype(np.float32)
-            b = bb.emit(R.dequantize(relax.const(bias), _sc(bs), _zp(np.zeros(n_out), "int32"), axis=0))
-            y = bb.emit(R.add(y, b))
+        y = _qdq_bias(bb, bb.emit(R.matmul(xd, wd, out_dtype="float32")), bias, t.scale * ws.astype(np.float64), "NHWC")
     return _tail(bb, y, out, op["clamp"])
 
 
