@@ -72,8 +72,12 @@ def pattern_table_markdown() -> str:
         "- RESHAPE / SQUEEZE / FLATTEN (int8, or QDQ with equal quantization) is a composite with no NPU",
         "  op: lowering makes its output a view of its input's bytes (`codegen.lower.VIEWS`), so it never",
         "  splits a partition. At a partition output the producer writes there directly. An NCHW model's",
-        "  reshape that moves channels past pixels (the NPU stores NHWC) and a reshape alone between a",
-        "  partition's inputs and outputs stay on the CPU (\"the NPU compiler cannot lower it: …\").",
+        "  flatten [N, C, H, W] → [N, C·H·W] lists features in CHW order while the NPU stores the map",
+        "  HWC: when only fully connected layers read it, they take their weight columns in HWC order,",
+        "  and a fully connected layer read only by the inverse reshape (a decoder's Linear → view)",
+        "  computes its features in HWC order; either way the reshape stays a view. Any other NCHW",
+        "  reshape that moves channels past pixels, and a reshape alone between a partition's inputs",
+        "  and outputs, stay on the CPU (\"the NPU compiler cannot lower it: …\").",
     ]
     return "\n".join(out) + "\n"
 

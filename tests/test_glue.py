@@ -225,17 +225,75 @@ def test_mean_reshape_fc_is_one_partition(layout):
     assert np.abs(got.astype(int) - cpu.astype(int)).max() <= 1
 
 
-def test_nchw_flatten_of_a_feature_map_stays_on_the_cpu():
-    """[1, C, H, W] -> [1, C*H*W] in an NCHW model reorders bytes the NPU stores NHWC."""
-    mod, shape = _mean_reshape_fc("NCHW", reshape_first=True)
-    part = partition_for_npu(mod)
-    assert "R.reshape" in part["main"].script()
-    reasons = [d.reason for d in _decisions(mod) if d.pattern == "npu.reshape" and not d.accepted]
-    assert any("reorders the bytes the NPU stores NHWC" in r for r in reasons), reasons
-    x = np.random.default_rng(6).integers(-128, 128, shape, dtype=np.int8)
+def _golden_and_cpu(mod, part, shape, seed=6):
+    x = np.random.default_rng(seed).integers(-128, 128, shape, dtype=np.int8)
     got = npu_byoc.build(part, "golden").run([x])[0]
     cpu = npu_byoc.build(mod, "cpu").run([x])[0]
-    assert np.abs(got.astype(int) - cpu.astype(int)).max() <= 1
+    return got.astype(int), cpu.astype(int)
+
+
+def test_nchw_flatten_of_a_feature_map_feeds_the_fc_in_byte_order():
+    """[1, C, H, W] -> [1, C*H*W] in an NCHW model lists features in CHW order, the NPU stores
+    the map HWC: the fully connected layer takes its weight rows in HWC order instead, so the
+    flatten is a view and the model one partition (TVM's CPU build flattens the NCHW tensor)."""
+    mod, shape = _mean_reshape_fc("NCHW", reshape_first=True)
+    part = partition_for_npu(mod)
+    assert len(npu_functions(part)) == 1 and "R.reshape" not in part["main"].script()
+    got, cpu = _golden_and_cpu(mod, part, shape)
+    assert got.shape == cpu.shape == (1, 8)
+    assert np.abs(got - cpu).max() <= 1  # TVM's QDQ conv rounds in float
+
+
+def _fc_unflatten_conv(flatten_output: bool = False):
+    """int8 x [1, 12] -> QDQ matmul [12 -> C*H*W] -> int8 reshape [1, C, H, W] -> QDQ conv NCHW
+    (a decoder's Linear -> view); with ``flatten_output`` the reshape is the model output."""
+    from tvm import relax
+    from tvm.relax.op import dequantize, quantize, reshape
+    from tvm.relax.op.nn import conv2d
+
+    c, h, w = 3, 4, 5
+    s, z = relax.const(np.float32(0.05)), relax.const(np.int8(-3))
+    wf = np.random.default_rng(1).integers(-127, 128, (12, c * h * w), dtype=np.int8)
+    wf_scale = relax.const(np.random.default_rng(4).uniform(0.005, 0.02, c * h * w).astype(np.float32))
+    wc = np.random.default_rng(2).integers(-127, 128, (6, c, 3, 3), dtype=np.int8)
+    x = relax.Var("x", relax.TensorType((1, 12), "int8"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            wd = bb.emit(dequantize(relax.const(wf), wf_scale, relax.const(np.int8(0)), axis=1))
+            y = bb.emit(quantize(bb.emit(relax.op.matmul(bb.emit(dequantize(x, s, z)), wd)), s, z, out_dtype="int8"))
+            y = bb.emit(reshape(y, (1, c, h, w)))
+            if not flatten_output:
+                wd = bb.emit(dequantize(relax.const(wc), relax.const(np.float32(0.01)), relax.const(np.int8(0))))
+                y = bb.emit(conv2d(bb.emit(dequantize(y, s, z)), wd, padding=1, data_layout="NCHW", kernel_layout="OIHW"))
+                y = bb.emit(quantize(y, relax.const(np.float32(0.1)), relax.const(np.int8(2)), out_dtype="int8"))
+            gv = bb.emit_output(y)
+        bb.emit_func_output(gv)
+    return bb.get()
+
+
+def test_nchw_unflatten_after_an_fc_takes_its_features_in_byte_order():
+    """A decoder's Linear -> view(1, C, H, W) in NCHW: the fully connected layer computes its
+    output features (weights, bias, per-channel scales) in HWC order, the reshape is a view,
+    and the conv after it reads the map as TVM's CPU build does."""
+    mod = _fc_unflatten_conv()
+    part = partition_for_npu(mod)
+    assert len(npu_functions(part)) == 1 and "R.reshape" not in part["main"].script()
+    got, cpu = _golden_and_cpu(mod, part, (1, 12))
+    assert got.shape == cpu.shape == (1, 6, 4, 5)
+    assert np.abs(got - cpu).max() <= 1
+    functional = npu_byoc.build(part, "functional").run([np.random.default_rng(6).integers(-128, 128, (1, 12), dtype=np.int8)])[0]
+    assert np.array_equal(functional.astype(int), got)  # the C model on the same plan
+
+
+def test_nchw_unflatten_as_the_model_output_keeps_the_model_order():
+    """An unflatten that is the model's output: the fully connected layer writes the output
+    region in the model's order (no NPU reader wants HWC), and the reshape is its view."""
+    mod = _fc_unflatten_conv(flatten_output=True)
+    part = partition_for_npu(mod)
+    assert len(npu_functions(part)) == 1 and "R.reshape" not in part["main"].script()
+    got, cpu = _golden_and_cpu(mod, part, (1, 12))
+    assert got.shape == (1, 3, 4, 5) and np.abs(got - cpu).max() <= 1
 
 
 def _qdq_pad_conv(pad_scale: float):
@@ -348,3 +406,38 @@ def test_pad_that_would_change_a_maximum_keeps_its_fill(kw):
     assert "R.nn.pad" in part["main"].script(), "the pad stays on the CPU"
     reasons = [d.reason for d in _decisions(mod) if not d.accepted]
     assert any("PAD fill -13 before max_pool2d" in (r or "") for r in reasons), reasons
+
+
+# ----------------------------------------------------------------- NCHW flatten / unflatten
+def test_onnx_flatten_gemm_unflatten_is_one_partition_at_onnxruntime():
+    """flatten_fc_qdq.onnx (onnxruntime's QDQ quantizer, NCHW): Flatten -> Gemm, Gemm ->
+    Reshape [1, 3, 4, 4] -> Conv, and Flatten -> Gemm again. Every op on the NPU in one
+    partition; golden and the C model equal, within 1 LSB of onnxruntime (QDQ in float); the
+    RTL co-simulation equals golden on every layer."""
+    from npu_byoc.runtime.cosim import cosim
+
+    name = "flatten_fc_qdq.onnx"
+    report = _coverage(name)
+    assert [o.pattern for o in report.ops if o.op in ("Flatten", "Reshape")] == ["npu.reshape"] * 3
+    assert report.summary["ops_offloaded"] == report.summary["ops_total"] and report.summary["partitions"] == 1
+    ref = reference(name)
+    scale = _output_scale(name)
+    mod = npu_byoc.load_model(model_path(name))
+    golden, functional = npu_byoc.build(mod, "golden"), npu_byoc.build(mod, "functional")
+    for x, y in zip(ref["inputs"], ref["outputs"]):
+        got = golden.run(x)[0]
+        assert np.array_equal(got, functional.run(x)[0])
+        assert np.abs(got.astype(np.float64) - y[0]).max() / scale <= 1 + 1e-5
+    rep = cosim(model_path(name), ref["inputs"][0], ref["outputs"][0])
+    assert rep.summary["max_diff_golden"] == 0 and rep.summary["cycle_model_exact"]
+    assert all(layer.max_diff_tvm is not None and layer.max_diff_tvm <= 1 for layer in rep.layers)  # in model order
+    from npu_byoc.runtime.compare import compare
+
+    rows = compare(mod, ref["inputs"][0], ref["outputs"][0]).layers
+    assert [r.layer for r in rows] == ["conv1", "pool1", "fc1", "conv2", "fc2"] and all(r.golden_vs_cpu.max_lsb <= 1 for r in rows)
+
+
+def _output_scale(name: str) -> float:
+    import json
+
+    return json.loads(str(np.load(model_path(name).with_suffix(".npz"))["meta"]))["outputs"][0]["scale"]

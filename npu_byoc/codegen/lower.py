@@ -10,7 +10,7 @@ the scratch region, NHWC.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import tvm
@@ -65,10 +65,23 @@ class PartitionPlan:
     # The copies a concatenation adds (an input copied or rescaled into its channel slice), as
     # (index into ops, the concatenation's input): NPU work no composite stands for.
     copy_ops: tuple[tuple[int, int], ...] = ()
+    # Ops whose output features are stored in another order than the model lists them (a fully
+    # connected layer feeding an NCHW unflatten computes them in HWC order), as (index into ops,
+    # the model index of each stored feature). Never a partition output.
+    feature_orders: tuple[tuple[int, np.ndarray], ...] = ()
 
     @property
     def macs(self) -> int:
         return sum(op.macs for op in self.ops)
+
+    def model_order(self, op: NpuOp, value: np.ndarray) -> np.ndarray:
+        """``op``'s output value (as the NPU stores it) with its features in the model's order."""
+        order = next((o for k, o in self.feature_orders if self.ops[k] is op), None)
+        if order is None:
+            return value
+        features = np.empty(value.size, value.dtype)
+        features[order] = value.reshape(-1)
+        return features.reshape(value.shape)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,6 +352,58 @@ def _constant_operand(name: str, op: QOp, layout: str, blob: bytearray) -> Tenso
     return TensorRef(f"{name}/constant", int(Region.CONST), offset, hwc(op.input_b.shape, layout), layout)
 
 
+def _hwc_order(c: int, h: int, w: int) -> np.ndarray:
+    """The CHW (model) index of each feature of an NHWC-stored [H, W, C] map, in byte order."""
+    return np.arange(c * h * w).reshape(c, h, w).transpose(1, 2, 0).ravel()
+
+
+def _flatten_dims(op: QReshape, model_layout: str) -> tuple[int, int, int] | None:
+    """(C, H, W) if ``op`` flattens an NCHW feature map whose bytes the NPU stores reordered
+    ([N, C, H, W] -> [N, C*H*W]), or unflattens features into one; None otherwise."""
+    if model_layout != "NCHW":
+        return None
+    a, b = (op.input.shape, op.output.shape) if len(op.input.shape) == 4 else (op.output.shape, op.input.shape)
+    if len(a) != 4 or len(b) != 2 or _order_free(a) or a[0] != b[0] or b[1] != a[1] * a[2] * a[3]:
+        return None
+    return int(a[1]), int(a[2]), int(a[3])
+
+
+def _fc_output_order(extracted: list, local_funcs: dict, output_region: dict, concat_slots, model_layout: str) -> dict:
+    """Fully connected layers whose features only an NCHW unflatten reads (a decoder's
+    Linear -> view(N, C, H, W)): var -> the model index of each output feature in NHWC byte
+    order. The layer computes its features in that order, so the reshape becomes a view."""
+    producers = {b.var: (b, q) for b, _, q in extracted}
+    readers: dict = {}
+    for b, _, q in extracted:
+        for a in b.value.args:
+            readers.setdefault(a, []).append((b, q))
+    out = {}
+    for b, _, q in extracted:
+        dims = _flatten_dims(q, model_layout) if type(q) is QReshape and len(q.output.shape) == 4 else None
+        if dims is None or b.var in output_region:
+            continue
+        (src,) = _operand_args(local_funcs[b.value.op], b.value, q)
+        fc = producers.get(src)
+        if (fc is not None and type(fc[1]) is QFullyConnected and len(readers.get(src, ())) == 1
+                and src not in output_region and src not in concat_slots):  # fmt: skip
+            out[src] = _hwc_order(*dims)
+    return out
+
+
+def _reordered_fc(op: QFullyConnected, inputs: np.ndarray | None, outputs: np.ndarray | None) -> QFullyConnected:
+    """The layer with its input features and/or output features taken in the given orders."""
+    weight = op.weight if inputs is None else op.weight[:, inputs]
+    if outputs is None:
+        return replace(op, weight=np.ascontiguousarray(weight))
+
+    def per_channel(a):
+        a = np.asarray(a)
+        return a[outputs] if a.ndim == 1 and a.shape[0] == op.out_features else a
+
+    return replace(op, weight=np.ascontiguousarray(weight[outputs]), bias=per_channel(op.bias),
+                   weight_scale=per_channel(op.weight_scale), weight_zero_point=per_channel(op.weight_zero_point))
+
+
 # Records that lower to no NPU op: their output is a view of an input (a TensorRef).
 VIEWS: dict[type, Callable[[QOp, list[TensorRef], tuple[int, int, int], str], TensorRef]] = {
     QReshape: _view_reshape,
@@ -509,9 +574,20 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         placed[var] = ref
         return ref
 
+    # An NCHW model's flatten before a classifier (and unflatten after a decoder's Linear) reads
+    # its features in CHW order; the NPU stores maps HWC. The fully connected layer on the other
+    # side takes its features in HWC order instead, so the reshape stays a view.
+    fc_outputs = _fc_output_order(extracted, local_funcs, output_region, concat.slots, model_layout)
+    fc_inputs: dict = {}  # a flatten's var -> the model index of each feature in byte order
+    readers: dict = {}
+    for b, _, q in extracted:
+        for a in b.value.args:
+            readers.setdefault(a, []).append(q)
+
     ops: list[NpuOp] = []
     layers = []
     copy_ops: list[tuple[int, int]] = []
+    feature_orders: list[tuple[int, np.ndarray]] = []
     for b, layer, qop in extracted:
         layout = _layout_of(qop, model_layout)
         shape = shape_of(b.var)
@@ -531,11 +607,24 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
                     layers.append(layer)
                 continue
             if type(qop) in VIEWS:
-                ifms = [refs[a] for a in _operand_args(local_funcs[b.value.op], b.value, qop)]
-                refs[b.var] = VIEWS[type(qop)](qop, ifms, hwc_shape, model_layout)
+                args = _operand_args(local_funcs[b.value.op], b.value, qop)
+                ifms = [refs[a] for a in args]
+                dims = _flatten_dims(qop, model_layout)
+                if dims and len(qop.input.shape) == 4 and _flattens_into_fc(b.var, ifms[0], readers, output_region):
+                    fc_inputs[b.var] = _hwc_order(*dims)
+                    refs[b.var] = view(ifms[0], hwc_shape)
+                elif dims and args[0] in fc_outputs:
+                    refs[b.var] = view(ifms[0], hwc_shape)
+                else:
+                    refs[b.var] = VIEWS[type(qop)](qop, ifms, hwc_shape, model_layout)
                 continue
             ofm = home(b.var)
-            ifms = [refs[a] for a in _operand_args(local_funcs[b.value.op], b.value, qop)]
+            args = _operand_args(local_funcs[b.value.op], b.value, qop)
+            ifms = [refs[a] for a in args]
+            if type(qop) is QFullyConnected and (args[0] in fc_inputs or b.var in fc_outputs):
+                qop = _reordered_fc(qop, fc_inputs.get(args[0]), fc_outputs.get(b.var))
+                if b.var in fc_outputs:
+                    feature_orders.append((len(ops), fc_outputs[b.var]))
             if getattr(qop, "constant", None) is not None:
                 ifms.append(_constant_operand(layer, qop, model_layout, constants))
             op = LOWERINGS[type(qop)](layer, qop, ifms, ofm)
@@ -553,7 +642,16 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         if v not in refs or refs[v].region != output_region.get(v):
             raise LoweringError(f"{name}: output {k} is not produced by an NPU operation")
         outputs.append(IoTensor(f"output_{k}", shape_of(v), dtype_of(v), refs[v]))
-    return PartitionPlan(name, inputs, outputs, ops, scratch, layers, batch, bytes(constants), tuple(copy_ops))
+    return PartitionPlan(name, inputs, outputs, ops, scratch, layers, batch, bytes(constants), tuple(copy_ops),
+                         tuple(feature_orders))
+
+
+def _flattens_into_fc(var, src: TensorRef, readers: dict, output_region: dict) -> bool:
+    """A flatten of an NHWC-stored map read by fully connected layers only (their first
+    operand), and not a partition output: they can take its features in byte order."""
+    users = readers.get(var, ())
+    return (src.layout == "NHWC" and not src.is_slice and var not in output_region and bool(users)
+            and all(type(q) is QFullyConnected for q in users))  # fmt: skip
 
 
 def _operand_args(composite: relax.Function, call: relax.Call, qop: QOp) -> list:

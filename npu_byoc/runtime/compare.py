@@ -156,7 +156,7 @@ def compare(
         plan = golden.plans[partition]
         nchw = any(io.ref.layout == "NCHW" for io in plan.inputs + plan.outputs)
         ref = cpu_layers[root]
-        out = to_model(out, ref.dtype)  # the NPU's int8 bytes of a uint8 layer, flipped back
+        out = to_model(plan.model_order(op, out), ref.dtype)  # a uint8 layer's int8 bytes, flipped back
         report.layers.append(LayerRow(partition, op.name, op.kind, Diff.of(out.reshape(-1), _layer_flat(ref, nchw))))
     for k, (g, c) in enumerate(zip(golden_out, cpu_out)):
         row = OutputRow(k, Diff.of(g, c))

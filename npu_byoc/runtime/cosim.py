@@ -482,7 +482,7 @@ class _Cosim:
         model_values = []
         for k, call in enumerate(calls):
             shape = per_image_shape(call.shape, n_img)
-            images = [_to_model_shape(e, shape, nchw) for e in expected[k]]
+            images = [_to_model_shape(plan.model_order(plan.ops[k], e), shape, nchw) for e in expected[k]]
             value = np.concatenate(images).reshape(call.shape) if n_img > 1 else images[0]
             model_values.append(to_model(value, call.dtype))
         for n in range(n_img):
