@@ -20,7 +20,7 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from . import onnx_qop, validate
+from . import onnx_int4, onnx_qop, validate
 from .errors import ModelLoadError, UnsupportedModelError
 from .tvm_scopes import builders_closed_on_error
 
@@ -224,6 +224,7 @@ def _load_onnx(path: Path, data: bytes, input_shapes=None) -> tvm.IRModule:
         onnx.checker.check_model(model)
     except Exception as err:
         raise ModelLoadError(f"{path}: invalid ONNX model: {_first_line(err)}") from None
+    model = onnx_int4.widen(model)  # 4-bit weights TVM cannot read, as 8-bit ones
     # QOperator / integer ops TVM cannot import become QDQ / int32 graphs (npu_byoc/onnx_qop.py);
     # the compute node keeps the original name, and its op type is reported as the original's.
     rewritten = onnx_qop.rewrite(model, path)

@@ -1380,10 +1380,10 @@ def tiny_cnn_float_onnx(kmodel):
     return _float_onnx_model("tiny_cnn", nodes, inits, [1, 3, 32, 32], [1, 10])
 
 
-def _ort_quantize(fmodel, calib, quant_format: str, activation_type: str, path: Path):
-    """onnxruntime's quantize_static of ``fmodel`` (per-channel int8 weights, ``activation_type``
-    activations), calibrated on ``calib`` (the "input" batch, one sample at a time), saved to
-    ``path``."""
+def _ort_quantize(fmodel, calib, quant_format: str, activation_type: str, path: Path, weight_type: str = "QInt8"):
+    """onnxruntime's quantize_static of ``fmodel`` (per-channel ``weight_type`` weights,
+    ``activation_type`` activations), calibrated on ``calib`` (the "input" batch, one sample at
+    a time), saved to ``path``."""
     import onnx
     from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
 
@@ -1399,7 +1399,7 @@ def _ort_quantize(fmodel, calib, quant_format: str, activation_type: str, path: 
         onnx.save(fmodel, str(fpath))
         quantize_static(str(fpath), str(Path(td) / "q.onnx"), Reader(),
                         quant_format=QuantFormat[quant_format], per_channel=True,
-                        activation_type=QuantType[activation_type], weight_type=QuantType.QInt8)
+                        activation_type=QuantType[activation_type], weight_type=QuantType[weight_type])
         qmodel = onnx.load(str(Path(td) / "q.onnx"))
     qmodel.producer_name = "npu_byoc tools/make_models.py (onnxruntime.quantization)"
     onnx.save(qmodel, str(path))
@@ -1528,7 +1528,7 @@ def _build_tiny_cnn_onnx(out: Path, stem: str, activation_type: str, undilate: b
             "layout": "NCHW", "train_accuracy": round(acc, 4), **_common_meta(),
             "onnxruntime": onnxruntime.__version__,
             "quantize_static": {"quant_format": "QDQ", "per_channel": True,
-                                "activation_type": activation_type, "weight_type": "QInt8"},
+                                "activation_type": activation_type, "weight_type": weight_type},
             "outputs": out_q, "reference": ref, "versions": _versions()}
     arrays = {"input_0": x}
     for k, o in enumerate(outs):
@@ -1618,13 +1618,15 @@ def build_se_qdq(out: Path):
     return _int8_qdq_8x8(out, "se_qdq", se_float_onnx(), "squeeze-excite + swish")
 
 
-def _int8_qdq_8x8(out: Path, stem: str, fmodel, what: str) -> Path:
-    """``fmodel`` (an 8x8x3 NCHW input) quantized by onnxruntime in QDQ format with int8
-    activations, saved as ``stem``.onnx with onnxruntime's references."""
+def _int8_qdq_8x8(out: Path, stem: str, fmodel, what: str, activation_type: str = "QInt8",
+                  weight_type: str = "QInt8") -> Path:
+    """``fmodel`` (an 8x8x3 NCHW input) quantized by onnxruntime in QDQ format (int8 activations
+    and weights unless told), saved as ``stem``.onnx with onnxruntime's references."""
     calib = nhwc_batch(CALIB_SEEDS, 8, 8, 3).transpose(0, 3, 1, 2).copy()
     path = out / f"{stem}.onnx"
-    qmodel = _ort_quantize(fmodel, calib, "QDQ", "QInt8", path)
-    _ort_references(path, qmodel, f"{stem} ONNX QDQ {what} (tools/make_models.py)", (8, 8, 3), "QDQ", "QInt8")
+    qmodel = _ort_quantize(fmodel, calib, "QDQ", activation_type, path, weight_type)
+    _ort_references(path, qmodel, f"{stem} ONNX QDQ {what} (tools/make_models.py)", (8, 8, 3), "QDQ",
+                    activation_type, weight_type)
     return path
 
 
@@ -1658,7 +1660,86 @@ def build_convt_qdq(out: Path):
     return _int8_qdq_8x8(out, "convt_qdq", convt_float_onnx(), "ConvTranspose decoder")
 
 
-def _ort_references(path: Path, qmodel, description: str, hwc, quant_format: str, activation_type: str):
+def flatten_fc_float_onnx():
+    """A float NCHW model (opset 13) that flattens feature maps into Gemm layers and a Gemm's
+    features back into a map, as PyTorch exports ``x.flatten(1)`` / ``x.view(N, C, H, W)``:
+    Relu(Conv 3x3) -> MaxPool 2 -> Flatten -> Relu(Gemm 128 -> 48) -> Reshape [1, 3, 4, 4]
+    -> Relu(Conv 3x3) -> Flatten -> Gemm 64 -> 10."""
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(SEED)
+    inits = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in (
+        ("w1", rng.normal(0, 0.4, (8, 3, 3, 3))), ("b1", rng.normal(0, 0.1, 8)),
+        ("g1", rng.normal(0, 0.15, (48, 128))), ("c1", rng.normal(0, 0.1, 48)),
+        ("w2", rng.normal(0, 0.3, (4, 3, 3, 3))), ("b2", rng.normal(0, 0.1, 4)),
+        ("g2", rng.normal(0, 0.2, (64, 10))), ("c2", rng.normal(0, 0.1, 10)))]
+    inits.append(numpy_helper.from_array(np.array([1, 3, 4, 4], np.int64), "map_shape"))
+    nodes = [
+        helper.make_node("Conv", ["input", "w1", "b1"], ["x1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["x1"], ["r1"], name="relu1"),
+        helper.make_node("MaxPool", ["r1"], ["p1"], name="pool1", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Flatten", ["p1"], ["f1"], name="flatten1"),
+        helper.make_node("Gemm", ["f1", "g1", "c1"], ["h1"], name="fc1", transB=1),
+        helper.make_node("Relu", ["h1"], ["r2"], name="relu2"),
+        helper.make_node("Reshape", ["r2", "map_shape"], ["m2"], name="unflatten"),
+        helper.make_node("Conv", ["m2", "w2", "b2"], ["x2"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["x2"], ["r3"], name="relu3"),
+        helper.make_node("Flatten", ["r3"], ["f2"], name="flatten2"),
+        helper.make_node("Gemm", ["f2", "g2", "c2"], ["output"], name="fc2"),
+    ]
+    return _float_onnx_model("flatten_fc", nodes, inits, [1, 3, 8, 8], [1, 10])
+
+
+def build_flatten_fc_qdq(out: Path):
+    """flatten_fc_qdq.onnx: the flatten/unflatten model quantized by onnxruntime in QDQ format
+    (int8 activations, per-channel int8 weights); references from onnxruntime, graph
+    optimizations disabled."""
+    return _int8_qdq_8x8(out, "flatten_fc_qdq", flatten_fc_float_onnx(), "Flatten/Gemm/Reshape")
+
+
+def build_int4_weights_qdq(out: Path):
+    """int4_weights_qdq.onnx: the flatten/Gemm model with onnxruntime's 4-bit weights (QInt4,
+    per-channel; int8 activations); its DequantizeLinear ops are com.microsoft's (opset 13)."""
+    return _int8_qdq_8x8(out, "int4_weights_qdq", flatten_fc_float_onnx(), "QInt4 weights", "QInt8", "QInt4")
+
+
+def build_uint4_weights_qdq(out: Path):
+    """uint4_weights_qdq.onnx: the same with QUInt4 weights (zero point 8) and uint8 activations."""
+    return _int8_qdq_8x8(out, "uint4_weights_qdq", flatten_fc_float_onnx(), "QUInt4 weights", "QUInt8", "QUInt4")
+
+
+def build_dynamic_quant(out: Path):
+    """dynamic_quant.onnx: the flatten/Gemm model through onnxruntime's quantize_dynamic
+    (DynamicQuantizeLinear -> ConvInteger / MatMulInteger, per-channel int8 weights): scales
+    computed at run time, so nothing for the NPU. References from onnxruntime (optimizations
+    disabled), float outputs."""
+    import onnx
+    import onnxruntime
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    path = out / "dynamic_quant.onnx"
+    with tempfile.TemporaryDirectory() as td:
+        fpath = Path(td) / "float.onnx"
+        onnx.save(flatten_fc_float_onnx(), str(fpath))
+        quantize_dynamic(str(fpath), str(Path(td) / "q.onnx"), per_channel=True, weight_type=QuantType.QInt8)
+        qmodel = onnx.load(str(Path(td) / "q.onnx"))
+    qmodel.producer_name = "npu_byoc tools/make_models.py (onnxruntime.quantization)"
+    onnx.save(qmodel, str(path))
+    ref = f"onnxruntime {onnxruntime.__version__} ORT_DISABLE_ALL"
+    x = nhwc_batch(REF_SEEDS, 8, 8, 3).transpose(0, 3, 1, 2).copy()
+    sess = _ort_session(str(path))
+    outs = np.concatenate([sess.run(["output"], {"input": x[i:i + 1]})[0] for i in range(len(x))])
+    meta = {"model": "dynamic_quant ONNX quantize_dynamic (tools/make_models.py)", "input_shape": [1, 3, 8, 8],
+            "layout": "NCHW", "weights_seed": SEED, "ref_seeds": REF_SEEDS, "input_range": [-1.0, 1.0],
+            "onnxruntime": onnxruntime.__version__,
+            "quantize_dynamic": {"per_channel": True, "weight_type": "QInt8"}, "reference": ref, "versions": _versions()}
+    save_npz(path.with_suffix(".npz"), {"input_0": x, "output_0": outs, "reference": np.array(ref),
+                                        "meta": np.array(json.dumps(meta, sort_keys=True))})
+    return path
+
+
+def _ort_references(path: Path, qmodel, description: str, hwc, quant_format: str, activation_type: str,
+                    weight_type: str = "QInt8"):
     """onnxruntime's outputs (graph optimizations disabled) on the REF_SEEDS inputs (NCHW) and
     the output's quantization, written to ``path``.npz with the model's meta."""
     import onnx
@@ -1677,7 +1758,7 @@ def _ort_references(path: Path, qmodel, description: str, hwc, quant_format: str
             "layout": "NCHW", "weights_seed": SEED, "calib_seeds": CALIB_SEEDS, "ref_seeds": REF_SEEDS,
             "input_range": [-1.0, 1.0], "onnxruntime": onnxruntime.__version__,
             "quantize_static": {"quant_format": quant_format, "per_channel": True,
-                                "activation_type": activation_type, "weight_type": "QInt8"},
+                                "activation_type": activation_type, "weight_type": weight_type},
             "outputs": [out_q], "reference": ref, "versions": _versions()}
     save_npz(path.with_suffix(".npz"), {"input_0": x, "output_0": outs, "reference": np.array(ref),
                                         "meta": np.array(json.dumps(meta, sort_keys=True))})
@@ -1956,6 +2037,10 @@ BUILDERS = {
     "op_softmax_beta_int8": build_softmax_beta_model,
     "se_qdq": build_se_qdq,
     "convt_qdq": build_convt_qdq,
+    "flatten_fc_qdq": build_flatten_fc_qdq,
+    "int4_weights_qdq": build_int4_weights_qdq,
+    "uint4_weights_qdq": build_uint4_weights_qdq,
+    "dynamic_quant": build_dynamic_quant,
 }
 MODELS = tuple(BUILDERS)
 
