@@ -178,7 +178,7 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
             for r in rejected.get(v, []):
                 if r not in reasons:
                     reasons.append(r)
-        reason = "; ".join(reasons) if reasons else _no_pattern_reason(op, bindings)
+        reason = _dynamic_reason(op, info) or ("; ".join(reasons) if reasons else _no_pattern_reason(op, bindings))
         ops.append(OpCoverage(op.index, op.name, op.op, False, None, reason, macs, producers))
 
     funcs = npu_functions(mod)
@@ -218,6 +218,20 @@ def _skip_qdq(producers, info: ModelInfo, qdq: set[int]) -> list[int]:
 
 
 _ANCHORS = {a: p.name for p in PATTERN_TABLE for a in p.anchor_ops}
+
+DYNAMIC_QUANTIZE = "DynamicQuantizeLinear"
+_STATIC = "the NPU's requantize needs them at compile time (quantize the model statically, e.g. onnxruntime's quantize_static)"
+
+
+def _dynamic_reason(op, info: ModelInfo) -> str | None:
+    """Dynamic quantization (onnxruntime's quantize_dynamic) computes activation scales and zero
+    points from each input at run time: say so instead of the conventions it does not match."""
+    if op.op == DYNAMIC_QUANTIZE:
+        return f"{DYNAMIC_QUANTIZE} computes a scale and zero point from each input at run time: {_STATIC}"
+    kinds = {o.index: o.op for o in info.ops}
+    if any(kinds.get(p) == DYNAMIC_QUANTIZE for p in op.producers):
+        return f"{op.op} reads a dynamically quantized input (scale and zero point computed at run time): {_STATIC}"
+    return None
 
 
 def _no_pattern_reason(op, bindings: dict) -> str:

@@ -1,0 +1,98 @@
+"""onnxruntime's quantizer beyond 8-bit static QDQ: 4-bit weights (QInt4 / QUInt4, which TVM's
+importer cannot read) and dynamic quantization (quantize_dynamic: nothing for the NPU, said
+so). Fixtures from tools/make_models.py with onnxruntime's outputs (optimizations disabled)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import numpy_helper
+
+import npu_byoc
+from npu_byoc import onnx_int4
+
+from .conftest import model_path, reference
+
+FOUR_BIT = ["int4_weights_qdq.onnx", "uint4_weights_qdq.onnx"]
+
+
+def _scale(name: str) -> float:
+    return json.loads(str(np.load(model_path(name).with_suffix(".npz"))["meta"]))["outputs"][0]["scale"]
+
+
+def _weights(model) -> dict:
+    """Each DequantizeLinear weight's integer values minus its zero point (the real value over
+    the scale), keyed by the node's output."""
+    inits = {t.name: numpy_helper.to_array(t).astype(np.int32) for t in model.graph.initializer}
+    out = {}
+    for n in model.graph.node:
+        if n.op_type == "DequantizeLinear" and n.input[0] in inits and len(n.input) > 2:
+            x, zp = inits[n.input[0]], inits[n.input[2]]
+            axis = next((a.i for a in n.attribute if a.name == "axis"), 1) % max(x.ndim, 1)
+            shape = [1] * x.ndim
+            if zp.ndim:
+                shape[axis] = zp.size
+            out[n.output[0]] = x - zp.reshape(shape)
+    return out
+
+
+@pytest.mark.parametrize("name", FOUR_BIT)
+def test_widening_keeps_every_weight_value(name):
+    model = onnx.load(model_path(name))
+    kinds = {t.data_type for t in model.graph.initializer}
+    assert kinds & {onnx_int4.INT4, onnx_int4.UINT4}
+    wide = onnx_int4.widen(model)
+    assert not {t.data_type for t in wide.graph.initializer} & {onnx_int4.INT4, onnx_int4.UINT4}
+    before, after = _weights(model), _weights(wide)
+    assert before.keys() == after.keys() and all(np.array_equal(before[k], after[k]) for k in before)
+    if "uint4" in name:  # QUInt4's zero point 8 becomes the symmetric int8 weight the NPU takes
+        zps = [numpy_helper.to_array(t) for t in wide.graph.initializer if t.name.endswith("zero_point__int8")]
+        assert zps and all(z.dtype == np.int8 and not z.any() for z in zps)
+
+
+@pytest.mark.parametrize("name", FOUR_BIT)
+def test_four_bit_weights_run_on_the_npu(name):
+    """Every op on the NPU in one partition. TVM's CPU build of the widened model equals
+    onnxruntime (which reads the 4-bit tensors itself) exactly; each NPU layer is within 1 LSB of
+    TVM's on the same input (fixed-point requantize against QDQ's float); the model output,
+    where those differences travel through five layers, within 2 LSB of onnxruntime."""
+    from npu_byoc.runtime.cosim import cosim
+
+    mod = npu_byoc.load_model(model_path(name))
+    report = npu_byoc.coverage_report(mod)
+    assert report.summary["ops_offloaded"] == report.summary["ops_total"] == 8
+    assert report.summary["partitions"] == 1
+    ref, scale = reference(name), _scale(name)
+    cpu, golden, functional = (npu_byoc.build(mod, b) for b in ("cpu", "golden", "functional"))
+    for x, y in zip(ref["inputs"], ref["outputs"]):
+        assert np.abs(cpu.run(x)[0].astype(np.float64) - y[0]).max() / scale <= 1e-5
+        got = golden.run(x)[0]
+        assert np.array_equal(got, functional.run(x)[0])
+        assert np.abs(got.astype(np.float64) - y[0]).max() / scale <= 2 + 1e-5
+    rep = cosim(model_path(name), ref["inputs"][0], ref["outputs"][0])
+    assert rep.summary["max_diff_golden"] == 0 and rep.summary["cycle_model_exact"]
+    assert all(layer.max_diff_tvm is not None and layer.max_diff_tvm <= 1 for layer in rep.layers)
+
+
+def test_dynamic_quantization_stays_on_the_cpu_with_its_reason():
+    """quantize_dynamic's scales come from each input at run time: the NPU takes nothing, the
+    report says why (not "no convention matched"), and the model runs on TVM's CPU build."""
+    name = "dynamic_quant.onnx"
+    mod = npu_byoc.load_model(model_path(name))
+    report = npu_byoc.coverage_report(mod)
+    assert report.summary["ops_offloaded"] == 0 and report.summary["partitions"] == 0
+    by_op = {}
+    for o in report.ops:
+        by_op.setdefault(o.op, []).append(o.reason)
+    assert all("at run time" in r and "quantize_static" in r for r in by_op["DynamicQuantizeLinear"])
+    assert all("dynamically quantized input" in r for r in by_op["MatMulInteger"] + by_op["ConvInteger"])
+    ref = reference(name)
+    model, cpu = npu_byoc.build(mod, "functional"), npu_byoc.build(mod, "cpu")
+    for x, y in zip(ref["inputs"], ref["outputs"]):
+        got = model.run(x)[0]
+        assert np.array_equal(got, cpu.run(x)[0])
+        # TVM's own DynamicQuantizeLinear against onnxruntime's: a quantization step apart at most
+        assert np.abs(got - y[0]).max() <= 0.03 * np.abs(y[0]).max()
