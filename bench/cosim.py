@@ -52,8 +52,8 @@ MAC_CLASSES = ["conv", "pointwise", "depthwise", "fc"]  # the first table's colu
 
 def sample(model: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
     data = np.load(FIXTURES / (Path(model).stem + ".npz"))
-    ins = sorted(k for k in data.files if k.startswith("input_"))
-    outs = sorted(k for k in data.files if k.startswith("output_"))
+    ins, outs = (sorted((k for k in data.files if k.startswith(p)), key=lambda k: int(k[len(p):]))
+                 for p in ("input_", "output_"))  # input_2 before input_10
     return [data[k][0:1] for k in ins], [data[k][0:1] for k in outs]
 
 

@@ -104,7 +104,8 @@ def run_ours(model: Path, dma_bytes: int, overlap: int = 0, queue: int | None = 
     extra = {} if queue is None else {"dma_queue_depth": queue}
     hw = configure(dma_bytes_per_cycle=dma_bytes, dma_overlap=overlap, **extra)
     ref = np.load(FIXTURES / (model.stem + ".npz"))
-    inputs = [ref[k][0:1] for k in sorted(k for k in ref.files if k.startswith("input_"))]
+    names = sorted((k for k in ref.files if k.startswith("input_")), key=lambda k: int(k[len("input_"):]))
+    inputs = [ref[k][0:1] for k in names]
     return cosim(model, inputs, hw=hw)
 
 

@@ -36,8 +36,10 @@ def reference(name: str) -> dict:
     model-shaped array per sample: {"inputs": [[x0], [x1], ...], "outputs": [[y0], ...]}."""
     data = np.load(MODELS / (Path(name).stem + ".npz"))
     n = data["input_0"].shape[0]
-    ins = sorted(k for k in data.files if k.startswith("input_"))
-    outs = sorted(k for k in data.files if k.startswith("output_"))
+    def numbered(prefix: str) -> list[str]:  # input_2 before input_10
+        return sorted((k for k in data.files if k.startswith(prefix)), key=lambda k: int(k[len(prefix):]))
+
+    ins, outs = numbered("input_"), numbered("output_")
     return {
         "inputs": [[data[k][i : i + 1] for k in ins] for i in range(n)],
         "outputs": [[data[k][i : i + 1] for k in outs] for i in range(n)],
