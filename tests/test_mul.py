@@ -208,3 +208,23 @@ def test_onnx_qdq_rtl_equals_the_golden_model(se_outputs):
     model = npu_byoc.build(npu_byoc.load_model(model_path(SE_QDQ)), "verilator")
     for k, inputs in enumerate(reference(SE_QDQ)["inputs"]):
         np.testing.assert_array_equal(model.run(inputs)[0], se_outputs["golden"][k], err_msg=f"sample {k}")
+
+
+@pytest.mark.parametrize("op", ["multiply", "add"])
+def test_nchw_channel_gate_alone_in_its_partition(op):
+    """A partition holding only a [1, C, 1, 1] × [1, C, H, W] MUL (or ADD) has no spatial op to
+    tell its layout: the broadcast says NCHW. It used to be refused at lowering (read as NHWC);
+    now it runs, within 1 LSB of TVM's float QDQ build, with golden == the C model."""
+    from npu_byoc.patterns import npu_functions, partition_for_npu
+
+    from .relax_builders import qdq_add
+
+    mod = qdq_add(shape=(1, 16, 5, 7), b_shape=(1, 16, 1, 1), op=op)
+    part = partition_for_npu(mod)
+    assert len(npu_functions(part)) == 1
+    rng = np.random.default_rng(3)
+    x = [rng.integers(-128, 128, (1, 16, 5, 7), dtype=np.int8), rng.integers(-128, 128, (1, 16, 1, 1), dtype=np.int8)]
+    got = npu_byoc.build(part, "golden").run(x)[0]
+    assert np.array_equal(got, npu_byoc.build(part, "functional").run(x)[0])
+    cpu = npu_byoc.build(mod, "cpu").run(x)[0]
+    assert np.abs(got.astype(int) - cpu.astype(int)).max() <= 1

@@ -524,7 +524,10 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
             raise LoweringError(f"{name}: layer '{layer}' ({composite.attrs['Composite']}): {err}", layer=layer,
                                 reason=str(err)) from None  # fmt: skip
         extracted.append((b, layer, qop))
-    model_layout = next((q.layout for _, _, q in extracted if hasattr(q, "layout")), "NHWC")
+    # The spatial ops give the layout; a partition of elementwise ops only takes the one a channel
+    # vector broadcast implies ([1, C, 1, 1]: NCHW), else NHWC (the same bytes for the rest).
+    model_layout = next((q.layout for _, _, q in extracted if hasattr(q, "layout")), None) or next(
+        (lay for _, _, q in extracted if hasattr(q, "input_b") and (lay := limits.binary_layout(q)) != "NHWC"), "NHWC")
     for b, _, qop in extracted:
         for a in b.value.args:
             if a in params:
