@@ -20,7 +20,7 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from . import onnx_int4, onnx_qop, validate
+from . import onnx_converters, onnx_int4, onnx_qop, validate
 from .errors import ModelLoadError, UnsupportedModelError
 from .tvm_scopes import builders_closed_on_error
 
@@ -242,7 +242,8 @@ def _load_onnx(path: Path, data: bytes, input_shapes=None) -> tvm.IRModule:
 
     class RecordingImporter(onnx_frontend.ONNXGraphImporter):
         def _convert_operator(self, op_name, inputs, attrs, opset):
-            ret = super()._convert_operator(op_name, inputs, attrs, opset)
+            ret = onnx_converters.convert(self, op_name, inputs, attrs, opset)
+            ret = super()._convert_operator(op_name, inputs, attrs, opset) if ret is None else self.bb.normalize(ret)
             name = attrs["tvm_custom"]["name"]
             if name not in rewritten.helpers:  # owned by the rewritten op they serve
                 records.append((name, rewritten.origin.get(name, op_name), ret))

@@ -283,6 +283,12 @@ def _hard_swish_onnx(x, p=None):
     return (x * h).astype(np.float32)
 
 
+def _hard_sigmoid_onnx(x, p):
+    # onnxruntime HardSigmoid: max(0, min(1, alpha · x + beta)) in float32.
+    y = np.float32(p["alpha"]) * x.astype(np.float32) + np.float32(p["beta"])
+    return np.clip(y.astype(np.float32), np.float32(0), np.float32(1))
+
+
 def _elu_onnx(x, p):
     # onnxruntime Elu: x >= 0 ? x : alpha · (exp(x) − 1), float32.
     e = np.exp(x.astype(np.float64)).astype(np.float32) - np.float32(1)
@@ -379,6 +385,24 @@ def _hard_swish_constants(body, bindings, tail) -> dict:
     add = resolve(clip.args[0], bindings)
     _expect("hard_swish offset", _scalar(add.args[1], bindings), 3.0)
     return {}
+
+
+def _hard_sigmoid_constants(body, bindings, tail) -> dict:
+    """clip(add(multiply(alpha, x), beta), 0, 1): TVM's import of ONNX HardSigmoid. The clip is
+    the match's float activation (``tail``), which also clamps the table."""
+    clip = tail.float_act
+    if op_name(clip) != "relax.clip":
+        raise NotThisFunction("no clip(0, 1) after alpha·x + beta")
+    _expect("hard_sigmoid clip min", float(prim_value(clip.args[1])), 0.0)
+    _expect("hard_sigmoid clip max", float(prim_value(clip.args[2])), 1.0)
+    add = resolve(body, bindings)
+    mul = resolve(add.args[0], bindings)
+    alpha = _scalar(mul.args[0], bindings)
+    alpha = _scalar(mul.args[1], bindings) if alpha is None else alpha
+    beta = _scalar(add.args[1], bindings)
+    if alpha is None or beta is None:
+        raise NotThisFunction("hard_sigmoid alpha or beta is not a constant")
+    return {"alpha": alpha, "beta": beta}
 
 
 def _elu_alpha(body, bindings, tail) -> dict:
@@ -504,6 +528,16 @@ FUNCTIONS: dict[str, LutFunction] = {
             tables={"tflite": _tflite_hard_swish, "onnx": onnx_float(_hard_swish_onnx)},
             params=_hard_swish_constants,
             checks=(hard_swish_exponent,),
+        ),
+        LutFunction(
+            name="hard_sigmoid",
+            summary="int8 hard sigmoid max(0, min(1, alpha·x + beta)) (ONNX HardSigmoid) through a lookup table",
+            ops={"tflite": "HARD_SIGMOID", "onnx": "HardSigmoid"},
+            forms=(Form("onnx", "ONNX QDQ", lambda x: is_op("relax.clip")(
+                is_op("relax.add")(is_op("relax.multiply")(wildcard(), x()), wildcard()), wildcard(), wildcard()),
+                "dequantize(x) → clip(add(multiply(alpha, x), beta), 0, 1)"),),
+            tables={"onnx": onnx_float(_hard_sigmoid_onnx)},
+            params=_hard_sigmoid_constants,
         ),
         LutFunction(
             name="leaky_relu",

@@ -157,12 +157,13 @@ FORMULAS = {
     "Clip": lambda x, a: np.clip(x, a["min"], a["max"]),
     "Elu": lambda x, a: np.where(x >= 0, x, _f32(a["alpha"]) * (_f32(np.exp(x.astype(np.float64))) - 1)),
     "Identity": lambda x, a: x,
+    "HardSigmoid": lambda x, a: np.clip(_f32(a["alpha"]) * x + _f32(a["beta"]), _f32(0), _f32(1)),
 }
 NPU_OF = {"Sigmoid": "npu.sigmoid", "Tanh": "npu.tanh", "HardSwish": "npu.hard_swish",
           "LeakyRelu": "npu.leaky_relu", "Abs": "npu.abs", "Exp": "npu.exp", "Relu": "npu.relu",
-          "Clip": None, "Elu": "npu.elu", "Identity": "npu.requantize"}
-# TVM's ONNX frontend writes Clip with min/max inputs (opset >= 11) as call_tir maximum/minimum
-# kernels, no Relax clip: it stays on the CPU (its float clip then quantize).
+          "Clip": "npu.relu", "Elu": "npu.elu", "Identity": "npu.requantize", "HardSigmoid": "npu.hard_sigmoid"}
+# TVM's ONNX frontend writes Clip (opset >= 11) as call_tir maximum/minimum kernels; the import
+# makes it a Relax clip (npu_byoc.onnx_converters), so it runs as a standalone RELU6.
 
 
 def _qdq_meta():
@@ -191,7 +192,7 @@ def _lsb(values: np.ndarray, k: int) -> np.ndarray:
 def test_qdq_every_branch_is_offloaded():
     mod = npu_byoc.partition_for_npu(_load(QDQ))
     names = sorted(n for f in npu_functions(mod).values() for n, _ in composite_functions(f))
-    assert names == sorted(n for n in NPU_OF.values() if n)
+    assert names == sorted(NPU_OF.values())
     for f in npu_functions(mod).values():
         for _, c in composite_functions(f):
             assert extract_composite(c).numerics == "onnx"

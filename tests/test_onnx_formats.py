@@ -1,6 +1,7 @@
-"""onnxruntime's quantizer beyond 8-bit static QDQ: 4-bit weights (QInt4 / QUInt4, which TVM's
-importer cannot read) and dynamic quantization (quantize_dynamic: nothing for the NPU, said
-so). Fixtures from tools/make_models.py with onnxruntime's outputs (optimizations disabled)."""
+"""ONNX models beyond the textbook QDQ CNN: 4-bit weights (QInt4 / QUInt4, which TVM's importer
+cannot read), dynamic quantization (quantize_dynamic: nothing for the NPU, said so), and the
+operators TVM imports as TIR kernels (Pad, Clip). Fixtures from tools/make_models.py with
+onnxruntime's outputs (optimizations disabled)."""
 
 from __future__ import annotations
 
@@ -96,3 +97,29 @@ def test_dynamic_quantization_stays_on_the_cpu_with_its_reason():
         assert np.array_equal(got, cpu.run(x)[0])
         # TVM's own DynamicQuantizeLinear against onnxruntime's: a quantization step apart at most
         assert np.abs(got - y[0]).max() <= 0.03 * np.abs(y[0]).max()
+
+
+def test_onnx_pad_and_hard_sigmoid_run_on_the_npu():
+    """onnx_glue_qdq.onnx: TVM's importer writes ONNX Pad as a TIR kernel no pattern reads; the
+    import makes it relax.nn.pad (npu_byoc.onnx_converters), so tf2onnx's bottom/right SAME pad
+    folds into the stride-2 depthwise conv, and HardSigmoid is a LUT op: every op on the NPU in
+    one partition. TVM's CPU build of the same import equals onnxruntime exactly; the NPU is
+    within 1 LSB (fixed-point requantize), golden == C model == RTL."""
+    from npu_byoc.runtime.cosim import cosim
+
+    name = "onnx_glue_qdq.onnx"
+    mod = npu_byoc.load_model(model_path(name))
+    report = npu_byoc.coverage_report(mod)
+    by_op = {o.op: o for o in report.ops}
+    assert by_op["Pad"].offloaded and by_op["Pad"].pattern == "npu.depthwise_conv2d"
+    assert by_op["HardSigmoid"].pattern == "npu.hard_sigmoid"
+    assert report.summary["ops_offloaded"] == report.summary["ops_total"] and report.summary["partitions"] == 1
+    ref, scale = reference(name), _scale(name)
+    cpu, golden, functional = (npu_byoc.build(mod, b) for b in ("cpu", "golden", "functional"))
+    for x, y in zip(ref["inputs"], ref["outputs"]):
+        assert np.abs(cpu.run(x)[0].astype(np.float64) - y[0]).max() / scale <= 1e-5
+        got = golden.run(x)[0]
+        assert np.array_equal(got, functional.run(x)[0])
+        assert np.abs(got.astype(np.float64) - y[0]).max() / scale <= 1 + 1e-5
+    rep = cosim(model_path(name), ref["inputs"][0], ref["outputs"][0])
+    assert rep.summary["max_diff_golden"] == 0 and rep.summary["cycle_model_exact"]

@@ -1697,6 +1697,39 @@ def build_flatten_fc_qdq(out: Path):
     return _int8_qdq_8x8(out, "flatten_fc_qdq", flatten_fc_float_onnx(), "Flatten/Gemm/Reshape")
 
 
+def onnx_glue_float_onnx():
+    """A float NCHW model (opset 13) with the ONNX operators TVM's importer writes as TIR
+    kernels: Relu(Conv 3x3) -> Conv 1x1 -> Add (residual) -> Clip(0, 6) -> Pad bottom/right
+    (tf2onnx's SAME for stride 2) -> depthwise Conv 3x3 stride 2 -> x · HardSigmoid(x)."""
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(SEED)
+    inits = [numpy_helper.from_array(a.astype(np.float32), n) for n, a in (
+        ("w1", rng.normal(0, 0.4, (8, 3, 3, 3))), ("b1", rng.normal(0, 0.1, 8)),
+        ("w2", rng.normal(0, 0.3, (8, 8, 1, 1))), ("b2", rng.normal(0, 0.1, 8)),
+        ("w3", rng.normal(0, 0.4, (8, 1, 3, 3))), ("b3", rng.normal(0, 0.1, 8)))]
+    inits += [numpy_helper.from_array(np.array(v, np.float32), n) for n, v in (("lo", 0.0), ("hi", 6.0))]
+    inits.append(numpy_helper.from_array(np.array([0, 0, 0, 0, 0, 0, 1, 1], np.int64), "pads"))
+    nodes = [
+        helper.make_node("Conv", ["input", "w1", "b1"], ["x1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["x1"], ["r1"], name="relu1"),
+        helper.make_node("Conv", ["r1", "w2", "b2"], ["x2"], name="conv2"),
+        helper.make_node("Add", ["x2", "r1"], ["a2"], name="add"),
+        helper.make_node("Clip", ["a2", "lo", "hi"], ["c2"], name="relu6"),
+        helper.make_node("Pad", ["c2", "pads"], ["p2"], name="pad", mode="constant"),
+        helper.make_node("Conv", ["p2", "w3", "b3"], ["x3"], name="dwconv", group=8, strides=[2, 2]),
+        helper.make_node("HardSigmoid", ["x3"], ["g3"], name="hardsigmoid", alpha=0.2, beta=0.5),
+        helper.make_node("Mul", ["x3", "g3"], ["output"], name="gate"),
+    ]
+    return _float_onnx_model("onnx_glue", nodes, inits, [1, 3, 8, 8], [1, 8, 4, 4])
+
+
+def build_onnx_glue_qdq(out: Path):
+    """onnx_glue_qdq.onnx: onnxruntime's QDQ quantization of the Pad / Clip / HardSigmoid
+    model (int8 activations, per-channel int8 weights)."""
+    return _int8_qdq_8x8(out, "onnx_glue_qdq", onnx_glue_float_onnx(), "Pad / Clip / HardSigmoid")
+
+
 def build_int4_weights_qdq(out: Path):
     """int4_weights_qdq.onnx: the flatten/Gemm model with onnxruntime's 4-bit weights (QInt4,
     per-channel; int8 activations); its DequantizeLinear ops are com.microsoft's (opset 13)."""
@@ -1931,6 +1964,7 @@ LUT_QDQ_BRANCHES = (
     ("Clip", {"min": 0.0, "max": 6.0}, 6.0 / 255, -128),
     ("Elu", {"alpha": 1.0}, 0.03, -90),
     ("Identity", {}, 0.08, 10),  # DequantizeLinear -> QuantizeLinear: a requantize
+    ("HardSigmoid", {"alpha": 1.0 / 6, "beta": 0.5}, 1.0 / 255, -128),  # PyTorch's hardsigmoid
 )
 
 
@@ -2041,6 +2075,7 @@ BUILDERS = {
     "int4_weights_qdq": build_int4_weights_qdq,
     "uint4_weights_qdq": build_uint4_weights_qdq,
     "dynamic_quant": build_dynamic_quant,
+    "onnx_glue_qdq": build_onnx_glue_qdq,
 }
 MODELS = tuple(BUILDERS)
 
