@@ -156,6 +156,7 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
             for v in d.vars:
                 rejected.setdefault(v, []).append(f"{d.pattern}: {d.reason}")
 
+    accepted_layer = {d.layer: d for d in log if d.accepted and d.layer}
     bindings = _bindings_by_name(mod)
     macs_of_binding = {name: macs_of(value) for name, value in bindings.items()}
     qdq = {o.index for o in info.ops if o.qdq}
@@ -168,6 +169,10 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
             ops.append(OpCoverage(op.index, op.name, op.op, False, None, "constant: computed at import, no run-time work", 0, producers))
             continue
         decision = next((accepted[v] for v in op.vars if v in accepted), None)
+        if decision is None and not any(v in rejected for v in op.vars):
+            # an op the partitioner canonicalised away (a Split became one slice per output):
+            # its matches carry its name as their layer
+            decision = accepted_layer.get(op.name)
         macs = sum(macs_of_binding.get(v, 0) for v in op.vars)
         if decision is not None:
             ops.append(OpCoverage(op.index, op.name, op.op, True, decision.pattern, None, macs, producers,

@@ -89,8 +89,70 @@ def copies_reason(g: PixelGather) -> str | None:
     return None
 
 
-def decompose(index: np.ndarray, in_shape) -> PixelGather:
-    """The pixel gather of ``index`` when the NPU can copy it; ValueError says why not."""
+def nhwc_index(index: np.ndarray, in_shape, layout: str) -> tuple[np.ndarray, tuple[int, ...]]:
+    """A gather laid out ``layout`` as the NHWC one: (its index map, the input's shape), with
+    NCHW flat input elements renumbered NHWC and the output positions in (N, H, W, C) order."""
+    if layout == "NHWC" or len(in_shape) != 4 or index.ndim != 4:
+        return index, tuple(in_shape)
+    n, c, h, w = (int(d) for d in in_shape)
+    nn, rest = np.divmod(index, c * h * w)
+    ch, rest = np.divmod(rest, h * w)
+    row, col = np.divmod(rest, w)
+    return (((nn * h + row) * w + col) * c + ch).transpose(0, 2, 3, 1), (n, h, w, c)
+
+
+def nearest_index(in_len: int, out_len: int, mode: str, rounding: str) -> np.ndarray:
+    """The input position each output position of a nearest-neighbour resize reads along one
+    axis, as TVM's ``image.resize2d`` computes it (its float32 coordinate transform and rounding
+    rule, ONNX Resize's definitions); ValueError for a mode it does not define here."""
+    o = np.arange(out_len, dtype=np.float32)
+    scale = np.float32(in_len) / np.float32(out_len)
+    if mode == "half_pixel" or (mode == "pytorch_half_pixel" and out_len > 1):
+        x = (o + np.float32(0.5)) * scale - np.float32(0.5)
+    elif mode == "pytorch_half_pixel":
+        x = np.zeros_like(o)
+    elif mode == "align_corners":
+        x = np.float32(in_len - 1) / np.float32(max(out_len - 1, 1)) * o
+    elif mode == "asymmetric":
+        x = scale * o
+    elif mode == "tf_half_pixel_for_nn":
+        x = (o + np.float32(0.5)) * scale
+    else:
+        raise ValueError(f"nearest resize with {mode} coordinates: not a copy of input pixels")
+    rounding = rounding or ("round" if mode == "align_corners" else "floor")
+    eps = np.float32(1e-5)
+    pick = {"round": np.rint,  # TVM's round is LLVM's nearbyint: ties to even
+            "round_prefer_floor": lambda v: np.ceil(v - np.float32(0.5)),
+            "round_prefer_ceil": lambda v: np.floor(v + np.float32(0.5)),
+            "floor": lambda v: np.floor(v + eps), "ceil": lambda v: np.ceil(v - eps)}  # fmt: skip
+    if rounding not in pick:
+        raise ValueError(f"nearest resize with {rounding} rounding: unknown rule")
+    return np.clip(pick[rounding](x.astype(np.float32)).astype(np.int64), 0, in_len - 1)
+
+
+def resize_index(in_shape, out_shape, layout: str, mode: str, rounding: str) -> np.ndarray:
+    """The flat input element each output element of a nearest resize copies (model layout)."""
+    n, c, h, w = in_shape if layout == "NCHW" else (in_shape[0], in_shape[3], in_shape[1], in_shape[2])
+    oh, ow = (out_shape[2], out_shape[3]) if layout == "NCHW" else (out_shape[1], out_shape[2])
+    rows, cols = nearest_index(h, oh, mode, rounding), nearest_index(w, ow, mode, rounding)
+    nn, ch = np.arange(n)[:, None, None, None], np.arange(c)[:, None, None]
+    if layout == "NCHW":
+        return ((nn * c + ch) * h + rows[:, None]) * w + cols[None, :]
+    return ((nn * h + rows[None, :, None, None]) * w + cols[None, None, :, None]) * c + np.arange(c)
+
+
+def slice_index(in_shape, axes, begin, end, strides) -> np.ndarray:
+    """The flat input element each output element of a strided slice copies."""
+    cut = [slice(None)] * len(in_shape)
+    for a, b, e, s in zip(axes, begin, end, strides):
+        cut[a] = slice(b, e, s)
+    return np.arange(int(np.prod(in_shape)), dtype=np.int64).reshape(in_shape)[tuple(cut)]
+
+
+def decompose(index: np.ndarray, in_shape, layout: str = "NHWC") -> PixelGather:
+    """The pixel gather of ``index`` (laid out ``layout``) when the NPU can copy it; ValueError
+    says why not."""
+    index, in_shape = nhwc_index(index, in_shape, layout)
     g = pixel_gather(index, in_shape)
     reason = g if isinstance(g, str) else copies_reason(g)
     if reason:
@@ -98,5 +160,5 @@ def decompose(index: np.ndarray, in_shape) -> PixelGather:
     return g
 
 
-__all__ = ["AxisRun", "PixelGather", "axis_runs", "decompose", "pixel_gather", "copies_reason", "MAX_COPIES",
-           "MAX_PERIOD"]
+__all__ = ["AxisRun", "PixelGather", "axis_runs", "decompose", "pixel_gather", "copies_reason", "nhwc_index",
+           "nearest_index", "resize_index", "slice_index", "MAX_COPIES", "MAX_PERIOD"]

@@ -29,7 +29,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvm.relax.transform import FusionPattern, PatternCheckContext
 
 from . import checks as C
-from . import lut_ops
+from . import gather, lut_ops
 from .hwconfig import DEFAULT_CONFIG, HwConfig
 from .qops import (
     QAdd, QConcat, QConv2D, QFullyConnected, QLut, QMean, QMul, QOp, QPool2D, QReshape, QSoftmax, QTensor,
@@ -926,22 +926,75 @@ def _reshape_conventions() -> tuple[Convention, ...]:
     )
 
 
+def _moves(x: DFPattern) -> DFPattern:
+    """TVM's own imports of data movement: a resize (nearest copies pixels) or a strided slice
+    (ONNX Resize, Slice, and Split after split_to_slices)."""
+    return (is_op("relax.image.resize2d")(x, wildcard())
+            | is_op("relax.strided_slice")(x, wildcard(), wildcard(), wildcard(), wildcard()))  # fmt: skip
+
+
 def _gather_conventions() -> tuple[Convention, ...]:
     core = is_op("relax.reshape")(is_op("relax.take")(is_op("relax.reshape")(wildcard(), wildcard()), is_const()), wildcard())
+    moves = "image.resize2d(nearest) | strided_slice"
     return (Convention("int8", "TFLite (RESIZE_NEAREST_NEIGHBOR, STRIDED_SLICE, SPLIT, TILE, GATHER)", core,
-                       "reshape(take(reshape(int8 x, [N]), constant indices), shape)"),)
+                       "reshape(take(reshape(int8 x, [N]), constant indices), shape)"),
+            Convention("qdq", "ONNX QDQ (Resize nearest, Slice, Split)", _quant(_moves(_deq())),
+                       f"dequantize(x) → {moves} → quantize (same scale and zero point)"),
+            Convention("int8-op", "TVM's import of int8 data movement", _moves(wildcard()), f"{moves}(int8 x)"))
+
+
+def _move_index(call, bindings) -> tuple[np.ndarray, str | None] | None:
+    """(the flat input element each output element copies, its layout if the op says) of a
+    resize2d or strided_slice; None for a resize that interpolates (not this entry's)."""
+    in_shape, out_shape = shape_of(call.args[0]), shape_of(call)
+    if op_name(call) == "relax.image.resize2d":
+        a = call.attrs
+        if str(a.method) != "nearest_neighbor":
+            return None
+        layout = str(a.layout)
+        if layout not in ("NCHW", "NHWC") or len(in_shape) != 4:
+            raise Reject(f"resize2d layout {layout}: the NPU copies NHWC or NCHW feature maps")
+        try:
+            return gather.resize_index(in_shape, out_shape, layout, str(a.coordinate_transformation_mode),
+                                       str(a.rounding_method)), layout  # fmt: skip
+        except ValueError as err:
+            raise Reject(str(err)) from None
+    axes, begin, end, strides = ([int(prim_value(f)) for f in t.fields] for t in call.args[1:5])
+    try:
+        index = gather.slice_index(in_shape, axes, begin, end, strides)
+    except (ValueError, IndexError) as err:
+        raise Reject(f"strided_slice axes {axes}: {err}") from None
+    if tuple(index.shape) != tuple(out_shape):
+        raise Reject(f"strided_slice of {list(in_shape)} gives {list(index.shape)}, its output says {list(out_shape)}")
+    return index, None
 
 
 def _extract_gather(root, bindings) -> QGather:
     e = resolve(root, bindings)
-    take = resolve(e.args[0], bindings)
-    x = resolve(take.args[0], bindings).args[0]
-    flat = _const(take.args[1], bindings, "gather indices").astype(np.int64).ravel()
-    out_shape = shape_of(e)
-    if flat.size != int(np.prod(out_shape)):
-        raise Reject("gather indices do not fill the output")
-    convention = "constant" if _is_constant(x, bindings) else "int8"
-    return QGather(_carried(x), _carried(root), flat.reshape(out_shape), convention, operands=(x,))
+    if op_name(e) == "relax.reshape":  # TFLite: reshape(take(reshape(x, [N]), indices), shape)
+        take = resolve(e.args[0], bindings)
+        x = resolve(take.args[0], bindings).args[0]
+        flat = _const(take.args[1], bindings, "gather indices").astype(np.int64).ravel()
+        out_shape = shape_of(e)
+        if flat.size != int(np.prod(out_shape)):
+            raise Reject("gather indices do not fill the output")
+        convention = "constant" if _is_constant(x, bindings) else "int8"
+        return QGather(_carried(x), _carried(root), flat.reshape(out_shape), convention, "NHWC", operands=(x,))
+    qdq = op_name(e) == "relax.quantize"  # ONNX QDQ: dequantize -> move -> quantize
+    move = resolve(e.args[0], bindings) if qdq else e
+    x = resolve(move.args[0], bindings).args[0] if qdq else move.args[0]
+    found = _move_index(move, bindings)
+    if found is None:  # an interpolating resize: npu.resize_bilinear's
+        return QGather(_carried(x), _carried(root), np.zeros(0, np.int64), "other", operands=(x,))
+    index, layout = found
+    if not qdq:
+        return QGather(_carried(x), _carried(root), index, "int8", layout, operands=(x,))
+    deq = resolve(move.args[0], bindings)
+    inp, out = _activation(deq, bindings, "input", x), _activation(e, bindings, "output", e)
+    if not C.same_quantization(inp, out):
+        raise Reject(f"input (scale {inp.scale:.6g} zp {inp.zero_point}) quantized unlike the output (scale "
+                     f"{out.scale:.6g} zp {out.zero_point}): the NPU copies the integers unchanged")  # fmt: skip
+    return QGather(inp, out, index, "qdq", layout, operands=(x,))
 
 
 _RESIZE_MODES = {"half_pixel": (False, True), "align_corners": (True, False), "asymmetric": (False, False)}
@@ -954,6 +1007,8 @@ def _extract_resize_bilinear(root, bindings) -> QResizeBilinear:
     deq = resolve(resize.args[0], bindings)
     a = resize.attrs
     mode = str(a.coordinate_transformation_mode)
+    if str(a.method) == "nearest_neighbor":  # npu.gather's: a copy
+        return QResizeBilinear(_carried(deq.args[0]), _carried(q), False, False, str(a.layout), "nearest")
     if str(a.method) != "linear" or mode not in _RESIZE_MODES:
         raise Reject(f"resize2d {a.method} with {mode} coordinates: the NPU runs bilinear with half-pixel, "
                      "align-corners or asymmetric coordinates")  # fmt: skip
@@ -1172,7 +1227,7 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
         conventions=_gather_conventions(),
         extract=_extract_gather,
         checks=(*C.COMMON, C.gather_copies),
-        applies=lambda op: op.convention != "constant" and op.input.dtype in _INT_ACTIVATIONS,
+        applies=lambda op: op.convention not in ("constant", "other") and op.input.dtype in _INT_ACTIVATIONS,
     ),
     NpuPattern(
         name="npu.resize_bilinear",
@@ -1182,6 +1237,7 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
                                 "dequantize(x) → image.resize2d(linear) → quantize"),),
         extract=_extract_resize_bilinear,
         checks=(*C.COMMON, C.resize_same_quantization, C.resize_passes),
+        applies=lambda op: op.convention != "nearest",
     ),
     NpuPattern(
         name="npu.reshape",
@@ -1371,6 +1427,50 @@ def split_shared_dequantize(mod: tvm.IRModule) -> tvm.IRModule:
 
 
 @mutator
+class _SplitToSlices(PyExprMutator):
+    def __init__(self, parts: dict, mod=None):
+        super().__init__(mod)
+        self.parts = parts  # split var -> (its input, axis, [(begin, end) per output])
+
+    def visit_tuple_getitem_(self, op):
+        found = self.parts.get(op.tuple_value) if isinstance(op.tuple_value, relax.Var) else None
+        if found is None:
+            return super().visit_tuple_getitem_(op)
+        x, axis, bounds, span = found
+        begin, end = bounds[op.index]
+        c = relax.op.strided_slice(self.visit_expr(x), [axis], [begin], [end], [1])
+        return relax.Call(c.op, c.args, c.attrs, c.ty_args, span)  # the Split's provenance, for coverage
+
+
+def split_to_slices(mod: tvm.IRModule) -> tvm.IRModule:
+    """Canonicalise: each output of a ``split`` (TVM's import of ONNX Split) read as its own
+    ``strided_slice`` of the input, as TVM's TFLite import writes SPLIT: one op per output, so
+    each can be its own match (npu.gather) instead of a tuple no pattern takes."""
+    main = mod["main"]
+    parts = {}
+    for block in main.body.blocks:
+        for b in block.bindings:
+            if op_name(b.value) != "relax.split":
+                continue
+            x, a = b.value.args[0], b.value.attrs
+            shape = shape_of(x)
+            axis = int(a.axis) % len(shape)
+            sections = a.indices_or_sections
+            if isinstance(sections, tvm.tirx.IntImm if hasattr(tvm, "tirx") else tvm.tir.IntImm):
+                n = int(sections)
+                cuts = [shape[axis] * k // n for k in range(1, n)]
+            else:
+                cuts = [int(v) for v in sections]
+            edges = [0, *cuts, shape[axis]]
+            parts[b.var] = (x, axis, list(zip(edges[:-1], edges[1:])), b.value.span)
+    if not parts:
+        return mod
+    out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    out["main"] = _SplitToSlices(parts, mod).visit_expr(main)
+    return relax.transform.DeadCodeElimination(["main"])(out)
+
+
+@mutator
 class _PadFill(PyExprMutator):
     def __init__(self, fills: dict, mod=None):
         super().__init__(mod)
@@ -1473,7 +1573,7 @@ def _partition_once(mod: tvm.IRModule, table: list[NpuPattern], hw: HwConfig, de
         ]
     )
     attrs = dict(mod.attrs) if mod.attrs is not None else {}
-    out = _name_partitions(seq(split_shared_dequantize(floor_max_pool_pads(mod))))
+    out = _name_partitions(seq(split_shared_dequantize(floor_max_pool_pads(split_to_slices(mod)))))
     log = [d.__dict__ for d in recorder.decisions]
     for k, v in attrs.items():
         if out.attrs is None or k not in out.attrs:

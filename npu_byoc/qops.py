@@ -253,13 +253,16 @@ class QReshape:
 @dataclass(frozen=True, eq=False)
 class QGather:
     """A constant-index gather of an int8 tensor (TFLite RESIZE_NEAREST_NEIGHBOR, STRIDED_SLICE,
-    SPLIT, TILE, GATHER as npu_byoc.tflite_ops imports them): ``index`` holds, per output
-    element, the flat input element it copies."""
+    SPLIT, TILE, GATHER as npu_byoc.tflite_ops imports them; ONNX Resize nearest, Slice and
+    Split): ``index`` holds, per output element, the flat input element it copies."""
 
     input: QTensor
     output: QTensor
     index: np.ndarray  # int64, the output's shape
     convention: str = ""
+    # The layout the index map's 4-D shapes are in, when the op says (a resize's attribute,
+    # TFLite's NHWC); None: the partition's (a strided slice has no layout of its own).
+    layout: str | None = None
     operands: tuple = field(default=(), compare=False, repr=False)
 
     @property

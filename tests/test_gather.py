@@ -16,6 +16,7 @@ import pytest
 
 import npu_byoc
 from npu_byoc.gather import AxisRun, axis_runs, copies_reason, pixel_gather
+from npu_byoc.patterns import partition_log
 from npu_byoc.tflite_ops import nearest_indices
 
 from .conftest import assert_equals_reference, model_path
@@ -81,3 +82,83 @@ def test_non_integer_resize_stays_on_the_cpu_with_a_reason():
     assert sum(o.offloaded for o in ops) == 2  # 5x16 of the input and of the conv's output
     refused = [o for o in ops if not o.offloaded]
     assert len(refused) == 4 and all("strided copies: the NPU runs up to 16" in o.reason for o in refused)
+
+
+# ------------------------------------------------------------------ TVM's own data movement
+def test_nearest_index_is_tvms_resize2d():
+    """gather.resize_index against TVM's compiled image.resize2d(nearest_neighbor) on an index
+    tensor: every coordinate mode and rounding rule ONNX Resize has, up- and downsampling,
+    integer and fractional factors."""
+    import itertools
+
+    import tvm
+    from tvm import relax
+
+    from npu_byoc.gather import resize_index
+
+    sizes = [(3, 7), (4, 8), (5, 3), (8, 16), (6, 4), (2, 5), (1, 3), (5, 15), (16, 8)]
+    modes = ["half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel", "tf_half_pixel_for_nn"]
+    roundings = ["", "round", "round_prefer_floor", "round_prefer_ceil", "floor", "ceil"]
+    bb, cases = relax.BlockBuilder(), []
+    for (i, o), mode, rounding in itertools.product(sizes, modes, roundings):
+        x = relax.Var("x", relax.TensorType((1, 2, i, i + 1), "float32"))
+        with bb.function(f"f{len(cases)}", [x]):
+            bb.emit_func_output(bb.emit(relax.op.image.resize2d(
+                x, (o, o + 2), layout="NCHW", method="nearest_neighbor", coordinate_transformation_mode=mode,
+                rounding_method=rounding)))  # fmt: skip
+        cases.append(((1, 2, i, i + 1), (1, 2, o, o + 2), mode, rounding))
+    vm = relax.VirtualMachine(tvm.compile(bb.get(), target="llvm"), tvm.cpu())
+    for k, (shape, out, mode, rounding) in enumerate(cases):
+        x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+        got = vm[f"f{k}"](tvm.runtime.tensor(x)).numpy().astype(np.int64)
+        assert np.array_equal(got, resize_index(shape, out, "NCHW", mode, rounding)), (shape, out, mode, rounding)
+
+
+def test_nchw_index_map_decomposes_like_its_nhwc_twin():
+    """An NCHW gather (ONNX) is the NHWC gather of the transposed tensors: same rows, columns
+    and channel offset."""
+    from npu_byoc.gather import decompose, resize_index, slice_index
+
+    nchw = slice_index((1, 6, 9, 8), [1, 2, 3], [2, 1, 0], [5, 9, 8], [1, 2, 3])
+    nhwc = slice_index((1, 9, 8, 6), [3, 1, 2], [2, 1, 0], [5, 9, 8], [1, 2, 3])
+    assert decompose(nchw, (1, 6, 9, 8), "NCHW") == decompose(nhwc, (1, 9, 8, 6), "NHWC")
+    up = decompose(resize_index((1, 4, 3, 5), (1, 4, 6, 10), "NCHW", "half_pixel", "round_prefer_floor"),
+                   (1, 4, 3, 5), "NCHW")  # fmt: skip
+    assert up.rows == (0, 0, 1, 1, 2, 2) and up.cols == (0, 0, 1, 1, 2, 2, 3, 3, 4, 4) and up.c0 == 0
+
+
+def _qdq_resize_nearest(out_scale: float):
+    """dequantize(int8 NHWC x) -> image.resize2d(nearest, asymmetric, 2x) -> quantize."""
+    from tvm import relax
+    from tvm.relax.op import dequantize, quantize
+    from tvm.relax.op.image import resize2d
+
+    x = relax.Var("x", relax.TensorType([1, 4, 5, 3], "int8"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            d = bb.emit(dequantize(x, relax.const(np.float32(0.1)), relax.const(np.int8(3))))
+            r = bb.emit(resize2d(d, (8, 10), None, "NHWC", "nearest_neighbor", "asymmetric", "floor"))
+            y = bb.emit_output(quantize(r, relax.const(np.float32(out_scale)), relax.const(np.int8(3))))
+        bb.emit_func_output(y)
+    return bb.get()
+
+
+def test_qdq_nearest_resize_is_a_gather():
+    """TVM's resize2d(nearest) between a dequantize and a quantize of the same parameters (ONNX
+    Resize) is a strided copy: equal to TVM's CPU build exactly."""
+    mod = _qdq_resize_nearest(0.1)
+    (d,) = partition_log(npu_byoc.partition_for_npu(mod))
+    assert d.pattern == "npu.gather" and d.accepted and d.convention == "qdq"
+    x = np.random.default_rng(4).integers(-128, 128, (1, 4, 5, 3), dtype=np.int8)
+    got = npu_byoc.build(npu_byoc.partition_for_npu(mod), "golden").run([x])[0]
+    assert np.array_equal(got, npu_byoc.build(mod, "cpu").run([x])[0])
+    assert np.array_equal(got, x.repeat(2, 1).repeat(2, 2))
+
+
+def test_rescaling_nearest_resize_says_why():
+    """A nearest resize whose output is quantized unlike its input is a requantize, not a copy:
+    it stays on the CPU with that reason (and no bilinear reason)."""
+    decisions = partition_log(npu_byoc.partition_for_npu(_qdq_resize_nearest(0.2)))
+    assert [d.pattern for d in decisions] == ["npu.gather"] and not decisions[0].accepted
+    assert "the NPU copies the integers unchanged" in decisions[0].reason

@@ -123,3 +123,64 @@ def test_onnx_pad_and_hard_sigmoid_run_on_the_npu():
         assert np.abs(got.astype(np.float64) - y[0]).max() / scale <= 1 + 1e-5
     rep = cosim(model_path(name), ref["inputs"][0], ref["outputs"][0])
     assert rep.summary["max_diff_golden"] == 0 and rep.summary["cycle_model_exact"]
+
+
+def test_onnx_mobile_cnn_operators_are_one_partition():
+    """onnx_ops_qdq.onnx (opset 18; onnxruntime's QDQ quantizer): Conv, HardSwish, Pad, depthwise
+    Conv, squeeze-excite with HardSigmoid, Split along channels (one slice per output), Tanh,
+    LeakyRelu, Concat, Resize nearest 2x and Slice (strided copies, NCHW), AveragePool, Add,
+    ReduceMean, Gemm: all 19 on the NPU in one partition, within 1 LSB of onnxruntime, golden ==
+    C model == RTL with the cycle model exact."""
+    from npu_byoc.runtime.cosim import cosim
+
+    name = "onnx_ops_qdq.onnx"
+    mod = npu_byoc.load_model(model_path(name))
+    report = npu_byoc.coverage_report(mod)
+    assert report.summary["ops_offloaded"] == report.summary["ops_total"] == 19
+    assert report.summary["partitions"] == 1
+    moves = {o.op: o.pattern for o in report.ops if o.op in ("Split", "Resize", "Slice")}
+    assert moves == {"Split": "npu.gather", "Resize": "npu.gather", "Slice": "npu.gather"}
+    ref, scale = reference(name), _scale(name)
+    golden, functional = npu_byoc.build(mod, "golden"), npu_byoc.build(mod, "functional")
+    for x, y in zip(ref["inputs"], ref["outputs"]):
+        got = golden.run(x)[0]
+        assert np.array_equal(got, functional.run(x)[0])
+        assert np.abs(got.astype(np.float64) - y[0]).max() / scale <= 1 + 1e-5
+    rep = cosim(model_path(name), ref["inputs"][0], ref["outputs"][0])
+    assert rep.summary["max_diff_golden"] == 0 and rep.summary["cycle_model_exact"]
+    assert all(layer.max_diff_tvm is not None and layer.max_diff_tvm <= 1 for layer in rep.layers)
+
+
+@pytest.mark.parametrize("sections", [2, [3, 9]])
+def test_split_becomes_one_slice_per_output(sections):
+    """relax.split (TVM's import of ONNX Split) read through TupleGetItems is the same values as
+    one strided_slice per output; each is then its own NPU gather (equal sections, or explicit
+    split points along channels of an NCHW tensor)."""
+    from tvm import relax
+    from tvm.relax.op import dequantize, quantize
+
+    from npu_byoc.patterns import npu_functions, partition_for_npu, split_to_slices
+
+    s, z = relax.const(np.float32(0.05)), relax.const(np.int8(-3))
+    x = relax.Var("x", relax.TensorType((1, 12, 5, 6), "int8"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            parts = bb.emit(relax.op.split(bb.emit(dequantize(x, s, z)), sections, axis=1))
+            outs = [bb.emit(quantize(bb.emit(relax.TupleGetItem(parts, k)), s, z, out_dtype="int8"))
+                    for k in range(2 if sections == 2 else 3)]  # fmt: skip
+            gv = bb.emit_output(relax.Tuple(outs))
+        bb.emit_func_output(gv)
+    mod = bb.get()
+    assert "R.split" not in split_to_slices(mod)["main"].script()
+    part = partition_for_npu(mod)
+    n = 2 if sections == 2 else 3
+    # each slice on the NPU (with nothing between them, TVM merges them into no common partition)
+    assert len(npu_functions(part)) == n and "strided_slice" not in part["main"].script()
+    value = np.random.default_rng(2).integers(-128, 128, (1, 12, 5, 6), dtype=np.int8)
+    want = npu_byoc.build(mod, "cpu").run([value])
+    got = npu_byoc.build(part, "golden").run([value])
+    edges = [0, 6, 12] if sections == 2 else [0, 3, 9, 12]
+    assert len(got) == len(want) == len(edges) - 1
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert np.array_equal(g, w) and np.array_equal(g, value[:, edges[k]:edges[k + 1]])

@@ -1406,8 +1406,9 @@ def _ort_quantize(fmodel, calib, quant_format: str, activation_type: str, path: 
     return qmodel
 
 
-def _float_onnx_model(name: str, nodes, inits, input_shape, output_shape):
-    """A float opset-13 ONNX model with one input "input" and one output "output", checked."""
+def _float_onnx_model(name: str, nodes, inits, input_shape, output_shape, opset: int = 13):
+    """A float ONNX model (opset 13 unless told) with one input "input" and one output "output",
+    checked."""
     import onnx
     from onnx import TensorProto, helper
 
@@ -1416,7 +1417,7 @@ def _float_onnx_model(name: str, nodes, inits, input_shape, output_shape):
         [helper.make_tensor_value_info("input", TensorProto.FLOAT, input_shape)],
         [helper.make_tensor_value_info("output", TensorProto.FLOAT, output_shape)],
         initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                               producer_name="npu_byoc tools/make_models.py")
     model.ir_version = 8
     onnx.checker.check_model(model)
@@ -1728,6 +1729,59 @@ def build_onnx_glue_qdq(out: Path):
     """onnx_glue_qdq.onnx: onnxruntime's QDQ quantization of the Pad / Clip / HardSigmoid
     model (int8 activations, per-channel int8 weights)."""
     return _int8_qdq_8x8(out, "onnx_glue_qdq", onnx_glue_float_onnx(), "Pad / Clip / HardSigmoid")
+
+
+def onnx_ops_float_onnx():
+    """A float NCHW model (opset 18) with the operators of PyTorch / tf2onnx exports of mobile
+    CNNs: Conv, HardSwish, Pad, depthwise Conv, Clip, squeeze-excite (GlobalAveragePool, Conv,
+    Relu, Conv, HardSigmoid, Mul), Split along channels, Tanh and LeakyRelu, Concat, Resize
+    nearest 2x, Slice, AveragePool, Add of a constant, ReduceMean and Gemm."""
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(SEED)
+    inits, nodes = [], []
+
+    def weight(name, shape, std):
+        inits.append(numpy_helper.from_array(rng.normal(0, std, shape).astype(np.float32), name))
+        return name
+
+    def const(name, value):
+        inits.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def node(op, ins, out, **attrs):
+        nodes.append(helper.make_node(op, ins, [out], name=out, **attrs))
+
+    node("Conv", ["input", weight("w1", (16, 3, 3, 3), 0.3), weight("b1", (16,), 0.1)], "c1", pads=[1, 1, 1, 1])
+    node("HardSwish", ["c1"], "h1")
+    node("Pad", ["h1", const("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))], "p1", mode="constant")
+    node("Conv", ["p1", weight("w2", (16, 1, 3, 3), 0.3), weight("b2", (16,), 0.1)], "c2", group=16, strides=[2, 2])
+    node("Clip", ["c2", const("lo", np.array(0, np.float32)), const("hi", np.array(6, np.float32))], "r2")
+    node("GlobalAveragePool", ["r2"], "g")
+    node("Conv", ["g", weight("w3", (4, 16, 1, 1), 0.3), weight("b3", (4,), 0.1)], "se1")
+    node("Relu", ["se1"], "se2")
+    node("Conv", ["se2", weight("w4", (16, 4, 1, 1), 0.3), weight("b4", (16,), 0.1)], "se3")
+    node("HardSigmoid", ["se3"], "se4", alpha=1 / 6, beta=0.5)
+    node("Mul", ["r2", "se4"], "m")
+    nodes.append(helper.make_node("Split", ["m", const("split", np.array([8, 8], np.int64))], ["s1", "s2"],
+                                  name="split", axis=1))
+    node("Tanh", ["s1"], "t1")
+    node("LeakyRelu", ["s2"], "t2", alpha=0.1)
+    node("Concat", ["t1", "t2"], "cat", axis=1)
+    node("Resize", ["cat", "", const("scales", np.array([1, 1, 2, 2], np.float32))], "up", mode="nearest")
+    node("Slice", ["up", const("starts", np.array([1, 1], np.int64)), const("ends", np.array([7, 7], np.int64)),
+                   const("axes", np.array([2, 3], np.int64))], "sl")
+    node("AveragePool", ["sl"], "ap", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], count_include_pad=0)
+    node("Add", ["ap", const("bias", rng.normal(0, 0.1, (1, 16, 1, 1)).astype(np.float32))], "ad")
+    node("ReduceMean", ["ad", const("mean_axes", np.array([2, 3], np.int64))], "rm", keepdims=0)
+    node("Gemm", ["rm", weight("g1", (10, 16), 0.3)], "output", transB=1)
+    return _float_onnx_model("onnx_ops", nodes, inits, [1, 3, 8, 8], [1, 10], opset=18)
+
+
+def build_onnx_ops_qdq(out: Path):
+    """onnx_ops_qdq.onnx: onnxruntime's QDQ quantization of the mobile-CNN operator model (int8
+    activations, per-channel int8 weights)."""
+    return _int8_qdq_8x8(out, "onnx_ops_qdq", onnx_ops_float_onnx(), "mobile-CNN operators")
 
 
 def build_int4_weights_qdq(out: Path):
@@ -2076,6 +2130,7 @@ BUILDERS = {
     "uint4_weights_qdq": build_uint4_weights_qdq,
     "dynamic_quant": build_dynamic_quant,
     "onnx_glue_qdq": build_onnx_glue_qdq,
+    "onnx_ops_qdq": build_onnx_ops_qdq,
 }
 MODELS = tuple(BUILDERS)
 

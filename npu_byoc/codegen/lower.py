@@ -176,7 +176,7 @@ def _lower_gather(name: str, op: QGather, ifms: list[TensorRef], ofm: TensorRef)
     from ..gather import decompose
 
     try:
-        g = decompose(op.index, op.input.shape)
+        g = decompose(op.index, op.input.shape, op.layout or "NHWC")
     except ValueError as err:
         raise Reject(str(err)) from None
     return Gather(name=name, ifm=ifms[0], ofm=ofm, rows=g.rows, cols=g.cols, c0=g.c0)
@@ -309,7 +309,6 @@ def _lower_softmax(name: str, op: QSoftmax, ifms: list[TensorRef], ofm: TensorRe
 NHWC_ONLY: dict[type, str] = {
     QSoftmax: "softmax over the last axis of a 4-D tensor the partition holds {layout}: the NPU computes it over "
               "channels, axis 1 there",
-    QGather: "gather in a partition that holds its tensors {layout}: its index map is NHWC's",
 }  # fmt: skip
 
 
@@ -493,7 +492,7 @@ def _alias_view_outputs(name: str, extracted: list, local_funcs: dict, params: l
 def _layout_of(op: QOp, model_layout: str) -> str:
     """The op's activation layout; elementwise ops (no layout of their own) follow the
     partition's spatial ops, so their inputs and outputs agree with their neighbours."""
-    return getattr(op, "layout", model_layout)
+    return getattr(op, "layout", None) or model_layout
 
 
 # ---------------------------------------------------------------------------------------------
@@ -526,7 +525,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         extracted.append((b, layer, qop))
     # The spatial ops give the layout; a partition of elementwise ops only takes the one a channel
     # vector broadcast implies ([1, C, 1, 1]: NCHW), else NHWC (the same bytes for the rest).
-    model_layout = next((q.layout for _, _, q in extracted if hasattr(q, "layout")), None) or next(
+    model_layout = next((q.layout for _, _, q in extracted if getattr(q, "layout", None)), None) or next(
         (lay for _, _, q in extracted if hasattr(q, "input_b") and (lay := limits.binary_layout(q)) != "NHWC"), "NHWC")
     for b, _, qop in extracted:
         for a in b.value.args:
@@ -598,6 +597,10 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
             hwc_shape = hwc(per_image(shape, batch), layout)
             if type(qop) in NHWC_ONLY and len(shape) == 4 and layout != "NHWC":
                 raise Reject(NHWC_ONLY[type(qop)].format(layout=layout))
+            if type(qop) is QGather:  # its index map is laid out as it says, or as the partition
+                if len(shape) == 4 and qop.layout not in (None, model_layout):
+                    raise Reject(f"gather laid out {qop.layout} in a partition that holds its tensors {model_layout}")
+                qop = replace(qop, layout=model_layout)
             if b.var in concat.errors:
                 raise Reject(concat.errors[b.var])
             if type(qop) is QConcat:
