@@ -15,7 +15,7 @@ _EXPORTS = {
     "NpuByocError": ".errors", "ModelLoadError": ".errors", "UnsupportedModelError": ".errors",
     "LoweringError": ".errors", "ModelInfo": ".frontend", "SourceOp": ".frontend", "TensorInfo": ".frontend",
     "annotate_provenance": ".frontend", "load_model": ".frontend", "model_info": ".frontend",
-    "PATTERN_TABLE": ".patterns", "partition_for_npu": ".patterns", "CoverageReport": ".coverage",
+    "PATTERN_TABLE": ".patterns", "partition_for_npu": ".partition", "CoverageReport": ".coverage",
     "coverage_report": ".coverage", "BACKENDS": ".runtime.build", "CompiledModel": ".runtime.build",
     "build": ".runtime.build", "run": ".runtime.build",
 }  # fmt: skip

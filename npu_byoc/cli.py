@@ -223,7 +223,7 @@ def cmd_sweep(args) -> int:
 
 def cmd_demo(args) -> int:
     from . import coverage_report, load_model, partition_for_npu
-    from .patterns import npu_functions
+    from .partition import npu_functions
 
     path = bundled_model(args.model)
     print(f"== npu_byoc demo: {path.name} (bundled)")

@@ -17,7 +17,8 @@ from tvm import relax
 from . import escape
 from .frontend import ModelInfo, annotate_provenance, model_info
 from .onnx_qop import QOPERATOR_OPS
-from .patterns import PATTERN_TABLE, npu_functions, partition_for_npu, partition_log
+from .partition import npu_functions, partition_for_npu, partition_log
+from .patterns import PATTERN_TABLE
 from .relax_utils import NotConstant, dtype_of, op_name, shape_of
 
 SCHEMA_VERSION = 1

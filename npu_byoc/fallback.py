@@ -24,7 +24,8 @@ def lowering_failures(mod: tvm.IRModule, hw: HwConfig) -> dict[str, str]:
     from .codegen.lower import lower_partition
     from .codegen.schedule import op_failures
     from .limits import shift_reason
-    from .patterns import LAYER_ATTR, composite_functions, npu_functions
+    from .partition import composite_functions, npu_functions
+    from .patterns import LAYER_ATTR
 
     failures: dict[str, str] = {}
     for name, func in npu_functions(mod).items():

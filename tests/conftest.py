@@ -174,3 +174,31 @@ def pytest_addoption(parser):
 @pytest.fixture
 def update_golden(request) -> bool:
     return bool(request.config.getoption("--update-golden"))
+
+
+def check_onnx_fixture(name: str, *, lsb: int, cpu_exact: bool = False, layer_lsb: int | None = 1):
+    """An onnxruntime fixture on the NPU, against the outputs tools/make_models.py recorded:
+    golden == the C model, within ``lsb`` LSB of onnxruntime (TVM's CPU build exactly equal to
+    it when ``cpu_exact``); the whole partition on the RTL equal to golden with the cycle model
+    exact, and every layer within ``layer_lsb`` of TVM's CPU build fed the same input."""
+    import json
+
+    import npu_byoc
+    from npu_byoc.runtime.cosim import cosim
+
+    mod = npu_byoc.load_model(model_path(name))
+    ref = reference(name)
+    scale = json.loads(str(np.load(model_path(name).with_suffix(".npz"))["meta"]))["outputs"][0]["scale"]
+    golden, functional = npu_byoc.build(mod, "golden"), npu_byoc.build(mod, "functional")
+    cpu = npu_byoc.build(mod, "cpu") if cpu_exact else None
+    for x, y in zip(ref["inputs"], ref["outputs"]):
+        got = golden.run(x)[0]
+        assert np.array_equal(got, functional.run(x)[0])
+        assert np.abs(got.astype(np.float64) - y[0]).max() / scale <= lsb + 1e-5
+        if cpu is not None:
+            assert np.abs(cpu.run(x)[0].astype(np.float64) - y[0]).max() / scale <= 1e-5
+    rep = cosim(model_path(name), ref["inputs"][0], ref["outputs"][0])
+    assert rep.summary["max_diff_golden"] == 0 and rep.summary["cycle_model_exact"]
+    if layer_lsb is not None:  # (in the model's order: compare and cosim reorder reordered features)
+        assert all(layer.max_diff_tvm is not None and layer.max_diff_tvm <= layer_lsb for layer in rep.layers)
+    return mod

@@ -10,7 +10,7 @@ import pytest
 import npu_byoc
 from npu_byoc.patterns import npu_functions, partition_for_npu
 
-from .conftest import model_path, reference
+from .conftest import check_onnx_fixture, model_path, reference
 from .relax_builders import qdq_conv2d
 
 _reports: dict = {}
@@ -414,30 +414,13 @@ def test_onnx_flatten_gemm_unflatten_is_one_partition_at_onnxruntime():
     Reshape [1, 3, 4, 4] -> Conv, and Flatten -> Gemm again. Every op on the NPU in one
     partition; golden and the C model equal, within 1 LSB of onnxruntime (QDQ in float); the
     RTL co-simulation equals golden on every layer."""
-    from npu_byoc.runtime.cosim import cosim
-
     name = "flatten_fc_qdq.onnx"
     report = _coverage(name)
     assert [o.pattern for o in report.ops if o.op in ("Flatten", "Reshape")] == ["npu.reshape"] * 3
     assert report.summary["ops_offloaded"] == report.summary["ops_total"] and report.summary["partitions"] == 1
+    mod = check_onnx_fixture(name, lsb=1)
     ref = reference(name)
-    scale = _output_scale(name)
-    mod = npu_byoc.load_model(model_path(name))
-    golden, functional = npu_byoc.build(mod, "golden"), npu_byoc.build(mod, "functional")
-    for x, y in zip(ref["inputs"], ref["outputs"]):
-        got = golden.run(x)[0]
-        assert np.array_equal(got, functional.run(x)[0])
-        assert np.abs(got.astype(np.float64) - y[0]).max() / scale <= 1 + 1e-5
-    rep = cosim(model_path(name), ref["inputs"][0], ref["outputs"][0])
-    assert rep.summary["max_diff_golden"] == 0 and rep.summary["cycle_model_exact"]
-    assert all(layer.max_diff_tvm is not None and layer.max_diff_tvm <= 1 for layer in rep.layers)  # in model order
     from npu_byoc.runtime.compare import compare
 
     rows = compare(mod, ref["inputs"][0], ref["outputs"][0]).layers
     assert [r.layer for r in rows] == ["conv1", "pool1", "fc1", "conv2", "fc2"] and all(r.golden_vs_cpu.max_lsb <= 1 for r in rows)
-
-
-def _output_scale(name: str) -> float:
-    import json
-
-    return json.loads(str(np.load(model_path(name).with_suffix(".npz"))["meta"]))["outputs"][0]["scale"]

@@ -5,7 +5,6 @@ onnxruntime's outputs (optimizations disabled)."""
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import onnx
@@ -15,13 +14,9 @@ from onnx import numpy_helper
 import npu_byoc
 from npu_byoc import onnx_int4
 
-from .conftest import model_path, reference
+from .conftest import check_onnx_fixture, model_path, reference
 
 FOUR_BIT = ["int4_weights_qdq.onnx", "uint4_weights_qdq.onnx"]
-
-
-def _scale(name: str) -> float:
-    return json.loads(str(np.load(model_path(name).with_suffix(".npz"))["meta"]))["outputs"][0]["scale"]
 
 
 def _weights(model) -> dict:
@@ -60,22 +55,10 @@ def test_four_bit_weights_run_on_the_npu(name):
     onnxruntime (which reads the 4-bit tensors itself) exactly; each NPU layer is within 1 LSB of
     TVM's on the same input (fixed-point requantize against QDQ's float); the model output,
     where those differences travel through five layers, within 2 LSB of onnxruntime."""
-    from npu_byoc.runtime.cosim import cosim
-
-    mod = npu_byoc.load_model(model_path(name))
-    report = npu_byoc.coverage_report(mod)
+    report = npu_byoc.coverage_report(npu_byoc.load_model(model_path(name)))
     assert report.summary["ops_offloaded"] == report.summary["ops_total"] == 8
     assert report.summary["partitions"] == 1
-    ref, scale = reference(name), _scale(name)
-    cpu, golden, functional = (npu_byoc.build(mod, b) for b in ("cpu", "golden", "functional"))
-    for x, y in zip(ref["inputs"], ref["outputs"]):
-        assert np.abs(cpu.run(x)[0].astype(np.float64) - y[0]).max() / scale <= 1e-5
-        got = golden.run(x)[0]
-        assert np.array_equal(got, functional.run(x)[0])
-        assert np.abs(got.astype(np.float64) - y[0]).max() / scale <= 2 + 1e-5
-    rep = cosim(model_path(name), ref["inputs"][0], ref["outputs"][0])
-    assert rep.summary["max_diff_golden"] == 0 and rep.summary["cycle_model_exact"]
-    assert all(layer.max_diff_tvm is not None and layer.max_diff_tvm <= 1 for layer in rep.layers)
+    check_onnx_fixture(name, lsb=2, cpu_exact=True)
 
 
 def test_dynamic_quantization_stays_on_the_cpu_with_its_reason():
@@ -105,24 +88,13 @@ def test_onnx_pad_and_hard_sigmoid_run_on_the_npu():
     folds into the stride-2 depthwise conv, and HardSigmoid is a LUT op: every op on the NPU in
     one partition. TVM's CPU build of the same import equals onnxruntime exactly; the NPU is
     within 1 LSB (fixed-point requantize), golden == C model == RTL."""
-    from npu_byoc.runtime.cosim import cosim
-
     name = "onnx_glue_qdq.onnx"
-    mod = npu_byoc.load_model(model_path(name))
-    report = npu_byoc.coverage_report(mod)
+    report = npu_byoc.coverage_report(npu_byoc.load_model(model_path(name)))
     by_op = {o.op: o for o in report.ops}
     assert by_op["Pad"].offloaded and by_op["Pad"].pattern == "npu.depthwise_conv2d"
     assert by_op["HardSigmoid"].pattern == "npu.hard_sigmoid"
     assert report.summary["ops_offloaded"] == report.summary["ops_total"] and report.summary["partitions"] == 1
-    ref, scale = reference(name), _scale(name)
-    cpu, golden, functional = (npu_byoc.build(mod, b) for b in ("cpu", "golden", "functional"))
-    for x, y in zip(ref["inputs"], ref["outputs"]):
-        assert np.abs(cpu.run(x)[0].astype(np.float64) - y[0]).max() / scale <= 1e-5
-        got = golden.run(x)[0]
-        assert np.array_equal(got, functional.run(x)[0])
-        assert np.abs(got.astype(np.float64) - y[0]).max() / scale <= 1 + 1e-5
-    rep = cosim(model_path(name), ref["inputs"][0], ref["outputs"][0])
-    assert rep.summary["max_diff_golden"] == 0 and rep.summary["cycle_model_exact"]
+    check_onnx_fixture(name, lsb=1, cpu_exact=True, layer_lsb=None)
 
 
 def test_onnx_mobile_cnn_operators_are_one_partition():
@@ -131,24 +103,13 @@ def test_onnx_mobile_cnn_operators_are_one_partition():
     LeakyRelu, Concat, Resize nearest 2x and Slice (strided copies, NCHW), AveragePool, Add,
     ReduceMean, Gemm: all 19 on the NPU in one partition, within 1 LSB of onnxruntime, golden ==
     C model == RTL with the cycle model exact."""
-    from npu_byoc.runtime.cosim import cosim
-
     name = "onnx_ops_qdq.onnx"
-    mod = npu_byoc.load_model(model_path(name))
-    report = npu_byoc.coverage_report(mod)
+    report = npu_byoc.coverage_report(npu_byoc.load_model(model_path(name)))
     assert report.summary["ops_offloaded"] == report.summary["ops_total"] == 19
     assert report.summary["partitions"] == 1
     moves = {o.op: o.pattern for o in report.ops if o.op in ("Split", "Resize", "Slice")}
     assert moves == {"Split": "npu.gather", "Resize": "npu.gather", "Slice": "npu.gather"}
-    ref, scale = reference(name), _scale(name)
-    golden, functional = npu_byoc.build(mod, "golden"), npu_byoc.build(mod, "functional")
-    for x, y in zip(ref["inputs"], ref["outputs"]):
-        got = golden.run(x)[0]
-        assert np.array_equal(got, functional.run(x)[0])
-        assert np.abs(got.astype(np.float64) - y[0]).max() / scale <= 1 + 1e-5
-    rep = cosim(model_path(name), ref["inputs"][0], ref["outputs"][0])
-    assert rep.summary["max_diff_golden"] == 0 and rep.summary["cycle_model_exact"]
-    assert all(layer.max_diff_tvm is not None and layer.max_diff_tvm <= 1 for layer in rep.layers)
+    check_onnx_fixture(name, lsb=1)
 
 
 @pytest.mark.parametrize("sections", [2, [3, 9]])

@@ -22,7 +22,8 @@ from .. import numerics as nx
 from ..errors import LoweringError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import MAX_REGIONS, Region
-from ..patterns import LAYER_ATTR, Reject, extract_composite
+from ..partition import extract_composite
+from ..patterns import LAYER_ATTR, Reject
 from ..qops import (
     QAdd, QConcat, QConv2D, QFullyConnected, QGather, QLut, QMean, QMul, QOp, QPool2D, QReshape, QResizeBilinear,
     QSoftmax, QTransposeConv2D,
@@ -696,7 +697,7 @@ def _hwc_or_fail(partition: str, tensor: str, shape, layout, batch: int = 1) -> 
 
 def lower_module(mod: tvm.IRModule, hw: HwConfig = DEFAULT_CONFIG) -> dict[str, PartitionPlan]:
     """Lower every Codegen="npu" function of a partitioned module."""
-    from ..patterns import npu_functions
+    from ..partition import npu_functions
 
     return {name: lower_partition(name, f, hw) for name, f in npu_functions(mod).items()}
 

@@ -41,7 +41,7 @@ from ..codegen.lower import PartitionPlan, lower_module
 from ..codegen.npu_ops import Conv2D, DepthwiseConv2D, Mean, NpuOp
 from ..codegen.schedule import schedule_partition
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
-from ..patterns import npu_functions, partition_for_npu, partition_log
+from ..partition import npu_functions, partition_for_npu, partition_log
 from ..runtime import golden
 from ..tvm_legalize import register as _register_legalizations
 from . import builder

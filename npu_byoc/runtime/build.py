@@ -30,7 +30,7 @@ from .. import buildlog
 from ..errors import NpuByocError
 from ..frontend import ModelInfo, model_info
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
-from ..patterns import npu_functions, partition_for_npu, partition_log, unpartition
+from ..partition import npu_functions, partition_for_npu, partition_log, unpartition
 from ..tvm_legalize import register as _register_legalizations
 from . import golden
 

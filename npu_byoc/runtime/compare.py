@@ -19,7 +19,7 @@ from tvm import relax
 
 from .. import escape
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
-from ..patterns import partition_for_npu, partition_log
+from ..partition import partition_for_npu, partition_log
 from ..uint8 import to_model
 from .build import build
 
@@ -128,7 +128,7 @@ def compare(
 
     ``mod`` is an imported module (from :func:`npu_byoc.load_model`)."""
     from ..frontend import model_info
-    from ..patterns import split_shared_dequantize
+    from ..partition import split_shared_dequantize
 
     part = partition_for_npu(mod, hw=hw)
     accepted = [d for d in partition_log(part) if d.accepted]

@@ -66,7 +66,8 @@ from ..codegen.schedule import schedule_partition
 from ..errors import NpuByocError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import DMA_OPCODES, Opcode, Region
-from ..patterns import LAYER_ATTR, VIEW_PATTERNS, npu_functions, partition_for_npu, partition_log
+from ..partition import npu_functions, partition_for_npu, partition_log
+from ..patterns import LAYER_ATTR, VIEW_PATTERNS
 from ..progress import Progress
 from ..relax_utils import dtype_of, shape_of
 from ..uint8 import to_model

@@ -69,7 +69,7 @@ def _schedules(mod, hw: HwConfig):
     from ..coverage import coverage_report
     from ..codegen.schedule import is_untileable_reason
     from ..errors import NpuByocError
-    from ..patterns import partition_for_npu, partition_log
+    from ..partition import partition_for_npu, partition_log
 
     part = partition_for_npu(mod, hw=hw)
     # An op no tile of this SRAM fits now stays on the CPU; for the sweep the configuration
