@@ -1,10 +1,10 @@
 """ONNX models beyond the textbook QDQ CNN: 4-bit weights (QInt4 / QUInt4, which TVM's importer
-cannot read), dynamic quantization (quantize_dynamic: nothing for the NPU, said so), and the
-operators TVM imports as TIR kernels (Pad, Clip). Fixtures from tools/make_models.py with
-onnxruntime's outputs (optimizations disabled)."""
+cannot read), dynamic quantization (quantize_dynamic: nothing for the NPU, said so), the
+operators TVM imports as TIR kernels (Pad, Clip), and the data movement of mobile CNNs (Resize
+nearest, Slice, Split). Fixtures from tools/make_models.py with onnxruntime's outputs
+(optimizations disabled)."""
 
 from __future__ import annotations
-
 
 import numpy as np
 import onnx
