@@ -355,11 +355,13 @@ def pool_uint8_rounding(op: QPool2D, hw: HwConfig) -> str | None:
 
 
 def mean_spatial(op: QMean, hw: HwConfig) -> str | None:
-    """Mean reduces the two spatial axes of a 4-D tensor."""
-    spatial = (1, 2) if op.layout == "NHWC" else (2, 3)
-    if len(op.input.shape) != 4 or tuple(sorted(op.axes)) != spatial:
-        return f"mean over axes {list(op.axes)} of a {len(op.input.shape)}-D tensor: NPU reduces the spatial axes of 4-D tensors"
-    n = op.input.shape[spatial[0]] * op.input.shape[spatial[1]]
+    """Mean reduces the two spatial axes of a 4-D tensor, or the length of a 3-D sequence (GlobalAveragePooling1D)."""
+    rank = len(op.input.shape)
+    spatial = {(4, "NHWC"): (1, 2), (4, "NCHW"): (2, 3), (3, "NHWC"): (1,), (3, "NCHW"): (2,)}.get((rank, op.layout))
+    if spatial is None or tuple(sorted(op.axes)) != spatial:
+        return (f"mean over axes {list(op.axes)} of a {rank}-D tensor: NPU reduces the spatial axes of 4-D tensors "
+                "(or the length of 3-D ones)")  # fmt: skip
+    n = math.prod(op.input.shape[a] for a in spatial)
     if n > hw.max_mean_elements:
         return f"mean over {n} elements: NPU reduces up to {hw.max_mean_elements}"
     return None

@@ -30,14 +30,14 @@ class ShapeError(ValueError):
 def batch_reason(shape: Sequence[int]) -> str | None:
     """The batch limit of one image (the first axis of a 4-D tensor): a batch-N op runs as N
     images (:func:`per_image`), so this holds for any N that splits."""
-    if len(shape) == 4 and int(shape[0]) != 1:
+    if len(shape) in (3, 4) and int(shape[0]) != 1:
         return f"batch {int(shape[0])}: the NPU runs batch 1"
     return None
 
 
 def batch_of(shapes: Iterable[Sequence[int]]) -> int:
     """The images of an op or a partition: the common first axis of its 4-D tensors (1 if none)."""
-    batches = sorted({int(s[0]) for s in shapes if len(s) == 4})
+    batches = sorted({int(s[0]) for s in shapes if len(s) in (3, 4)})
     if len(batches) > 1:
         raise ShapeError(f"4-D tensors with batches {batches}: NPU partitions run image by image")
     return batches[0] if batches else 1
@@ -49,15 +49,15 @@ def per_image(shape: Sequence[int], batch: int) -> tuple[int, ...]:
     shape = tuple(int(d) for d in shape)
     if batch == 1:
         return shape
-    if len(shape) in (2, 4) and shape[0] % batch == 0:
+    if len(shape) in (2, 3, 4) and shape[0] % batch == 0:
         return (shape[0] // batch, *shape[1:])
     raise ShapeError(f"shape {list(shape)} does not split into the batch of {batch} images: "
                      "NPU partitions run image by image")  # fmt: skip
 
 
 def rank_reason(shape: Sequence[int]) -> str | None:
-    if len(shape) not in (1, 2, 4):
-        return f"tensor of rank {len(shape)}: the NPU maps rank 1, 2 and 4 tensors"
+    if len(shape) not in (1, 2, 3, 4):
+        return f"tensor of rank {len(shape)}: the NPU maps tensors of rank 1 to 4"
     return None
 
 
@@ -69,6 +69,8 @@ def hwc(shape: Sequence[int], layout: str) -> tuple[int, int, int]:
         raise ShapeError(reason)
     if len(shape) == 4:
         return (shape[1], shape[2], shape[3]) if layout == "NHWC" else (shape[2], shape[3], shape[1])
+    if len(shape) == 3:  # a sequence (Conv1D's [N, L, C]; NCHW: [N, C, L]): one row of L pixels
+        return (1, shape[1], shape[2]) if layout == "NHWC" else (1, shape[2], shape[1])
     if len(shape) == 2:  # (rows, features)
         return (1, shape[0], shape[1])
     return (1, 1, shape[0])
@@ -80,11 +82,11 @@ def channel_broadcast(full: Sequence[int], vector: Sequence[int], out: Sequence[
     [1, H, W, C], "NCHW" for [1, C, 1, 1] over [1, C, H, W]; None if neither. Lowering, which
     knows the partition's layout, keeps the op only when the layouts agree."""
     full, vector, out = (tuple(int(d) for d in s) for s in (full, vector, out))
-    if len(out) != 4 or full != out or full == vector:
+    if len(out) not in (3, 4) or full != out or full == vector:
         return None
-    if vector == (1, 1, 1, out[3]):
+    if vector == (*[1] * (len(out) - 1), out[-1]):  # [1, 1, 1, C] (a sequence's [1, 1, C])
         return "NHWC"
-    return "NCHW" if vector == (1, out[1], 1, 1) else None
+    return "NCHW" if vector == (1, out[1], *[1] * (len(out) - 2)) else None
 
 
 def binary_layout(op) -> str:

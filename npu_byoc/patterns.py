@@ -814,7 +814,7 @@ def _extract_mean(root, bindings) -> QMean:
     lo, hi = tail.clamp(out, bindings)
     rank = len(inp.shape)
     axes = tuple(sorted(int(a) % rank for a in mean.attrs.axis)) if mean.attrs.axis is not None else tuple(range(rank))
-    layout = "NCHW" if axes == (2, 3) else "NHWC"
+    layout = "NCHW" if axes == (2, 3) or (rank == 3 and axes == (2,)) else "NHWC"  # [N, C, L]: NCHW's sequence
     return QMean(
         input=inp,
         output=out,

@@ -2,7 +2,9 @@
 
 TVM 0.27 lists the quantized TFLite operators it converts (``_SUPPORTED_QUANTIZED_OPS``) and
 refuses a model holding any other: PAD, PADV2, STRIDED_SLICE, SPLIT, SPLIT_V, TRANSPOSE,
-SQUEEZE, RESIZE_NEAREST_NEIGHBOR, PACK, TILE, GATHER and SHAPE among them. They only move
+SQUEEZE, EXPAND_DIMS, RESIZE_NEAREST_NEIGHBOR, PACK, TILE, GATHER, SHAPE, SPACE_TO_BATCH_ND and
+BATCH_TO_SPACE_ND among them (the last three are what TensorFlow's converter makes of a Conv1D,
+a dilated one in particular). They only move
 integers around, so their int8 (and uint8) form is exact on the integers themselves, as
 TFLite's reference kernels run them: no dequantize/quantize around them, the same
 int8-tensor edges TVM's frontend gives MAX_POOL_2D or RESHAPE (the pattern table's
@@ -18,8 +20,9 @@ serves twice:
   keras model) is evaluated at import and vanishes, its result a constant for its readers;
 * lowering: applied to the *index map* ``arange(N).reshape(shape)`` of its data input, it
   tells which input element each output element copies, and the Relax form is
-  ``take(reshape(x, [N]), indices)``. PAD/PADV2, TRANSPOSE, SQUEEZE and PACK have a direct
-  Relax form (``nn.pad``, ``permute_dims``, ``reshape``, ``concat``) and use it.
+  ``take(reshape(x, [N]), indices)``. PAD/PADV2, TRANSPOSE, SQUEEZE, EXPAND_DIMS and PACK have
+  a direct Relax form (``nn.pad``, ``permute_dims``, ``reshape``, ``concat``) and use it;
+  SPACE_TO_BATCH_ND is ``nn.pad`` with the zero point, then the gather of the padded map.
 
 Float operators go to TVM's own converters unchanged.
 
@@ -108,6 +111,54 @@ def _split_v(opts, x, size_splits, axis):
     if sum(sizes) != x.shape[axis] or min(sizes) < 0:
         raise ValueError(f"size_splits {sizes} do not add up to {x.shape[axis]}")
     return np.split(x, np.cumsum(sizes)[:-1], axis=axis)
+
+
+def _expand_dims(opts, x, axis):
+    axis = int(np.asarray(axis).ravel()[0])
+    if not -x.ndim - 1 <= axis <= x.ndim:
+        raise ValueError(f"axis {axis} out of range for rank {x.ndim}")
+    return [np.expand_dims(x, axis)]
+
+
+def _blocks(x, block_shape, pairs, what: str):
+    """The block shape (M values) and the M (before, after) pairs of SPACE_TO_BATCH_ND's
+    paddings or BATCH_TO_SPACE_ND's crops, checked against ``x``."""
+    b = [int(v) for v in np.asarray(block_shape).ravel()]
+    p = np.asarray(pairs, np.int64).reshape(-1, 2)
+    if not b or min(b) < 1 or len(p) != len(b) or x.ndim < len(b) + 1 or (p < 0).any():
+        raise ValueError(f"block_shape {b} and {what} {p.tolist()} do not fit shape {list(x.shape)}")
+    return b, p
+
+
+def _space_to_batch(opts, x, block_shape, paddings):
+    """SPACE_TO_BATCH_ND (TensorFlow's definition): pad the M spatial axes (quantized: with the
+    zero point), cut each into blocks, and move the block offsets into the batch."""
+    b, p = _blocks(x, block_shape, paddings, "paddings")
+    m, rest = len(b), list(x.shape[1 + len(b):])
+    padded = [n + lo + hi for n, (lo, hi) in zip(x.shape[1 : 1 + m], p.tolist())]
+    if any(n % k for n, k in zip(padded, b)):
+        raise ValueError(f"padded spatial shape {padded} is not a multiple of block_shape {b}")
+    _check_size([x.shape[0] * math.prod(b), *[n // k for n, k in zip(padded, b)], *rest])
+    y = np.pad(x, [(0, 0), *p.tolist(), *[(0, 0)] * len(rest)], constant_values=opts.get("fill", 0))
+    y = y.reshape([x.shape[0], *[v for n, k in zip(padded, b) for v in (n // k, k)], *rest])
+    perm = [2 + 2 * i for i in range(m)] + [0] + [1 + 2 * i for i in range(m)] + list(range(1 + 2 * m, y.ndim))
+    return [y.transpose(perm).reshape([x.shape[0] * math.prod(b), *[n // k for n, k in zip(padded, b)], *rest])]
+
+
+def _batch_to_space(opts, x, block_shape, crops):
+    """BATCH_TO_SPACE_ND: the inverse, block offsets back from the batch, then the crops."""
+    b, c = _blocks(x, block_shape, crops, "crops")
+    m, rest = len(b), list(x.shape[1 + len(b):])
+    if x.shape[0] % math.prod(b):
+        raise ValueError(f"batch {x.shape[0]} is not a multiple of the block size {math.prod(b)}")
+    n, spatial = x.shape[0] // math.prod(b), list(x.shape[1 : 1 + m])
+    y = x.reshape([*b, n, *spatial, *rest])
+    perm = [m] + [v for i in range(m) for v in (m + 1 + i, i)] + list(range(2 * m + 1, y.ndim))
+    y = y.transpose(perm).reshape([n, *[s * k for s, k in zip(spatial, b)], *rest])
+    full = [s * k for s, k in zip(spatial, b)]
+    if any(lo + hi > f for f, (lo, hi) in zip(full, c.tolist())):
+        raise ValueError(f"crops {c.tolist()} exceed the spatial shape {full}")
+    return [y[(slice(None), *[slice(lo, f - hi) for f, (lo, hi) in zip(full, c.tolist())])]]
 
 
 def _transpose(opts, x, perm):
@@ -234,6 +285,27 @@ def _relax_reshape(conv, opts, xs, consts, out_shapes):
     return [relax.op.reshape(xs[0], out_shapes[0])]
 
 
+def _relax_space_to_batch(conv, opts, xs, consts, out_shapes):
+    """The zero-point pad as nn.pad, then the block rearrangement as a gather of the padded map."""
+    block, paddings = consts
+    x, shape = xs[0], list(_static_shape(conv.bb.normalize(xs[0])))
+    m = len(np.asarray(block).ravel())
+    widths = [(0, 0), *np.asarray(paddings, np.int64).reshape(-1, 2).tolist(), *[(0, 0)] * (len(shape) - 1 - m)]
+    if any(lo or hi for lo, hi in widths):
+        x = relax.op.nn.pad(x, [int(v) for pair in widths for v in pair], "constant", float(opts["fill"]))
+        shape = [n + lo + hi for n, (lo, hi) in zip(shape, widths)]
+    n = math.prod(shape)
+    (index,) = _space_to_batch({}, np.arange(n, dtype=np.int64).reshape(shape), block, np.zeros((m, 2), np.int64))
+    return [_gather_expr(x, n, index)]
+
+
+def _gather_expr(x, n: int, index: np.ndarray):
+    """``take(reshape(x, [n]), index)`` in the index map's shape: the form npu.gather matches
+    (the indices are in range by construction; "clip" only spares TVM's warning)."""
+    flat = relax.op.take(relax.op.reshape(x, [n]), relax.const(index.ravel().astype("int32")), 0, "clip")
+    return relax.op.reshape(flat, index.shape)
+
+
 def _relax_pack(conv, opts, xs, consts, out_shapes):
     axis = opts["axis"] % len(out_shapes[0])
     return [relax.op.concat([relax.op.expand_dims(x, axis) for x in xs], axis=axis)]
@@ -279,7 +351,14 @@ LOWERINGS: dict[str, Lowering] = {
     "TILE": Lowering(_tile, _none),
     "GATHER": Lowering(_gather, _opts("GatherOptions", axis=_field("Axis"), batch_dims=_field("BatchDims"))),
     "SHAPE": Lowering(_shape, _shape_options),
+    "EXPAND_DIMS": Lowering(_expand_dims, _none, relax=_relax_reshape),
+    "SPACE_TO_BATCH_ND": Lowering(_space_to_batch, _none, relax=_relax_space_to_batch),
+    "BATCH_TO_SPACE_ND": Lowering(_batch_to_space, _none),
 }
+
+
+# Operators that pad (with the output's zero point when quantized, as LiteRT's kernels do)
+_PADDED = frozenset({"PAD", "PADV2", "SPACE_TO_BATCH_ND"})
 
 
 # --------------------------------------------------------------------------------------------
@@ -367,6 +446,23 @@ class DataMovementConverter(tflite_frontend.OperatorConverter):
         scale, zero_point = (tflite_frontend.get_scalar_from_constant(y.qnn_params[k]) for k in ("scale", "zero_point"))
         return self.convert_qnn_fused_activation_function(out, fused, scale, zero_point, dtype)
 
+    def convert_concatenation(self, op):
+        """A CONCATENATION of constants is folded, like the data movement above: keras 3 builds
+        its UpSampling2D's target shape as SHAPE -> STRIDED_SLICE -> CONCATENATION, and RESHAPE
+        needs that shape as a constant."""
+        from tflite.ConcatenationOptions import ConcatenationOptions
+
+        ins, outs = self.get_input_tensors(op), self.get_output_tensors(op)
+        consts = [self._constant(t) for t in ins]
+        if not consts or any(c is None for c in consts) or any(t.qnn_params is not None for t in ins):
+            return super().convert_concatenation(op)
+        o = ConcatenationOptions()
+        o.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
+        try:
+            return self._fold(outs, [np.concatenate([np.atleast_1d(c) for c in consts], axis=int(o.Axis()))])
+        except ValueError as err:
+            raise ImportRefused(f"TFLite CONCATENATION: {err}") from None
+
     def _convert_function(self, name: str, op):
         (x,), (y,) = self.get_input_tensors(op), self.get_output_tensors(op)
         if x.qnn_params is None or y.qnn_params is None:
@@ -406,7 +502,7 @@ class DataMovementConverter(tflite_frontend.OperatorConverter):
                     raise ValueError("the input's shape is not static (fix it with input_shapes)")
                 return self._fold(outs, low.fn(opts, np.broadcast_to(np.int8(0), shape)))  # a view: no data
             if all(c is not None for c in consts):
-                if name in ("PAD", "PADV2"):
+                if name in _PADDED:
                     opts["fill"] = self._pad_fill(name, ins, outs, consts)
                 return self._fold(outs, low.fn(opts, *consts))
             quantized = any(t.qnn_params is not None for t in (*ins, *outs))
@@ -450,7 +546,7 @@ class DataMovementConverter(tflite_frontend.OperatorConverter):
         shapes = [_static_shape(self.bb.normalize(x)) for x in xs]
         if any(s is None for s in shapes):
             raise ValueError("the input's shape is not static (fix it with input_shapes)")
-        if name in ("PAD", "PADV2"):
+        if name in _PADDED:
             opts["fill"] = self._pad_fill(name, ins, outs, consts)
         if name == "GATHER" and consts[1] is None:  # run-time indices: take
             if opts["batch_dims"] != 0:
@@ -469,14 +565,8 @@ class DataMovementConverter(tflite_frontend.OperatorConverter):
             maps = low.fn(opts, *self._args(low, ins, [index], consts))
             # one flat view per output: each output's gather is then its own NPU composite
             # (a shared one would fuse a SPLIT's outputs into one composite with a tuple result)
-            exprs = [
-                # the indices are in range by construction; "clip" only spares TVM's warning
-                relax.op.reshape(
-                    relax.op.take(relax.op.reshape(xs[0], [n]), relax.const(m.ravel().astype("int32")), 0, "clip"),
-                    m.shape,
-                )
-                for m in maps
-            ]
+            # one flat view per output: each output's gather is then its own NPU composite
+            exprs = [_gather_expr(xs[0], n, m) for m in maps]
         return exprs[0] if len(exprs) == 1 else relax.Tuple(exprs)
 
     @staticmethod

@@ -28,9 +28,10 @@ def _only_decision(mod):
     return log[0]
 
 
-def _rank3_fc() -> relax.Expr:
-    """dequantize(x[1, 5, 16]) @ dequantize(W[16, 8]) -> quantize: a rank-3 fully connected."""
-    x = rb._tensor("x", (1, 5, 16), "int8")
+def _rank_fc(shape=(1, 5, 16)) -> relax.Expr:
+    """dequantize(x[..., 16]) @ dequantize(W[16, 8]) -> quantize: a fully connected layer over
+    the last axis of a tensor of any rank (a Dense on a sequence: rank 3)."""
+    x = rb._tensor("x", shape, "int8")
 
     def body(bb):
         xd = bb.emit(R.dequantize(x, rb._scale_const(0.5), rb._zp_const(3), axis=-1))
@@ -53,7 +54,7 @@ def _big_kernel_conv(in_channels: int = 4096, out_channels: int = 4, input_hw=(8
 
 CASES = {
     # name: (module builder, pattern, the reason's text)
-    "rank-3 FC": (_rank3_fc, "npu.fully_connected", "tensor of rank 3: the NPU maps rank 1, 2 and 4 tensors"),
+    "rank-5 FC": (lambda: _rank_fc((1, 2, 1, 5, 16)), "npu.fully_connected", "tensor of rank 5: the NPU maps tensors of rank 1 to 4"),
     "5-D ADD": (lambda: rb.qdq_add(shape=(1, 2, 8, 8, 4)), "npu.add", "tensor of rank 5"),
     "1x100000x100000x4 conv": (
         lambda: rb.qdq_conv2d(input_hw=(100000, 100000), in_channels=4, out_channels=4),
@@ -92,6 +93,21 @@ def test_partition_refuses_what_the_npu_cannot_run(case):
     d = _only_decision(mod)
     assert (d.pattern, d.accepted) == (pattern, False)
     assert reason in d.reason, d.reason
+
+
+def test_rank3_fc_runs_over_its_rows():
+    """A Dense on a sequence ([1, L, C] @ [C, K]): the NPU maps [1, L, C] as one row of L pixels
+    and runs the fully connected layer over them, equal to TVM's CPU build."""
+    import npu_byoc
+    from npu_byoc.partition import npu_functions, partition_for_npu
+
+    mod = _rank_fc()
+    part = partition_for_npu(mod)
+    assert len(npu_functions(part)) == 1
+    x = np.random.default_rng(1).integers(-128, 128, (1, 5, 16), dtype=np.int8)
+    got = npu_byoc.build(part, "golden").run([x])[0]
+    assert got.shape == (1, 5, 8) and np.array_equal(got, npu_byoc.build(part, "functional").run([x])[0])
+    assert np.abs(got.astype(int) - npu_byoc.build(mod, "cpu").run([x])[0].astype(int)).max() <= 1
 
 
 def test_tile_check_is_the_schedulers_own_refusal(monkeypatch):
