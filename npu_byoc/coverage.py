@@ -17,7 +17,7 @@ from tvm import relax
 from . import escape
 from .frontend import ModelInfo, annotate_provenance, model_info
 from .onnx_qop import QOPERATOR_OPS
-from .partition import npu_functions, partition_for_npu, partition_log
+from .partition import absorbed, npu_functions, partition_for_npu, partition_log
 from .patterns import PATTERN_TABLE
 from .relax_utils import NotConstant, dtype_of, op_name, shape_of
 
@@ -157,7 +157,7 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
             for v in d.vars:
                 rejected.setdefault(v, []).append(f"{d.pattern}: {d.reason}")
 
-    accepted_layer = {d.layer: d for d in log if d.accepted and d.layer}
+    folded = absorbed(mod)
     bindings = _bindings_by_name(mod)
     macs_of_binding = {name: macs_of(value) for name, value in bindings.items()}
     qdq = {o.index for o in info.ops if o.qdq}
@@ -169,18 +169,19 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
         if not op.vars:
             ops.append(OpCoverage(op.index, op.name, op.op, False, None, "constant: computed at import, no run-time work", 0, producers))
             continue
-        decision = next((accepted[v] for v in op.vars if v in accepted), None)
-        if decision is None and not any(v in rejected for v in op.vars):
-            # an op the partitioner canonicalised away (a Split became one slice per output):
-            # its matches carry its name as their layer
-            decision = accepted_layer.get(op.name)
+        names = op.vars
+        if not any(v in accepted or v in rejected for v in names):
+            # an op the partitioner canonicalised into other bindings (a Split into one slice per
+            # output, a chain of data movement into one gather): their matches speak for it
+            names = [_absorbed_into(folded)(v) for v in op.vars]
+        decision = next((accepted[v] for v in names if v in accepted), None)
         macs = sum(macs_of_binding.get(v, 0) for v in op.vars)
         if decision is not None:
             ops.append(OpCoverage(op.index, op.name, op.op, True, decision.pattern, None, macs, producers,
                                   _convention(decision, op)))
             continue
         reasons = []
-        for v in op.vars:
+        for v in names:
             for r in rejected.get(v, []):
                 if r not in reasons:
                     reasons.append(r)
@@ -198,6 +199,19 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
         "qdq_nodes": len(qdq),
     }
     return CoverageReport(model=Path(info.path).name, format=info.format, summary=summary, ops=ops)
+
+
+def _absorbed_into(folded: dict[str, str]):
+    """var name -> the binding it was finally folded into (itself if none)."""
+
+    def follow(v: str) -> str:
+        seen = set()
+        while v in folded and v not in seen:
+            seen.add(v)
+            v = folded[v]
+        return v
+
+    return follow
 
 
 def _convention(d, op) -> str:

@@ -16,6 +16,7 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+import numpy as np
 import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
@@ -28,7 +29,7 @@ from .patterns import (
     Convention, NpuPattern, Reject,
 )  # fmt: skip
 from .qops import QOp
-from .relax_utils import dtype_of, int_list, op_name, prim_value, shape_of
+from .relax_utils import Constant, constant_value, dtype_of, int_list, op_name, prim_value, shape_of
 from .uint8 import activations_label
 
 @dataclass
@@ -228,7 +229,102 @@ def split_to_slices(mod: tvm.IRModule) -> tvm.IRModule:
         return mod
     out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
     out["main"] = _SplitToSlices(parts, mod).visit_expr(main)
-    return relax.transform.DeadCodeElimination(["main"])(out)
+    readers = {}  # a split's var -> the first binding reading one of its outputs (now a slice)
+    for block in main.body.blocks:
+        for b in block.bindings:
+            if isinstance(b.value, relax.TupleGetItem) and b.value.tuple_value in parts:
+                readers.setdefault(b.value.tuple_value.name, b.var.name)
+    return _absorbed(relax.transform.DeadCodeElimination(["main"])(out), readers)
+
+
+ABSORBED_ATTR = "npu_byoc.absorbed"
+
+
+def _absorbed(mod: tvm.IRModule, names: Mapping[str, str]) -> tvm.IRModule:
+    """Record that the bindings ``names`` holds were canonicalised into others (key -> the
+    binding that now does its work): the coverage report credits the source operator with
+    that binding's match."""
+    if not names:
+        return mod
+    known = json.loads(str(mod.attrs[ABSORBED_ATTR])) if mod.attrs is not None and ABSORBED_ATTR in mod.attrs else {}
+    return mod.with_attr(ABSORBED_ATTR, json.dumps({**known, **names}))
+
+
+def absorbed(mod: tvm.IRModule) -> dict[str, str]:
+    """The bindings the canonicalisation folded into others (see :func:`_absorbed`)."""
+    return json.loads(str(mod.attrs[ABSORBED_ATTR])) if mod.attrs is not None and ABSORBED_ATTR in mod.attrs else {}
+
+
+@mutator
+class _ReplaceCalls(PyExprMutator):
+    """Calls swapped for new ones (matched by identity), the new ones' arguments visited."""
+
+    def __init__(self, new: list, mod=None):
+        super().__init__(mod)
+        self.new = new  # [(old Call, new Call)]
+
+    def visit_call_(self, call):
+        found = next((n for o, n in self.new if o.same_as(call)), None)
+        if found is None:
+            return super().visit_call_(call)
+        return relax.Call(found.op, [self.visit_expr(a) for a in found.args], found.attrs, found.ty_args, call.span)
+
+
+def _flat_take(value, values) -> tuple | None:
+    """(x, indices) of ``take(reshape(x, [N]), constant indices, axis=0)``: TFLite data movement
+    as npu_byoc.tflite_ops imports it."""
+    if op_name(value) != "relax.take" or int(value.attrs.axis) != 0 or not isinstance(value.args[1], Constant):
+        return None
+    flat = values.get(value.args[0])
+    if op_name(flat) != "relax.reshape" or len(shape_of(value.args[0])) != 1:
+        return None
+    return flat.args[0], constant_value(value.args[1]).astype(np.int64)
+
+
+def compose_gathers(mod: tvm.IRModule) -> tvm.IRModule:
+    """Canonicalise chains of data movement into one gather and one view each way:
+    ``reshape(reshape(x))`` is ``reshape(x)``, and a gather of a gather (through views) is one
+    gather whose indices are composed. Keras 3's UpSampling2D converts to RESHAPE (rank 5) ->
+    TILE -> RESHAPE per axis; composed, it is the one nearest-neighbour gather npu.gather runs.
+    Only single-use intermediates fold; the folded bindings are recorded for coverage."""
+    names: dict[str, str] = {}
+    while True:
+        main = mod["main"]
+        bindings = [b for block in main.body.blocks for b in block.bindings]
+        values = {b.var: b.value for b in bindings}
+        uses: dict = {}
+        for b in bindings:
+            for v in relax.analysis.free_vars(b.value):
+                uses[v] = uses.get(v, 0) + 1
+        for v in relax.analysis.free_vars(main.body.body) if not isinstance(main.body.body, relax.Var) else [main.body.body]:
+            uses[v] = uses.get(v, 0) + 1
+        new = []
+        for b in bindings:
+            inner = b.value.args[0] if isinstance(b.value, relax.Call) and b.value.args else None
+            if op_name(b.value) == "relax.reshape" and op_name(values.get(inner)) == "relax.reshape" and uses.get(inner) == 1:
+                new.append((b.value, relax.op.reshape(values[inner].args[0], b.value.args[1])))
+                names[inner.name] = b.var.name
+                break
+            outer = _flat_take(b.value, values)
+            if outer is None:
+                continue
+            y, path = values[b.value.args[0]].args[0], [b.value.args[0]]
+            while isinstance(y, relax.Var) and op_name(values.get(y)) == "relax.reshape":
+                path.append(y)
+                y = values[y].args[0]
+            first = _flat_take(values.get(y), values) if isinstance(y, relax.Var) else None
+            if first is None or any(uses.get(v) != 1 for v in (*path, y)):
+                continue
+            index = first[1].ravel()[outer[1]]  # the second gather reads the first's output
+            flat = values[y].args[0]  # reshape(x, [N]): the first gather's input, now this one's
+            new.append((b.value, relax.op.take(flat, relax.const(index.astype("int32")), 0, str(b.value.attrs.mode))))
+            names.update({v.name: b.var.name for v in (*path, y)})
+            break
+        if not new:
+            return _absorbed(mod, names)
+        out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+        out["main"] = _ReplaceCalls(new, mod).visit_expr(main)
+        mod = relax.transform.DeadCodeElimination(["main"])(out)
 
 
 @mutator
@@ -333,8 +429,9 @@ def _partition_once(mod: tvm.IRModule, table: list[NpuPattern], hw: HwConfig, de
             relax.transform.MergeCompositeFunctions(),
         ]
     )
+    mod = split_shared_dequantize(floor_max_pool_pads(compose_gathers(split_to_slices(mod))))
     attrs = dict(mod.attrs) if mod.attrs is not None else {}
-    out = _name_partitions(seq(split_shared_dequantize(floor_max_pool_pads(split_to_slices(mod)))))
+    out = _name_partitions(seq(mod))
     log = [d.__dict__ for d in recorder.decisions]
     for k, v in attrs.items():
         if out.attrs is None or k not in out.attrs:

@@ -162,3 +162,25 @@ def test_rescaling_nearest_resize_says_why():
     decisions = partition_log(npu_byoc.partition_for_npu(_qdq_resize_nearest(0.2)))
     assert [d.pattern for d in decisions] == ["npu.gather"] and not decisions[0].accepted
     assert "the NPU copies the integers unchanged" in decisions[0].reason
+
+
+def test_keras3_upsampling_is_one_gather():
+    """upsample_keras3_int8 (batch None): Keras 3's UpSampling2D converts to EXPAND_DIMS -> TILE
+    -> RESHAPE per axis with run-time target shapes (SHAPE -> STRIDED_SLICE -> CONCATENATION,
+    folded at import). The partitioner composes each chain's gathers and views into one gather
+    (partition.compose_gathers): every run-time op on the NPU in one partition, and the
+    gather's output is the conv's output with every row and column repeated."""
+    name = "upsample_keras3_int8.tflite"
+    mod = npu_byoc.load_model(model_path(name))
+    report = npu_byoc.coverage_report(mod)
+    assert report.summary["partitions"] == 1
+    assert all(o.offloaded for o in report.ops if o.op not in ("SHAPE", "STRIDED_SLICE", "CONCATENATION"))
+    assert [o.pattern for o in report.ops if o.op == "TILE"] == ["npu.gather"] * 2
+    model = npu_byoc.build(mod, "golden")
+    seen = []
+    model.layer_hooks.append(lambda partition, op, out: seen.append((op.kind, out.copy())))
+    x = np.random.default_rng(8).integers(-128, 128, (1, 8, 8, 3), dtype=np.int8)
+    model.run([x])
+    kinds = [k for k, _ in seen]
+    assert kinds == ["conv2d", "gather", "conv2d"], kinds
+    assert np.array_equal(seen[1][1], seen[0][1].repeat(2, 0).repeat(2, 1))

@@ -864,6 +864,59 @@ def build_upsample_cnn(out: Path):
                                     {"model": "U-Net pixel glue: UpSampling2D, Cropping2D, strided slice"}, seed=13)
 
 
+def make_conv1d_cnn(batch_size):
+    """A 1-D CNN over a sequence (keyword spotting / sensor data): Conv1D k5 + ReLU, MaxPooling1D,
+    a dilated Conv1D k3 (rate 2) + ReLU, GlobalAveragePooling1D, Dense + softmax. TensorFlow's
+    converter writes each Conv1D as EXPAND_DIMS -> CONV_2D -> RESHAPE, the dilated one inside
+    SPACE_TO_BATCH_ND / BATCH_TO_SPACE_ND: operators TVM's TFLite import refuses when quantized."""
+    import keras
+    from keras import layers as L
+
+    x0 = keras.Input((64, 8), batch_size=batch_size)
+    x = L.Conv1D(16, 5, padding="same", activation="relu")(x0)
+    x = L.MaxPooling1D(2)(x)
+    x = L.Conv1D(16, 3, dilation_rate=2, padding="same", activation="relu")(x)
+    x = L.GlobalAveragePooling1D()(x)
+    return keras.Model(x0, L.Dense(4, activation="softmax")(x))
+
+
+def build_conv1d_cnn(out: Path):
+    """conv1d_cnn_int8: the 1-D CNN with random weights and batch None; its inputs are the
+    structured images' first rows (64 steps x 8 features)."""
+    _set_seeds()
+    model = make_conv1d_cnn(None)  # batch None: the converter keeps SPACE_TO_BATCH_ND around the dilated conv
+    rng = np.random.default_rng(17)
+    for w in model.weights:
+        fan_in = int(np.prod(w.shape[:-1])) if len(w.shape) > 1 else 1
+        w.assign(rng.normal(size=w.shape).astype(np.float32) * (1.5 / np.sqrt(fan_in) if len(w.shape) > 1 else 0.2))
+    path = out / "conv1d_cnn_int8.tflite"
+    path.write_bytes(convert_int8(model, nhwc_batch(CALIB_SEEDS, 1, 64, 8)[:, 0]))
+    meta = {"model": "1-D CNN: Conv1D, MaxPooling1D, dilated Conv1D, GlobalAveragePooling1D, Dense",
+            "input_shape": [1, 64, 8], **_common_meta()}
+    tflite_references(path, nhwc_batch(REF_SEEDS, 1, 64, 8)[:, 0], meta)
+    return path
+
+
+def make_upsample_keras3(batch_size):
+    """Keras 3's UpSampling2D (nearest, 2x): TensorFlow's converter writes it as EXPAND_DIMS ->
+    TILE -> RESHAPE per axis, the target shape built by SHAPE -> STRIDED_SLICE -> CONCATENATION,
+    between two convs."""
+    import keras
+    from keras import layers as L
+
+    x0 = keras.Input((8, 8, 3), batch_size=batch_size)
+    x = L.Conv2D(8, 3, padding="same", activation="relu")(x0)
+    x = L.UpSampling2D()(x)
+    return keras.Model(x0, L.Conv2D(4, 3, padding="same")(x))
+
+
+def build_upsample_keras3(out: Path):
+    """Batch None, as keras models are saved: the converter then computes the RESHAPE targets
+    at run time (SHAPE -> STRIDED_SLICE -> CONCATENATION), which the import folds."""
+    return _random_weights_and_convert("upsample_keras3_int8", out, lambda _: make_upsample_keras3(None), (8, 8, 3),
+                                       {"model": "Keras 3 UpSampling2D (EXPAND_DIMS, TILE, RESHAPE chains)"}, seed=19)
+
+
 def _random_weights_and_convert(name: str, out: Path, make, shape, meta: dict, seed: int):
     """``make(1)`` with random fan-in-scaled weights (no task: the op's arithmetic, not a
     prediction, is under test), converted to int8 with LiteRT's references."""
@@ -2131,6 +2184,8 @@ BUILDERS = {
     "dynamic_quant": build_dynamic_quant,
     "onnx_glue_qdq": build_onnx_glue_qdq,
     "onnx_ops_qdq": build_onnx_ops_qdq,
+    "conv1d_cnn_int8": build_conv1d_cnn,
+    "upsample_keras3_int8": build_upsample_keras3,
 }
 MODELS = tuple(BUILDERS)
 
