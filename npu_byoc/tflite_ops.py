@@ -427,6 +427,8 @@ class DataMovementConverter(tflite_frontend.OperatorConverter):
             self.convert_map[name] = lambda op, _name=name: self._convert(_name, op)
         for name in FUNCTIONS:
             self.convert_map[name] = lambda op, _name=name: self._convert_function(_name, op)
+        self._tvm_reduce_prod = self.convert_map["REDUCE_PROD"]
+        self.convert_map["REDUCE_PROD"] = self._fold_reduce_prod
 
     def convert_transpose_conv(self, op):
         """TVM's TRANSPOSE_CONV, with the fused activation it drops (TransposeConvOptions carries
@@ -445,6 +447,26 @@ class DataMovementConverter(tflite_frontend.OperatorConverter):
         dtype = self.get_tensor_type_str(y.tensor.Type())
         scale, zero_point = (tflite_frontend.get_scalar_from_constant(y.qnn_params[k]) for k in ("scale", "zero_point"))
         return self.convert_qnn_fused_activation_function(out, fused, scale, zero_point, dtype)
+
+    def _fold_reduce_prod(self, op):
+        """REDUCE_PROD of constants (a Dense on a 3-D tensor: the Tensordot shape arithmetic
+        SHAPE -> GATHER -> REDUCE_PROD) is folded like the data movement above."""
+        from tflite.ReducerOptions import ReducerOptions
+
+        ins, outs = self.get_input_tensors(op), self.get_output_tensors(op)
+        consts = [self._constant(t) for t in ins]
+        if len(consts) != 2 or any(c is None for c in consts) or ins[0].qnn_params is not None:
+            return self._tvm_reduce_prod(op)
+        keep = False
+        if op.BuiltinOptions() is not None:
+            o = ReducerOptions()
+            o.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
+            keep = bool(o.KeepDims())
+        axes = tuple(int(a) for a in np.asarray(consts[1]).ravel())
+        try:
+            return self._fold(outs, [np.prod(consts[0], axis=axes, keepdims=keep).astype(consts[0].dtype)])
+        except (ValueError, np.exceptions.AxisError) as err:
+            raise ImportRefused(f"TFLite REDUCE_PROD: {err}") from None
 
     def convert_concatenation(self, op):
         """A CONCATENATION of constants is folded, like the data movement above: keras 3 builds

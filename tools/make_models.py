@@ -917,6 +917,25 @@ def build_upsample_keras3(out: Path):
                                        {"model": "Keras 3 UpSampling2D (EXPAND_DIMS, TILE, RESHAPE chains)"}, seed=19)
 
 
+def make_dense_seq(batch_size):
+    """A Dense layer applied to a sequence (a [N, 4, 64] tensor after Reshape + Permute): Keras
+    writes it as Tensordot, which TensorFlow's converter turns into shape arithmetic (SHAPE ->
+    GATHER -> REDUCE_PROD -> PACK) around RESHAPE -> FULLY_CONNECTED -> RESHAPE."""
+    import keras
+    from keras import layers as L
+
+    x0 = keras.Input((8, 8, 3), batch_size=batch_size)
+    x = L.Conv2D(4, 3, padding="same", activation="relu")(x0)
+    x = L.Permute((2, 1))(L.Reshape((64, 4))(x))
+    return keras.Model(x0, L.Dense(8)(x))
+
+
+def build_dense_seq(out: Path):
+    return _random_weights_and_convert("dense_seq_int8", out, lambda _: make_dense_seq(None), (8, 8, 3),
+                                       {"model": "Dense on a 3-D tensor (Tensordot shape arithmetic), batch None"},
+                                       seed=23)
+
+
 def _random_weights_and_convert(name: str, out: Path, make, shape, meta: dict, seed: int):
     """``make(1)`` with random fan-in-scaled weights (no task: the op's arithmetic, not a
     prediction, is under test), converted to int8 with LiteRT's references."""
@@ -2186,6 +2205,7 @@ BUILDERS = {
     "onnx_ops_qdq": build_onnx_ops_qdq,
     "conv1d_cnn_int8": build_conv1d_cnn,
     "upsample_keras3_int8": build_upsample_keras3,
+    "dense_seq_int8": build_dense_seq,
 }
 MODELS = tuple(BUILDERS)
 
