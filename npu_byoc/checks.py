@@ -72,7 +72,7 @@ def _per_tensor(op: QOp, reason_of: Callable[[QTensor], "str | None"]) -> str | 
 
 
 def tensor_ranks(op: QOp, hw: HwConfig) -> str | None:
-    """Tensors are of rank 1, 2 or 4: the NPU sees each as an H×W×C feature map."""
+    """Tensors are of rank 1 to 4: the NPU sees each as an H×W×C feature map (a rank-3 sequence [N, L, C] as one row of L pixels)."""
     return _per_tensor(op, lambda t: limits.rank_reason(t.shape))
 
 
