@@ -157,7 +157,8 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
             for v in d.vars:
                 rejected.setdefault(v, []).append(f"{d.pattern}: {d.reason}")
 
-    folded = absorbed(mod)
+    folded_into = _absorbed_into(absorbed(mod))
+    kinds = {o.index: o.op for o in info.ops}
     bindings = _bindings_by_name(mod)
     macs_of_binding = {name: macs_of(value) for name, value in bindings.items()}
     qdq = {o.index for o in info.ops if o.qdq}
@@ -173,7 +174,7 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
         if not any(v in accepted or v in rejected for v in names):
             # an op the partitioner canonicalised into other bindings (a Split into one slice per
             # output, a chain of data movement into one gather): their matches speak for it
-            names = [_absorbed_into(folded)(v) for v in op.vars]
+            names = [folded_into(v) for v in op.vars]
         decision = next((accepted[v] for v in names if v in accepted), None)
         macs = sum(macs_of_binding.get(v, 0) for v in op.vars)
         if decision is not None:
@@ -185,7 +186,7 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
             for r in rejected.get(v, []):
                 if r not in reasons:
                     reasons.append(r)
-        reason = _dynamic_reason(op, info) or ("; ".join(reasons) if reasons else _no_pattern_reason(op, bindings))
+        reason = _dynamic_reason(op, kinds) or ("; ".join(reasons) if reasons else _no_pattern_reason(op, bindings))
         ops.append(OpCoverage(op.index, op.name, op.op, False, None, reason, macs, producers))
 
     funcs = npu_functions(mod)
@@ -243,12 +244,12 @@ DYNAMIC_QUANTIZE = "DynamicQuantizeLinear"
 _STATIC = "the NPU's requantize needs them at compile time (quantize the model statically, e.g. onnxruntime's quantize_static)"
 
 
-def _dynamic_reason(op, info: ModelInfo) -> str | None:
+def _dynamic_reason(op, kinds: dict[int, str]) -> str | None:
     """Dynamic quantization (onnxruntime's quantize_dynamic) computes activation scales and zero
-    points from each input at run time: say so instead of the conventions it does not match."""
+    points from each input at run time: say so instead of the conventions it does not match.
+    ``kinds``: each source operator's type by index."""
     if op.op == DYNAMIC_QUANTIZE:
         return f"{DYNAMIC_QUANTIZE} computes a scale and zero point from each input at run time: {_STATIC}"
-    kinds = {o.index: o.op for o in info.ops}
     if any(kinds.get(p) == DYNAMIC_QUANTIZE for p in op.producers):
         return f"{op.op} reads a dynamically quantized input (scale and zero point computed at run time): {_STATIC}"
     return None

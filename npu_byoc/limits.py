@@ -28,7 +28,7 @@ class ShapeError(ValueError):
 
 
 def batch_reason(shape: Sequence[int]) -> str | None:
-    """The batch limit of one image (the first axis of a 4-D tensor): a batch-N op runs as N
+    """The batch limit of one image (the first axis of a 3-D or 4-D tensor): a batch-N op runs as N
     images (:func:`per_image`), so this holds for any N that splits."""
     if len(shape) in (3, 4) and int(shape[0]) != 1:
         return f"batch {int(shape[0])}: the NPU runs batch 1"
@@ -36,10 +36,11 @@ def batch_reason(shape: Sequence[int]) -> str | None:
 
 
 def batch_of(shapes: Iterable[Sequence[int]]) -> int:
-    """The images of an op or a partition: the common first axis of its 4-D tensors (1 if none)."""
+    """The images of an op or a partition: the common first axis of its 3-D and 4-D tensors (1
+    if none)."""
     batches = sorted({int(s[0]) for s in shapes if len(s) in (3, 4)})
     if len(batches) > 1:
-        raise ShapeError(f"4-D tensors with batches {batches}: NPU partitions run image by image")
+        raise ShapeError(f"tensors with batches {batches}: NPU partitions run image by image")
     return batches[0] if batches else 1
 
 

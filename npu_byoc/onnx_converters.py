@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from tvm import relax
 
-from .relax_utils import Constant
+from .relax_utils import Constant, constant_value, dtype_of
 
 
 def _pad(importer, inputs, attrs, opset: int):
@@ -44,9 +44,9 @@ def _bound(importer, inputs, k: int, default: float) -> float | None:
     if len(inputs) <= k or inputs[k] is None:
         return default
     c = onnx_frontend.get_constant(inputs[k], [importer._nodes, importer._params])
-    if not isinstance(c, Constant) or c.value.numpy().size != 1:
+    if not isinstance(c, Constant) or constant_value(c).size != 1:
         return None
-    v = float(c.value.numpy().reshape(-1)[0])
+    v = float(constant_value(c).reshape(-1)[0])
     return default if math.isnan(v) else v
 
 
@@ -58,8 +58,7 @@ def _clip(importer, inputs, attrs, opset: int):
         lo, hi = _bound(importer, inputs, 1, -math.inf), _bound(importer, inputs, 2, math.inf)
     if lo is None or hi is None:
         return None
-    dtype = str(inputs[0].ty.dtype.dtype) if hasattr(inputs[0].ty.dtype, "dtype") else str(inputs[0].ty.dtype)
-    if not dtype.startswith("float"):
+    if not dtype_of(inputs[0]).startswith("float"):
         return None  # integer clips: TVM's converter (bounds in the tensor's type)
     return relax.op.clip(inputs[0], lo, hi)
 

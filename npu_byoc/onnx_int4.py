@@ -39,17 +39,22 @@ def widen(model):
     g = out.graph
     kinds = {t.name: t.data_type for t in g.initializer}
     values = {t.name: numpy_helper.to_array(t) for t in g.initializer if t.data_type in _WIDE}
-    added = {}
+    taken = {*kinds, *(o for n in g.node for o in n.output), *(v.name for v in g.input)}
+    added, shifted_of = {}, {}
     for node in g.node:
         if node.op_type != "DequantizeLinear" or len(node.input) < 3:
             continue
         x, zp = node.input[0], node.input[2]
         if kinds.get(x) == UINT4 and kinds.get(zp) == UINT4:
             for k, name in ((0, x), (2, zp)):
-                shifted = f"{name}__int8"
-                if shifted not in added:
-                    added[shifted] = values[name].astype(np.int16) - 8
-                node.input[k] = shifted
+                if name not in shifted_of:  # a fresh name: the model's own names are untrusted
+                    fresh, n = f"{name}__int8", 1
+                    while fresh in taken:
+                        fresh, n = f"{name}__int8_{n}", n + 1
+                    taken.add(fresh)
+                    shifted_of[name] = fresh
+                    added[fresh] = values[name].astype(np.int16) - 8
+                node.input[k] = shifted_of[name]
     widened = [numpy_helper.from_array(values[t.name].astype(_WIDE[t.data_type]), t.name) if t.data_type in _WIDE
                else t for t in g.initializer]  # fmt: skip
     widened += [numpy_helper.from_array(v.astype(np.int8), name) for name, v in added.items()]

@@ -210,17 +210,19 @@ def split_to_slices(mod: tvm.IRModule) -> tvm.IRModule:
     each can be its own match (npu.gather) instead of a tuple no pattern takes."""
     main = mod["main"]
     parts = {}
+    readers = {}  # a split's var -> the first binding reading one of its outputs (to be a slice)
     for block in main.body.blocks:
         for b in block.bindings:
+            if isinstance(b.value, relax.TupleGetItem) and b.value.tuple_value in parts:
+                readers.setdefault(b.value.tuple_value.name, b.var.name)
             if op_name(b.value) != "relax.split":
                 continue
             x, a = b.value.args[0], b.value.attrs
             shape = shape_of(x)
             axis = int(a.axis) % len(shape)
             sections = a.indices_or_sections
-            if isinstance(sections, tvm.tirx.IntImm if hasattr(tvm, "tirx") else tvm.tir.IntImm):
-                n = int(sections)
-                cuts = [shape[axis] * k // n for k in range(1, n)]
+            if isinstance(sections, tvm.ir.prim.expr.IntImm):  # n equal sections, else split points
+                cuts = [shape[axis] * k // int(sections) for k in range(1, int(sections))]
             else:
                 cuts = [int(v) for v in sections]
             edges = [0, *cuts, shape[axis]]
@@ -229,11 +231,6 @@ def split_to_slices(mod: tvm.IRModule) -> tvm.IRModule:
         return mod
     out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
     out["main"] = _SplitToSlices(parts, mod).visit_expr(main)
-    readers = {}  # a split's var -> the first binding reading one of its outputs (now a slice)
-    for block in main.body.blocks:
-        for b in block.bindings:
-            if isinstance(b.value, relax.TupleGetItem) and b.value.tuple_value in parts:
-                readers.setdefault(b.value.tuple_value.name, b.var.name)
     return _absorbed(relax.transform.DeadCodeElimination(["main"])(out), readers)
 
 
@@ -246,8 +243,7 @@ def _absorbed(mod: tvm.IRModule, names: Mapping[str, str]) -> tvm.IRModule:
     that binding's match."""
     if not names:
         return mod
-    known = json.loads(str(mod.attrs[ABSORBED_ATTR])) if mod.attrs is not None and ABSORBED_ATTR in mod.attrs else {}
-    return mod.with_attr(ABSORBED_ATTR, json.dumps({**known, **names}))
+    return mod.with_attr(ABSORBED_ATTR, json.dumps({**absorbed(mod), **names}))
 
 
 def absorbed(mod: tvm.IRModule) -> dict[str, str]:
@@ -259,12 +255,12 @@ def absorbed(mod: tvm.IRModule) -> dict[str, str]:
 class _ReplaceCalls(PyExprMutator):
     """Calls swapped for new ones (matched by identity), the new ones' arguments visited."""
 
-    def __init__(self, new: list, mod=None):
+    def __init__(self, new: dict, mod=None):
         super().__init__(mod)
-        self.new = new  # [(old Call, new Call)]
+        self.new = new  # old Call (by identity) -> new Call
 
     def visit_call_(self, call):
-        found = next((n for o, n in self.new if o.same_as(call)), None)
+        found = self.new.get(call)
         if found is None:
             return super().visit_call_(call)
         return relax.Call(found.op, [self.visit_expr(a) for a in found.args], found.attrs, found.ty_args, call.span)
@@ -281,6 +277,27 @@ def _flat_take(value, values) -> tuple | None:
     return flat.args[0], constant_value(value.args[1]).astype(np.int64)
 
 
+def _collapse(b, values: dict, uses: dict) -> tuple | None:
+    """(the new call, the single-use bindings it folds) for binding ``b``: a reshape of a reshape
+    is one reshape, a gather of a gather (through reshapes) one gather; None if neither."""
+    inner = b.value.args[0] if isinstance(b.value, relax.Call) and b.value.args else None
+    if op_name(b.value) == "relax.reshape" and op_name(values.get(inner)) == "relax.reshape" and uses.get(inner) == 1:
+        return relax.op.reshape(values[inner].args[0], b.value.args[1]), [inner]
+    outer = _flat_take(b.value, values)
+    if outer is None:
+        return None
+    y, path = values[inner].args[0], [inner]
+    while isinstance(y, relax.Var) and op_name(values.get(y)) == "relax.reshape":
+        path.append(y)
+        y = values[y].args[0]
+    first = _flat_take(values.get(y), values) if isinstance(y, relax.Var) else None
+    if first is None or any(uses.get(v) != 1 for v in (*path, y)):
+        return None
+    index = first[1].ravel()[outer[1]]  # the second gather reads the first's output
+    flat = values[y].args[0]  # reshape(x, [N]): the first gather's input, now this one's
+    return relax.op.take(flat, relax.const(index.astype("int32")), 0, str(b.value.attrs.mode)), [*path, y]
+
+
 def compose_gathers(mod: tvm.IRModule) -> tvm.IRModule:
     """Canonicalise chains of data movement into one gather and one view each way:
     ``reshape(reshape(x))`` is ``reshape(x)``, and a gather of a gather (through views) is one
@@ -293,33 +310,18 @@ def compose_gathers(mod: tvm.IRModule) -> tvm.IRModule:
         bindings = [b for block in main.body.blocks for b in block.bindings]
         values = {b.var: b.value for b in bindings}
         uses: dict = {}
-        for b in bindings:
-            for v in relax.analysis.free_vars(b.value):
+        for e in (*(b.value for b in bindings), main.body.body):
+            for v in relax.analysis.free_vars(e):
                 uses[v] = uses.get(v, 0) + 1
-        for v in relax.analysis.free_vars(main.body.body) if not isinstance(main.body.body, relax.Var) else [main.body.body]:
-            uses[v] = uses.get(v, 0) + 1
-        new = []
+        new, touched = {}, set()  # rewrites whose bindings do not overlap, all made in one pass
         for b in bindings:
-            inner = b.value.args[0] if isinstance(b.value, relax.Call) and b.value.args else None
-            if op_name(b.value) == "relax.reshape" and op_name(values.get(inner)) == "relax.reshape" and uses.get(inner) == 1:
-                new.append((b.value, relax.op.reshape(values[inner].args[0], b.value.args[1])))
-                names[inner.name] = b.var.name
-                break
-            outer = _flat_take(b.value, values)
-            if outer is None:
+            found = _collapse(b, values, uses)
+            if found is None or touched & {b.var, *found[1]}:
                 continue
-            y, path = values[b.value.args[0]].args[0], [b.value.args[0]]
-            while isinstance(y, relax.Var) and op_name(values.get(y)) == "relax.reshape":
-                path.append(y)
-                y = values[y].args[0]
-            first = _flat_take(values.get(y), values) if isinstance(y, relax.Var) else None
-            if first is None or any(uses.get(v) != 1 for v in (*path, y)):
-                continue
-            index = first[1].ravel()[outer[1]]  # the second gather reads the first's output
-            flat = values[y].args[0]  # reshape(x, [N]): the first gather's input, now this one's
-            new.append((b.value, relax.op.take(flat, relax.const(index.astype("int32")), 0, str(b.value.attrs.mode))))
-            names.update({v.name: b.var.name for v in (*path, y)})
-            break
+            call, folded = found
+            new[b.value] = call
+            touched |= {b.var, *folded}
+            names.update({v.name: b.var.name for v in folded})
         if not new:
             return _absorbed(mod, names)
         out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
@@ -413,11 +415,19 @@ def partition_for_npu(
 
     info = model_info(mod)
     numerics = lut_ops.numerics_for(info.format if info else None)
+    mod = canonicalise(mod)  # once: every fallback round partitions the same canonical module
     return partition_until_lowerable(mod, lambda denied: _partition_once(mod, table, hw, denied, numerics), hw)
 
 
+def canonicalise(mod: tvm.IRModule) -> tvm.IRModule:
+    """The forms the pattern table matches: one slice per split output, data-movement chains
+    composed, max-pool pads filled with the dtype's minimum, one dequantize per consumer."""
+    return split_shared_dequantize(floor_max_pool_pads(compose_gathers(split_to_slices(mod))))
+
+
 def _partition_once(mod: tvm.IRModule, table: list[NpuPattern], hw: HwConfig, denied: Mapping, numerics: str):
-    """One partitioning with the matches in ``denied`` kept on the CPU: (module, recorder)."""
+    """One partitioning of the canonical ``mod`` with the matches in ``denied`` kept on the CPU:
+    (module, recorder)."""
     recorder = _Recorder(hw, denied, numerics)
     seq = tvm.transform.Sequential(
         [
@@ -429,7 +439,6 @@ def _partition_once(mod: tvm.IRModule, table: list[NpuPattern], hw: HwConfig, de
             relax.transform.MergeCompositeFunctions(),
         ]
     )
-    mod = split_shared_dequantize(floor_max_pool_pads(compose_gathers(split_to_slices(mod))))
     attrs = dict(mod.attrs) if mod.attrs is not None else {}
     out = _name_partitions(seq(mod))
     log = [d.__dict__ for d in recorder.decisions]

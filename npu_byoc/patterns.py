@@ -978,14 +978,14 @@ def _extract_gather(root, bindings) -> QGather:
         return QGather(_carried(x), _carried(root), flat.reshape(out_shape), convention, "NHWC", operands=(x,))
     qdq = op_name(e) == "relax.quantize"  # ONNX QDQ: dequantize -> move -> quantize
     move = resolve(e.args[0], bindings) if qdq else e
-    x = resolve(move.args[0], bindings).args[0] if qdq else move.args[0]
+    deq = resolve(move.args[0], bindings) if qdq else None
+    x = deq.args[0] if qdq else move.args[0]
     found = _move_index(move, bindings)
     if found is None:  # an interpolating resize: npu.resize_bilinear's
         return QGather(_carried(x), _carried(root), np.zeros(0, np.int64), "other", operands=(x,))
     index, layout = found
     if not qdq:
         return QGather(_carried(x), _carried(root), index, "int8", layout, operands=(x,))
-    deq = resolve(move.args[0], bindings)
     inp, out = _activation(deq, bindings, "input", x), _activation(e, bindings, "output", e)
     if not C.same_quantization(inp, out):
         raise Reject(f"input (scale {inp.scale:.6g} zp {inp.zero_point}) quantized unlike the output (scale "
@@ -1264,7 +1264,7 @@ VIEW_PATTERNS = frozenset(p.name for p in PATTERN_TABLE if p.view)  # composites
 
 # The partition pass lives in npu_byoc.partition; its API stays importable from here (the
 # documented npu_byoc.patterns.partition_for_npu), resolved on first use: it imports this module.
-_PARTITION_API = frozenset({"Decision", "fusion_patterns", "split_shared_dequantize", "split_to_slices", "floor_max_pool_pads", "partition_for_npu", "partition_log", "npu_functions", "composite_functions", "extract_composite", "unpartition"})
+_PARTITION_API = frozenset({"Decision", "fusion_patterns", "split_shared_dequantize", "split_to_slices", "compose_gathers", "canonicalise", "absorbed", "floor_max_pool_pads", "partition_for_npu", "partition_log", "npu_functions", "composite_functions", "extract_composite", "unpartition"})
 
 
 def __getattr__(name: str):

@@ -357,6 +357,23 @@ LOWERINGS: dict[str, Lowering] = {
 }
 
 
+def _concatenation(opts, *xs):
+    return [np.concatenate([np.atleast_1d(x) for x in xs], axis=opts["axis"])]
+
+
+def _reduce_prod(opts, x, axes):
+    axes = tuple(int(a) for a in np.asarray(axes).ravel())
+    return [np.prod(x, axis=axes, keepdims=opts["keep_dims"]).astype(x.dtype)]
+
+
+# Shape arithmetic TVM converts itself but cannot take a folded constant into: computed at import
+# when every input is a constant (Keras 3's run-time RESHAPE targets: SHAPE -> STRIDED_SLICE ->
+# CONCATENATION; a Dense on a 3-D tensor: Tensordot's SHAPE -> GATHER -> REDUCE_PROD), else TVM's.
+FOLDS: dict[str, Lowering] = {
+    "CONCATENATION": Lowering(_concatenation, _opts("ConcatenationOptions", axis=_field("Axis"))),
+    "REDUCE_PROD": Lowering(_reduce_prod, _opts("ReducerOptions", keep_dims=_field("KeepDims", False, bool))),
+}
+
 # Operators that pad (with the output's zero point when quantized, as LiteRT's kernels do)
 _PADDED = frozenset({"PAD", "PADV2", "SPACE_TO_BATCH_ND"})
 
@@ -422,13 +439,13 @@ class DataMovementConverter(tflite_frontend.OperatorConverter):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._tvm_converters = {name: self.convert_map.get(name) for name in (*LOWERINGS, *FUNCTIONS)}
+        self._tvm_converters = {name: self.convert_map.get(name) for name in (*LOWERINGS, *FUNCTIONS, *FOLDS)}
         for name in LOWERINGS:
             self.convert_map[name] = lambda op, _name=name: self._convert(_name, op)
         for name in FUNCTIONS:
             self.convert_map[name] = lambda op, _name=name: self._convert_function(_name, op)
-        self._tvm_reduce_prod = self.convert_map["REDUCE_PROD"]
-        self.convert_map["REDUCE_PROD"] = self._fold_reduce_prod
+        for name in FOLDS:
+            self.convert_map[name] = lambda op, _name=name: self._fold_constants(_name, op)
 
     def convert_transpose_conv(self, op):
         """TVM's TRANSPOSE_CONV, with the fused activation it drops (TransposeConvOptions carries
@@ -448,42 +465,18 @@ class DataMovementConverter(tflite_frontend.OperatorConverter):
         scale, zero_point = (tflite_frontend.get_scalar_from_constant(y.qnn_params[k]) for k in ("scale", "zero_point"))
         return self.convert_qnn_fused_activation_function(out, fused, scale, zero_point, dtype)
 
-    def _fold_reduce_prod(self, op):
-        """REDUCE_PROD of constants (a Dense on a 3-D tensor: the Tensordot shape arithmetic
-        SHAPE -> GATHER -> REDUCE_PROD) is folded like the data movement above."""
-        from tflite.ReducerOptions import ReducerOptions
-
-        ins, outs = self.get_input_tensors(op), self.get_output_tensors(op)
-        consts = [self._constant(t) for t in ins]
-        if len(consts) != 2 or any(c is None for c in consts) or ins[0].qnn_params is not None:
-            return self._tvm_reduce_prod(op)
-        keep = False
-        if op.BuiltinOptions() is not None:
-            o = ReducerOptions()
-            o.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
-            keep = bool(o.KeepDims())
-        axes = tuple(int(a) for a in np.asarray(consts[1]).ravel())
-        try:
-            return self._fold(outs, [np.prod(consts[0], axis=axes, keepdims=keep).astype(consts[0].dtype)])
-        except (ValueError, np.exceptions.AxisError) as err:
-            raise ImportRefused(f"TFLite REDUCE_PROD: {err}") from None
-
-    def convert_concatenation(self, op):
-        """A CONCATENATION of constants is folded, like the data movement above: keras 3 builds
-        its UpSampling2D's target shape as SHAPE -> STRIDED_SLICE -> CONCATENATION, and RESHAPE
-        needs that shape as a constant."""
-        from tflite.ConcatenationOptions import ConcatenationOptions
-
+    def _fold_constants(self, name: str, op):
+        """A :data:`FOLDS` operator: computed at import when its inputs are all unquantized
+        constants, else TVM's own converter."""
         ins, outs = self.get_input_tensors(op), self.get_output_tensors(op)
         consts = [self._constant(t) for t in ins]
         if not consts or any(c is None for c in consts) or any(t.qnn_params is not None for t in ins):
-            return super().convert_concatenation(op)
-        o = ConcatenationOptions()
-        o.Init(op.BuiltinOptions().Bytes, op.BuiltinOptions().Pos)
+            return self._tvm_converters[name](op)
+        low = FOLDS[name]
         try:
-            return self._fold(outs, [np.concatenate([np.atleast_1d(c) for c in consts], axis=int(o.Axis()))])
-        except ValueError as err:
-            raise ImportRefused(f"TFLite CONCATENATION: {err}") from None
+            return self._fold(outs, low.fn(low.options(op), *consts))
+        except (ValueError, np.exceptions.AxisError) as err:
+            raise ImportRefused(f"TFLite {name}: {err}") from None
 
     def _convert_function(self, name: str, op):
         (x,), (y,) = self.get_input_tensors(op), self.get_output_tensors(op)

@@ -528,6 +528,21 @@ def qdq_add(
     return _build(params, body)
 
 
+def qdq_resize2d(shape, size, method: str, mode: str, rounding: str = "", output_scale: float = 0.1) -> tvm.IRModule:
+    """dequantize(int8 NHWC x; scale 0.1, zp 3) -> image.resize2d(method, mode, rounding) to
+    ``size`` -> quantize(``output_scale``, zp 3): TVM's import of a resize between quantized
+    tensors (TFLite RESIZE_BILINEAR, ONNX Resize)."""
+    x = _tensor("x", shape, "int8")
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            d = bb.emit(R.dequantize(x, _scale_const(0.1), _zp_const(3)))
+            r = bb.emit(R.image.resize2d(d, size, None, "NHWC", method, mode, rounding))
+            y = bb.emit_output(R.quantize(r, _scale_const(output_scale), _zp_const(3)))
+        bb.emit_func_output(y)
+    return bb.get()
+
+
 # ---------------------------------------------------------------------------------------------
 # pooling and mean
 

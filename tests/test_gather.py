@@ -129,19 +129,9 @@ def test_nchw_index_map_decomposes_like_its_nhwc_twin():
 
 def _qdq_resize_nearest(out_scale: float):
     """dequantize(int8 NHWC x) -> image.resize2d(nearest, asymmetric, 2x) -> quantize."""
-    from tvm import relax
-    from tvm.relax.op import dequantize, quantize
-    from tvm.relax.op.image import resize2d
+    from .relax_builders import qdq_resize2d
 
-    x = relax.Var("x", relax.TensorType([1, 4, 5, 3], "int8"))
-    bb = relax.BlockBuilder()
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            d = bb.emit(dequantize(x, relax.const(np.float32(0.1)), relax.const(np.int8(3))))
-            r = bb.emit(resize2d(d, (8, 10), None, "NHWC", "nearest_neighbor", "asymmetric", "floor"))
-            y = bb.emit_output(quantize(r, relax.const(np.float32(out_scale)), relax.const(np.int8(3))))
-        bb.emit_func_output(y)
-    return bb.get()
+    return qdq_resize2d([1, 4, 5, 3], (8, 10), "nearest_neighbor", "asymmetric", "floor", output_scale=out_scale)
 
 
 def test_qdq_nearest_resize_is_a_gather():

@@ -90,18 +90,9 @@ def test_model_is_litert_exact_where_the_npu_resizes(backend):
 
 def test_rescaling_resize_stays_on_the_cpu():
     """A resize whose output is quantized unlike its input is not LiteRT's int8 kernel."""
-    from tvm import relax
-    from tvm.relax.op import dequantize, quantize
-    from tvm.relax.op.image import resize2d
+    from .relax_builders import qdq_resize2d
 
-    x = relax.Var("x", relax.TensorType([1, 4, 4, 2], "int8"))
-    bb = relax.BlockBuilder()
-    with bb.function("main", [x]):
-        with bb.dataflow():
-            d = bb.emit(dequantize(x, relax.const(np.float32(0.1)), relax.const(np.int8(3))))
-            r = bb.emit(resize2d(d, (8, 8), None, "NHWC", "linear", "half_pixel", ""))
-            y = bb.emit_output(quantize(r, relax.const(np.float32(0.2)), relax.const(np.int8(3))))
-        bb.emit_func_output(y)
-    (d,) = npu_byoc.patterns.partition_log(npu_byoc.partition_for_npu(bb.get()))
+    mod = qdq_resize2d([1, 4, 4, 2], (8, 8), "linear", "half_pixel", output_scale=0.2)
+    (d,) = npu_byoc.patterns.partition_log(npu_byoc.partition_for_npu(mod))
     assert d.pattern == "npu.resize_bilinear" and not d.accepted
     assert "LiteRT's int8 kernel does not rescale" in d.reason

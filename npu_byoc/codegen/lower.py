@@ -368,23 +368,20 @@ def _flatten_dims(op: QReshape, model_layout: str) -> tuple[int, int, int] | Non
     return int(a[1]), int(a[2]), int(a[3])
 
 
-def _fc_output_order(extracted: list, local_funcs: dict, output_region: dict, concat_slots, model_layout: str) -> dict:
+def _fc_output_order(extracted: list, local_funcs: dict, readers: dict, output_region: dict, concat_slots,
+                     model_layout: str) -> dict:  # fmt: skip
     """Fully connected layers whose features only an NCHW unflatten reads (a decoder's
     Linear -> view(N, C, H, W)): var -> the model index of each output feature in NHWC byte
-    order. The layer computes its features in that order, so the reshape becomes a view."""
-    producers = {b.var: (b, q) for b, _, q in extracted}
-    readers: dict = {}
-    for b, _, q in extracted:
-        for a in b.value.args:
-            readers.setdefault(a, []).append((b, q))
+    order. The layer computes its features in that order, so the reshape becomes a view.
+    ``readers``: var -> the records of the composites reading it."""
+    producers = {b.var: q for b, _, q in extracted}
     out = {}
     for b, _, q in extracted:
         dims = _flatten_dims(q, model_layout) if type(q) is QReshape and len(q.output.shape) == 4 else None
         if dims is None or b.var in output_region:
             continue
         (src,) = _operand_args(local_funcs[b.value.op], b.value, q)
-        fc = producers.get(src)
-        if (fc is not None and type(fc[1]) is QFullyConnected and len(readers.get(src, ())) == 1
+        if (type(producers.get(src)) is QFullyConnected and len(readers.get(src, ())) == 1
                 and src not in output_region and src not in concat_slots):  # fmt: skip
             out[src] = _hwc_order(*dims)
     return out
@@ -580,12 +577,12 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
     # An NCHW model's flatten before a classifier (and unflatten after a decoder's Linear) reads
     # its features in CHW order; the NPU stores maps HWC. The fully connected layer on the other
     # side takes its features in HWC order instead, so the reshape stays a view.
-    fc_outputs = _fc_output_order(extracted, local_funcs, output_region, concat.slots, model_layout)
-    fc_inputs: dict = {}  # a flatten's var -> the model index of each feature in byte order
     readers: dict = {}
     for b, _, q in extracted:
         for a in b.value.args:
             readers.setdefault(a, []).append(q)
+    fc_outputs = _fc_output_order(extracted, local_funcs, readers, output_region, concat.slots, model_layout)
+    fc_inputs: dict = {}  # a flatten's var -> the model index of each feature in byte order
 
     ops: list[NpuOp] = []
     layers = []

@@ -128,7 +128,7 @@ def compare(
 
     ``mod`` is an imported module (from :func:`npu_byoc.load_model`)."""
     from ..frontend import model_info
-    from ..partition import split_shared_dequantize
+    from ..partition import canonicalise
 
     part = partition_for_npu(mod, hw=hw)
     accepted = [d for d in partition_log(part) if d.accepted]
@@ -140,7 +140,7 @@ def compare(
     golden_out = golden.run(inputs)
 
     roots = [root_of_layer[op.name] for _, op, _ in seen if op.name in root_of_layer]
-    cpu_mod = with_outputs(split_shared_dequantize(mod), roots)
+    cpu_mod = with_outputs(canonicalise(mod), roots)  # the bindings the decisions name
     cpu = build(cpu_mod, "cpu", hw=hw)
     cpu.info = None  # extra outputs: skip the model-signature check on results
     cpu_all = cpu.run(inputs)
