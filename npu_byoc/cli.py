@@ -43,7 +43,10 @@ def bundled_model(name: str) -> Path:
 
 def _emit(text: str, output: str | None) -> None:
     if output:
-        Path(output).write_text(text)
+        try:
+            Path(output).write_text(text)
+        except OSError as err:
+            raise NpuByocError(f"{output}: cannot write ({err.strerror})") from None
         print(f"wrote {output}", file=sys.stderr)
     else:
         sys.stdout.write(text)
@@ -68,7 +71,24 @@ def _load(args):
     batch = given.pop(None, None)
     if batch is not None and given:
         raise NpuByocError("--input-shape: give a batch size or shapes by name, not both")
-    return load_model(args.model, input_shapes=given or batch)
+    mod = load_model(args.model, input_shapes=given or batch)
+    _refuse_strings(mod, args.model)
+    return mod
+
+
+def _refuse_strings(mod, path) -> None:
+    """A model computes on tensors: a string constant (possible in a Relax .json) would reach
+    the partitioner or the VM and fail there with TVM's internal error."""
+    import tvm
+    from tvm import relax
+
+    found: list = []
+    for _, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, lambda e: isinstance(e, tvm.ir.StringImm) and found.append(e))
+    if found:
+        text = escape.text(found[0].value, 40)
+        raise NpuByocError(f"{path}: a string constant ('{text}') in the module: models compute on tensors only")
 
 
 def _hw(args):
@@ -95,12 +115,38 @@ def _load_inputs(paths: list[str]) -> list:
     out = []
     for p in paths:
         try:
-            out.append(np.load(p, allow_pickle=False))
+            value = np.load(p, allow_pickle=False)
         except FileNotFoundError:
             raise NpuByocError(f"{p}: no such input file") from None
         except Exception as err:
             raise NpuByocError(f"{p}: not a .npy array ({err})") from None
+        if not isinstance(value, np.ndarray):  # np.load opens a .npz as an archive of arrays
+            value.close()
+            raise NpuByocError(f"{p}: a .npz archive, not a .npy array (give one .npy file per array)")
+        out.append(value)
     return out
+
+
+def _load_references(args, mod) -> list | None:
+    """The ``--reference`` arrays, one per model output, each with the output's number of
+    elements (a reference of another shape is one line naming its file, before any compile)."""
+    import numpy as np
+
+    from .frontend import model_info
+
+    if not args.reference:
+        return None
+    refs = _load_inputs(args.reference)
+    info = model_info(mod)
+    if info is not None:
+        if len(refs) != len(info.outputs):
+            raise NpuByocError(f"{args.model}: the model has {len(info.outputs)} output(s), "
+                               f"got {len(refs)} --reference file(s)")  # fmt: skip
+        for path, r, t in zip(args.reference, refs, info.outputs):
+            if all(d >= 0 for d in t.shape) and r.size != int(np.prod(t.shape)):
+                raise NpuByocError(f"{path}: reference {t.dtype} {list(r.shape)} does not fit the model output "
+                                   f"'{escape.text(t.name, 80)}' {list(t.shape)}")  # fmt: skip
+    return refs
 
 
 def _load_with_inputs(args, paths: list[str]):
@@ -132,10 +178,15 @@ def _save_outputs(outputs, path: str | None) -> None:
             print(f"output {k}: {o.dtype} {list(o.shape)}")
             print(np.array2string(o, threshold=64))
         return
-    if len(outputs) == 1 and not path.endswith(".npz"):
-        np.save(path, outputs[0])
-    else:
-        np.savez(path, **{f"output_{k}": o for k, o in enumerate(outputs)})
+    # Through an open file: numpy would add ".npy" / ".npz" to a name without it.
+    try:
+        with open(path, "wb") as f:
+            if len(outputs) == 1 and not path.endswith(".npz"):
+                np.save(f, outputs[0])
+            else:
+                np.savez(f, **{f"output_{k}": o for k, o in enumerate(outputs)})
+    except OSError as err:
+        raise NpuByocError(f"{path}: cannot write ({err.strerror})") from None
     print(f"wrote {path}", file=sys.stderr)
 
 
@@ -154,7 +205,7 @@ def cmd_compare(args) -> int:
 
     hw = _hw(args)
     mod, inputs = _load_with_inputs(args, args.input)
-    reference = _load_inputs(args.reference) if args.reference else None
+    reference = _load_references(args, mod)
     report = compare(mod, inputs, reference, hw=hw)
     _emit(report.to_json() + "\n" if args.format == "json" else report.to_text(), args.output)
     return 0
@@ -165,7 +216,7 @@ def cmd_cosim(args) -> int:
 
     hw = _hw(args)
     mod, inputs = _load_with_inputs(args, args.input)
-    reference = _load_inputs(args.reference) if args.reference else None
+    reference = _load_references(args, mod)
     failure = None
     try:
         report = cosim(mod, inputs, reference, hw=hw, progress=not args.no_progress)
@@ -354,6 +405,8 @@ def _prepare_output_dirs(args) -> None:
     for key in _OUTPUT_ARGS:
         path = getattr(args, key, None)
         if isinstance(path, str) and path:
+            if Path(path).is_dir():
+                raise NpuByocError(f"{path}: is a directory (--{key} takes a file name)")
             parent = Path(path).parent
             try:
                 parent.mkdir(parents=True, exist_ok=True)
@@ -373,6 +426,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # stdout piped into `head`: stop quietly, as other CLI tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: the shell's convention, 128 + SIGINT, and no traceback
+        print("\nnpu-byoc: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

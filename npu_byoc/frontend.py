@@ -311,6 +311,9 @@ def fix_shapes(path, inputs, outputs, input_shapes):
                     f"{path}: input {t.name!r} has an open dimension {k} (shape {list(t.shape)}): "
                     f"give its shape with input_shapes (CLI: --input-shape {t.name}=...)"
                 )
+        if 0 in shape:  # TVM's importers and the NPU lowering divide by dimensions
+            raise ModelLoadError(f"{path}: input {t.name!r} has a dimension 0 (shape {list(shape)}): "
+                                 "a model input needs at least one element")  # fmt: skip
         fixed.append(replace(t, shape=shape))
     out_batch = fixed[0].shape[0] if fixed and fixed[0].shape else batch
     outs = [

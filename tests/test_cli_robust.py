@@ -188,3 +188,137 @@ def test_byte_mutants_of_a_tflite_file_load_or_fail_cleanly(tmp_path):
             assert "\n" not in str(err) and str(p) in str(err)
             outcomes.append("refused")
     assert "refused" in outcomes and "loaded" in outcomes
+
+
+# ---------------------------------------------------------------------------------------------
+# One line and exit 2 instead of a traceback (issue 22, route 8).
+
+
+def test_npz_as_input_is_one_line(tmp_path, capsys, monkeypatch):
+    import numpy as np
+
+    from npu_byoc.runtime import build as build_module
+
+    monkeypatch.setitem(build_module.BACKENDS, "functional", _no_build)
+    x = tmp_path / "x.npz"
+    np.savez(x, input=np.zeros((1, 32, 32, 3), np.int8))
+    assert main(["run", str(model_path("tiny_cnn_int8.tflite")), "--input", str(x)]) == 2
+    assert f"{x}: a .npz archive, not a .npy array" in _one_line(capsys)
+
+
+def test_reference_of_the_wrong_shape_is_one_line(tmp_path, capsys, monkeypatch):
+    import numpy as np
+
+    from npu_byoc.runtime import build as build_module
+
+    for backend in ("golden", "cpu"):
+        monkeypatch.setitem(build_module.BACKENDS, backend, _no_build)
+    x, ref = tmp_path / "x.npy", tmp_path / "ref.npy"
+    np.save(x, np.zeros((1, 32, 32, 3), np.int8))
+    np.save(ref, np.zeros((1, 3), np.int8))  # the model's output is [1, 10]
+    assert main(["compare", str(model_path("tiny_cnn_int8.tflite")), "--input", str(x), "--reference", str(ref)]) == 2
+    line = _one_line(capsys)
+    assert f"{ref}: reference int8 [1, 3] does not fit the model output" in line and "[1, 10]" in line, line
+
+
+@pytest.mark.parametrize("command", [
+    ["coverage", "{model}", "-o", "{dir}"],
+    ["cosim", "{model}", "--input", "{x}", "--report", "{dir}"],
+    ["sweep", "{model}", "--plot", "{dir}"],
+])  # fmt: skip
+def test_output_naming_a_directory_is_one_line(tmp_path, capsys, command):
+    values = {"model": str(model_path("tiny_cnn_int8.tflite")), "dir": str(tmp_path), "x": str(tmp_path / "x.npy")}
+    assert main([a.format(**values) for a in command]) == 2
+    assert f"{tmp_path}: is a directory" in _one_line(capsys)
+
+
+def test_onnx_input_with_a_zero_dimension_is_one_line(tmp_path, capsys):
+    import numpy as np
+    import onnx
+
+    m = onnx.load(str(model_path("onnx_ops_qdq.onnx")))
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 0
+    bad, x = tmp_path / "zero.onnx", tmp_path / "x.npy"
+    onnx.save(m, str(bad))
+    np.save(x, np.zeros((0, 3, 8, 8), np.float32))
+    assert main(["run", str(bad), "--input", str(x)]) == 2
+    line = _one_line(capsys)
+    assert f"{bad}: input " in line and "has a dimension 0 (shape [0, 3, 8, 8])" in line, line
+
+
+_MATHTEXT = "net$\\frac{$.tflite"  # not valid mathtext: matplotlib raised at savefig
+
+
+def test_cosim_plot_title_takes_a_file_name_literally(tmp_path):
+    from npu_byoc.runtime.cosim import CosimReport, plot_utilization
+
+    report = CosimReport(model=_MATHTEXT, hw={"array_rows": 8, "array_cols": 8}, layers=[])
+    report.summary = {"cycles": 5, "utilization": 0.5}
+    plot_utilization(report, tmp_path / "u.png")
+    assert (tmp_path / "u.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_sweep_plot_title_takes_a_file_name_literally(tmp_path):
+    from npu_byoc.sweep import SweepResult
+
+    point = {"model": _MATHTEXT, "error": None, "area_um2": 1e6, "cycles": 10, "pareto": True,
+             "config": {"array_rows": 8}}  # fmt: skip
+    SweepResult(grid={"array_rows": [8]}, base={}, area_weights={}, points=[point]).plot(tmp_path / "p.png")
+    assert (tmp_path / "p.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_relax_string_constant_is_one_line(tmp_path, capsys, monkeypatch):
+    import numpy as np
+    import tvm
+    from tvm import relax
+
+    from npu_byoc.runtime import build as build_module
+
+    monkeypatch.setitem(build_module.BACKENDS, "functional", _no_build)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 8, 8, 4), "int8"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.abs(x))
+            s = bb.emit(tvm.ir.StringImm("hello"))
+            out = bb.emit_output(relax.Tuple([y, s]))
+        bb.emit_func_output(out)
+    path, xs = tmp_path / "m.json", tmp_path / "x.npy"
+    path.write_text(tvm.ir.save_json(bb.get()))
+    np.save(xs, np.zeros((1, 8, 8, 4), np.int8))
+    assert main(["run", str(path), "--input", str(xs)]) == 2
+    assert f"{path}: a string constant ('hello') in the module" in _one_line(capsys)
+
+
+def test_ctrl_c_exits_130_in_one_line(capsys, monkeypatch):
+    import npu_byoc.cli as cli
+
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_patterns", interrupted)
+    assert main(["patterns"]) == 130
+    assert _one_line(capsys) == "npu-byoc: interrupted"
+
+
+def test_ctrl_c_during_a_sweep_is_quiet(tmp_path):
+    """The terminal sends SIGINT to the whole process group: the pool's workers too."""
+    import signal
+    import time
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=str(root), NPU_BYOC_CACHE=str(tmp_path))
+    p = subprocess.Popen([sys.executable, "-m", "npu_byoc.cli", "sweep", "tiny_cnn", "--grid", "array_rows=2,4,8,16",
+                          "--grid", "array_cols=2,4,8,16", "--jobs", "2", "--no-cache"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=root, start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not list(tmp_path.rglob("*.json")) and time.monotonic() < deadline:  # a point was stored
+            time.sleep(0.2)
+        os.killpg(p.pid, signal.SIGINT)
+        out, err = p.communicate(timeout=60)
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+    lines = [s for s in err.decode().splitlines() if s.strip() and not s.startswith("sweep")]
+    assert p.returncode == 130 and lines == ["npu-byoc: interrupted"], err.decode()[-2000:]

@@ -748,7 +748,8 @@ def plot_utilization(report: CosimReport, path: str | Path) -> None:
     ax.set_ylabel("MAC array utilization (%)")
     s = report.summary
     ax.set_title(f"{report.model}: {report.hw['array_rows']}x{report.hw['array_cols']} array, "
-                 f"{s.get('cycles', 0)} cycles, {100 * (s.get('utilization') or 0):.1f}% while computing", fontsize=9)  # fmt: skip
+                 f"{s.get('cycles', 0)} cycles, {100 * (s.get('utilization') or 0):.1f}% while computing", fontsize=9,
+                 parse_math=False)  # a file name with "$" is not mathtext  # fmt: skip
     present = [c for c in MAC_CLASSES if any(r.op == c for r in rows)]
     handles = [Patch(color=CLASS_COLOURS[c], label=CLASS_NAMES[c]) for c in present]
     handles.append(ax.plot([], [], "k.", label="overall (DMA included)")[0])

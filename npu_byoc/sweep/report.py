@@ -143,7 +143,7 @@ def plot(result, path: str | Path) -> None:
         for k_, (p, x, y) in enumerate(zip(front, xs, ys)):  # alternate above/below: neighbours stay apart
             ax.annotate(_label(p, fields), (x, y), textcoords="offset points", xytext=(5, 4 if k_ % 2 == 0 else -10),
                         fontsize=6.5)
-        ax.set_title(escape.text(model, 60), fontsize=9)
+        ax.set_title(escape.text(model, 60), fontsize=9, parse_math=False)  # a "$" in a file name is not mathtext
         ax.set_xlabel("area proxy (mm²)")
         ax.set_ylabel("NPU cycles")
         ax.grid(True, lw=0.4, alpha=0.5)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+import signal
 from collections.abc import Callable, Sequence
 
 from ..errors import NpuByocError
@@ -41,14 +42,24 @@ def run_pool(tasks: Sequence[Task], jobs: int, on_result: OnResult) -> None:
     if jobs <= 1 or len(tasks) <= 1:
         return run_serial(tasks, on_result)
     ctx = multiprocessing.get_context("spawn")
-    with concurrent.futures.ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=ctx) as pool:
+    with concurrent.futures.ProcessPoolExecutor(min(jobs, len(tasks)), mp_context=ctx,
+                                                initializer=_ignore_sigint) as pool:  # fmt: skip
         futures = {pool.submit(run_task, *task): k for k, task in enumerate(tasks)}
         try:
             for future in concurrent.futures.as_completed(futures):
                 on_result(futures[future], future.result()[1])
         except BaseException:
+            # Ctrl-C or a failed point: the workers stop now, not after their current point.
+            for process in list((pool._processes or {}).values()):
+                process.terminate()
             pool.shutdown(wait=False, cancel_futures=True)
             raise
+
+
+def _ignore_sigint() -> None:
+    """A worker leaves Ctrl-C to the parent (the terminal sends it to the whole process group):
+    the parent stops the pool, and no worker prints a KeyboardInterrupt traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 class PoolExecutor:
