@@ -9,7 +9,7 @@
     npu-byoc partition MODEL [-o FILE]              the partitioned Relax module (TVMScript)
     npu-byoc patterns [--format text|md]            the NPU pattern table
     npu-byoc hw [--format text|toml|json]           the hardware configuration in effect
-    npu-byoc sweep MODEL... --grid FIELD=v1,v2 [--jobs N] [--ray [ADDR]] [--verify N] [--plot p.png]
+    npu-byoc sweep MODEL... --grid FIELD=v1,v2 [--jobs N] [--ray [ADDR]] [--verify N] [--max-points N] [--plot p.png]
     npu-byoc fuzz --count N --seed S [--mode ops|files]   differential fuzzing (docs/fuzz.md)
 
 Every command that loads a MODEL takes ``--input-shape NAME=d0,d1,...`` (repeatable) or

@@ -16,7 +16,9 @@ field, the value and the allowed range.
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
@@ -48,10 +50,25 @@ def parse_assignment(text: str) -> tuple[str, int]:
         raise NpuByocError(f"--hw {name}: {err}") from None
 
 
+# A configuration is a few dozen lines; the cap keeps /dev/zero or a huge file from being read.
+MAX_FILE_BYTES = 1 << 20
+
+
 def read_file(path: str | Path) -> dict[str, int]:
-    """The assignments of a TOML configuration file."""
+    """The assignments of a TOML configuration file: a regular file of at most
+    :data:`MAX_FILE_BYTES` (a device, FIFO or directory is refused before it is opened)."""
     try:
-        data = tomllib.loads(Path(path).read_text())
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            raise NpuByocError(f"{path}: not a regular file (--hw-file takes a TOML file)")
+        if st.st_size > MAX_FILE_BYTES:
+            raise NpuByocError(f"{path}: {st.st_size} bytes, more than a hardware configuration's "
+                               f"{MAX_FILE_BYTES} (--hw-file takes a TOML file)")  # fmt: skip
+        with open(path, "rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)  # the file may have grown since the stat
+        if len(raw) > MAX_FILE_BYTES:
+            raise NpuByocError(f"{path}: more than {MAX_FILE_BYTES} bytes (--hw-file takes a TOML file)")
+        data = tomllib.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise NpuByocError(f"{path}: no such hardware configuration file") from None
     except (OSError, UnicodeDecodeError) as err:

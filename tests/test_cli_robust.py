@@ -322,3 +322,78 @@ def test_ctrl_c_during_a_sweep_is_quiet(tmp_path):
             os.killpg(p.pid, signal.SIGKILL)
     lines = [s for s in err.decode().splitlines() if s.strip() and not s.startswith("sweep")]
     assert p.returncode == 130 and lines == ["npu-byoc: interrupted"], err.decode()[-2000:]
+
+
+# ---------------------------------------------------------------------------------------------
+# Bounded inputs (issue 22, route 10).
+
+
+@pytest.mark.parametrize("name", ["/dev/zero", "{dir}"])
+def test_hw_file_must_be_a_regular_file(tmp_path, capsys, name):
+    path = name.format(dir=tmp_path)
+    assert main(["hw", "--hw-file", path]) == 2
+    assert _one_line(capsys) == f"npu-byoc: error: {path}: not a regular file (--hw-file takes a TOML file)"
+
+
+def test_hw_file_has_a_size_cap(tmp_path, capsys):
+    from npu_byoc.hwopts import MAX_FILE_BYTES
+
+    big = tmp_path / "big.toml"
+    big.write_text("# " + "x" * MAX_FILE_BYTES + "\narray_rows = 16\n")
+    assert main(["hw", "--hw-file", str(big)]) == 2
+    assert f"{big}: {big.stat().st_size} bytes, more than a hardware configuration's {MAX_FILE_BYTES}" in _one_line(capsys)
+
+
+def _grid(n: int) -> list[str]:
+    """--grid options of n distinct values per field over four fields (n**4 points)."""
+    values = ",".join(str(v) for v in range(1, n + 1))
+    return [a for f in ("array_rows", "array_cols", "max_kernel", "dma_bytes_per_cycle") for a in ("--grid", f"{f}={values}")]
+
+
+def test_sweep_refuses_above_max_points_before_making_any(tmp_path, capsys, monkeypatch):
+    from npu_byoc import sweep
+    from npu_byoc.sweep import grid
+
+    monkeypatch.setattr(grid, "configure", _no_build)  # counted, never generated
+    model = str(model_path("tiny_cnn_int8.tflite"))
+    assert main(["sweep", model, model, *_grid(6)]) == 2  # 2 models x 1296 configurations
+    assert _one_line(capsys) == (f"npu-byoc: error: the sweep has 2,592 points (2 model(s) x 1,296 configurations), "
+                                 f"more than the limit of {sweep.MAX_POINTS:,}: raise it with --max-points 2592 "
+                                 "to run them all")  # fmt: skip
+
+
+def test_sweep_max_points_lets_a_larger_grid_through(tmp_path, capsys):
+    missing = str(tmp_path / "missing.tflite")
+    assert main(["sweep", missing, *_grid(6), "--max-points", "1295"]) == 2
+    assert "more than the limit of 1,295" in _one_line(capsys)
+    assert main(["sweep", missing, *_grid(6), "--max-points", "1296"]) == 2
+    assert _one_line(capsys) == f"npu-byoc: error: {missing}: no such model file"  # past the limit
+
+
+def test_sweep_points_are_generated_lazily():
+    from npu_byoc.sweep.grid import iter_points, point_count
+
+    huge = {f: list(range(1, 101)) for f in ("array_rows", "array_cols", "max_kernel", "dma_bytes_per_cycle")}
+    assert point_count(huge) == 100_000_000
+    first = next(iter_points(huge))
+    assert (first.array_rows, first.array_cols, first.max_kernel) == (1, 1, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Reports that tell the truth (issue 22, route 12).
+
+
+def test_run_output_is_written_under_the_name_it_prints(tmp_path, capsys):
+    import numpy as np
+
+    model = npu_byoc_data("tiny_cnn_int8.tflite")
+    out = tmp_path / "result"  # no suffix: numpy would have written result.npy
+    assert main(["run", str(model), "--input", str(model.with_suffix(".input.npy")), "--backend", "cpu",
+                 "--output", str(out)]) == 0  # fmt: skip
+    assert capsys.readouterr().err.strip() == f"wrote {out}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["result"]
+    assert np.load(out).shape == (1, 10)
+
+
+def npu_byoc_data(name: str) -> Path:
+    return Path(__file__).resolve().parents[1] / "npu_byoc" / "data" / name

@@ -29,6 +29,10 @@ from .runner import PoolExecutor, RayExecutor
 
 SCHEMA_VERSION = 1
 
+# Points (models × configurations) a sweep runs without --max-points: about 40 minutes at a
+# point's 2.5 s on a large model; a larger grid is most likely a typo (docs/sweep.md).
+MAX_POINTS = 1000
+
 
 @dataclass
 class SweepResult:
@@ -88,11 +92,19 @@ def run_sweep(
     use_cache: bool = True,
     area_weights: dict[str, float] = AREA_WEIGHTS,
     progress: bool = False,
+    max_points: int | None = MAX_POINTS,
 ) -> SweepResult:
     """Measure every model on every configuration of ``grid`` over ``base``; see the module
-    docstring. ``use_cache=False`` recomputes every point (and refreshes the cache)."""
+    docstring. ``use_cache=False`` recomputes every point (and refreshes the cache). A sweep
+    of more than ``max_points`` points (None: no limit) is refused before any is made."""
+    from .grid import point_count
     from .grid import points as grid_points
 
+    count = len(models) * point_count(grid)
+    if max_points is not None and count > max_points:
+        raise NpuByocError(f"the sweep has {count:,} points ({len(models)} model(s) x {point_count(grid):,} "
+                           f"configurations), more than the limit of {max_points:,}: raise it with "
+                           f"--max-points {count} to run them all")  # fmt: skip
     refs = [model_ref(m) for m in models]
     names = [r.name for r in refs]
     if len(set(names)) != len(names):  # two files of one name: tell them apart by path
@@ -179,4 +191,4 @@ def _verify(result: SweepResult, cells, n: int, executor, progress: bool) -> Non
         bar.close()
 
 
-__all__ = ["run_sweep", "SweepResult", "verify_choice", "model_ref"]
+__all__ = ["run_sweep", "SweepResult", "verify_choice", "model_ref", "MAX_POINTS"]

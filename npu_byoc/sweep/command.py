@@ -31,6 +31,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--area-weights", metavar="mac=400,sram_byte=2,dma_byte=1000",
                    help="µm² per MAC, per SRAM byte, per byte/cycle of the memory port (docs/sweep.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--max-points", type=int, default=None, metavar="N",
+                   help="run a sweep of more than 1000 points (models x configurations) up to N")
 
 
 def _model_path(name: str) -> Path:
@@ -45,7 +47,7 @@ def _model_path(name: str) -> Path:
 def run(args, hw) -> int:
     """The sweep of ``args`` over the base configuration ``hw``; 1 when --verify found a
     difference (after writing the result)."""
-    from . import run_sweep
+    from . import MAX_POINTS, run_sweep
     from .grid import parse_grid
     from .pareto import parse_area_weights
 
@@ -54,11 +56,13 @@ def run(args, hw) -> int:
         raise NpuByocError(f"--jobs {args.jobs}: expected 1 or more")
     if args.verify < 0:
         raise NpuByocError(f"--verify {args.verify}: expected 0 or more")
+    if args.max_points is not None and args.max_points < 1:
+        raise NpuByocError(f"--max-points {args.max_points}: expected 1 or more")
     result = run_sweep(
         [_model_path(m) for m in args.models], grid, hw,
         jobs=args.jobs, ray=args.ray is not None, ray_address=args.ray or None, verify=args.verify,
         use_cache=not args.no_cache, area_weights=parse_area_weights(args.area_weights),
-        progress=not args.no_progress,
+        progress=not args.no_progress, max_points=args.max_points or MAX_POINTS,
     )  # fmt: skip
     text = {"text": result.to_text, "json": result.to_json, "csv": result.to_csv}[args.format]()
     if args.output:

@@ -8,7 +8,8 @@ The points are the Cartesian product, in the order the options and values were g
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Iterator
 
 from ..errors import NpuByocError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig, HwConfigError, check_value, configure
@@ -44,13 +45,24 @@ def parse_grid(options: Iterable[str]) -> dict[str, list[int]]:
     return grid
 
 
+def point_count(grid: dict[str, list[int]]) -> int:
+    """The number of configurations of the grid, without making them."""
+    return math.prod(len(v) for v in grid.values())
+
+
+def iter_points(grid: dict[str, list[int]], base: HwConfig = DEFAULT_CONFIG) -> Iterator[HwConfig]:
+    """The configurations of the grid over ``base``, one at a time (no grid: the base alone)."""
+    names = list(grid)
+    for combo in itertools.product(*grid.values()):
+        try:
+            yield configure(base, **dict(zip(names, combo)))
+        except HwConfigError as err:
+            raise NpuByocError(str(err)) from None
+
+
 def points(grid: dict[str, list[int]], base: HwConfig = DEFAULT_CONFIG) -> list[HwConfig]:
     """The configurations of the grid over ``base`` (no grid: the base alone)."""
-    names = list(grid)
-    try:
-        return [configure(base, **dict(zip(names, combo))) for combo in itertools.product(*grid.values())]
-    except HwConfigError as err:
-        raise NpuByocError(str(err)) from None
+    return list(iter_points(grid, base))
 
 
-__all__ = ["parse_grid_option", "parse_grid", "points"]
+__all__ = ["parse_grid_option", "parse_grid", "point_count", "iter_points", "points"]
