@@ -175,7 +175,7 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
             # an op the partitioner canonicalised into other bindings (a Split into one slice per
             # output, a chain of data movement into one gather): their matches speak for it
             names = [folded_into(v) for v in op.vars]
-        decision = next((accepted[v] for v in names if v in accepted), None)
+        decision = _working_decision([accepted[v] for v in names if v in accepted], macs_of_binding)
         macs = sum(macs_of_binding.get(v, 0) for v in op.vars)
         if decision is not None:
             ops.append(OpCoverage(op.index, op.name, op.op, True, decision.pattern, None, macs, producers,
@@ -200,6 +200,21 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
         "qdq_nodes": len(qdq),
     }
     return CoverageReport(model=Path(info.path).name, format=info.format, summary=summary, ops=ops)
+
+
+# Patterns that only move bytes: an op whose bindings also hold another match (a
+# FULLY_CONNECTED with keep_num_dims ends in a reshape) is credited to that one.
+_DATA_MOVEMENT = {"npu.reshape", "npu.gather"}
+
+
+def _working_decision(decisions: list, macs_of_binding: dict):
+    """Of the matches among an op's bindings, the one that does its work: the most MACs,
+    then not a data-movement pattern, then the first (the op's output binding comes first)."""
+    if not decisions:
+        return None
+    macs = [sum(macs_of_binding.get(v, 0) for v in d.vars) for d in decisions]
+    best = max(range(len(decisions)), key=lambda k: (macs[k], decisions[k].pattern not in _DATA_MOVEMENT, -k))
+    return decisions[best]
 
 
 def _absorbed_into(folded: dict[str, str]):
@@ -255,14 +270,26 @@ def _dynamic_reason(op, kinds: dict[int, str]) -> str | None:
     return None
 
 
+_QDQ = ("relax.quantize", "relax.dequantize")
+
+
 def _no_pattern_reason(op, bindings: dict) -> str:
-    for v in op.vars:
-        call = bindings.get(v)
-        name = op_name(call) if call is not None else None
-        if name in _ANCHORS:
-            if dtype_of(call) == "float32" and not _has_quantized_input(call, bindings):
-                return f"{op.op} on float tensors: the NPU runs quantized int8 operators only"
+    calls = [bindings.get(v) for v in op.vars]
+    names = [op_name(c) if c is not None else None for c in calls]
+    # A quantized op's own bindings (TFLite) or its inputs (ONNX QDQ) hold the Q/DQ: its float
+    # arithmetic in between is TVM's way of computing int8, not float tensors in the model.
+    quantized = any(n in _QDQ for n in names)
+    for call, name in zip(calls, names):
+        if name not in _ANCHORS:
+            continue
+        if _has_quantized_input(call, bindings):
             return f"{op.op} does not match any convention of {_ANCHORS[name]}"
+        if quantized:  # SQUARED_DIFFERENCE: a multiply of a subtract, not of int8 operands
+            steps = ", ".join(n.removeprefix("relax.") for n in names if n and n not in _QDQ)
+            return f"no NPU unit for {op.op} on int8 tensors (TVM computes it in float as {steps})"
+        if dtype_of(call) == "float32":
+            return f"{op.op} on float tensors: the NPU runs quantized int8 operators only"
+        return f"{op.op} does not match any convention of {_ANCHORS[name]}"
     return f"no NPU pattern for {op.op}"
 
 

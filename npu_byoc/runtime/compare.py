@@ -31,9 +31,12 @@ class Diff:
     fraction: float  # of elements that differ
 
     @classmethod
-    def of(cls, a: np.ndarray, b: np.ndarray) -> "Diff":
+    def of(cls, a: np.ndarray, b: np.ndarray, scale: float | None = None) -> "Diff":
+        """|a - b|; with ``scale``, float values of a dequantized tensor, counted in its LSB."""
         if a.dtype.kind == "f" or b.dtype.kind == "f":
             d = np.abs(a.astype(np.float64) - b.astype(np.float64))
+            if scale:
+                d = np.round(d / scale, 3)  # on the quantization grid: whole LSB up to float rounding
         else:
             d = np.abs(a.astype(np.int64) - b.astype(np.int64))
         if d.size == 0:
@@ -55,6 +58,7 @@ class OutputRow:
     golden_vs_cpu: Diff
     golden_vs_reference: Diff | None = None
     cpu_vs_reference: Diff | None = None
+    scale: float | None = None  # a float output (ONNX DequantizeLinear): differences in LSB of this scale
 
 
 @dataclass
@@ -87,7 +91,8 @@ class CompareReport:
                 g, c = o.golden_vs_reference, o.cpu_vs_reference
                 parts.append(f"golden vs reference max {g.max_lsb:g} ({100 * g.fraction:.1f}%)")
                 parts.append(f"TVM CPU vs reference max {c.max_lsb:g} ({100 * c.fraction:.1f}%)")
-            lines.append(f"  output {o.output}: " + "; ".join(parts))
+            unit = f" (float, in LSB of its scale {o.scale:.6g})" if o.scale else ""
+            lines.append(f"  output {o.output}{unit}: " + "; ".join(parts))
         return "\n".join(lines) + "\n"
 
 
@@ -158,13 +163,35 @@ def compare(
         ref = cpu_layers[root]
         out = to_model(plan.model_order(op, out), ref.dtype)  # a uint8 layer's int8 bytes, flipped back
         report.layers.append(LayerRow(partition, op.name, op.kind, Diff.of(out.reshape(-1), _layer_flat(ref, nchw))))
+    scales = output_scales(mod)
     for k, (g, c) in enumerate(zip(golden_out, cpu_out)):
-        row = OutputRow(k, Diff.of(g, c))
+        scale = scales[k] if k < len(scales) and g.dtype.kind == "f" else None
+        row = OutputRow(k, Diff.of(g, c, scale), scale=scale)
         if reference is not None:
             r = np.asarray(reference[k]).reshape(g.shape)
-            row.golden_vs_reference, row.cpu_vs_reference = Diff.of(g, r), Diff.of(c, r)
+            row.golden_vs_reference, row.cpu_vs_reference = Diff.of(g, r, scale), Diff.of(c, r, scale)
         report.outputs.append(row)
     return report
+
+
+def output_scales(mod: tvm.IRModule) -> list[float | None]:
+    """Per output of ``main``: the per-tensor scale of the dequantize that makes it float (an
+    ONNX QDQ model ends in DequantizeLinear), else None."""
+    from ..relax_utils import Constant, constant_value, op_name
+
+    main = mod["main"]
+    values = {b.var: b.value for block in main.body.blocks for b in block.bindings}
+    ret = main.body.body
+    ret = values.get(ret, ret) if isinstance(ret, relax.Var) and isinstance(values.get(ret), relax.Tuple) else ret
+    out: list[float | None] = []
+    for f in ret.fields if isinstance(ret, relax.Tuple) else [ret]:
+        v = values.get(f) if isinstance(f, relax.Var) else f
+        scale = None
+        if op_name(v) == "relax.dequantize" and isinstance(v.args[1], Constant):
+            s = constant_value(v.args[1])
+            scale = float(s.reshape(-1)[0]) if s.size == 1 and float(s.reshape(-1)[0]) > 0 else None
+        out.append(scale)
+    return out
 
 
 def _layer_flat(value: np.ndarray, nchw: bool) -> np.ndarray:
