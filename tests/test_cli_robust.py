@@ -397,3 +397,32 @@ def test_run_output_is_written_under_the_name_it_prints(tmp_path, capsys):
 
 def npu_byoc_data(name: str) -> Path:
     return Path(__file__).resolve().parents[1] / "npu_byoc" / "data" / name
+
+
+# ---------------------------------------------------------------------------------------------
+# compile -o is atomic (issue 22, route 11): concurrent compiles of one output never see a
+# half-written library.
+
+
+def test_compile_output_is_replaced_atomically(tmp_path, capsys, monkeypatch):
+    import stat
+
+    import tvm
+
+    monkeypatch.setenv("NPU_BYOC_CACHE", str(tmp_path / "cache"))
+    out = tmp_path / "model.so"
+    out.write_bytes(b"the previous library")
+    seen = []
+    original = tvm.runtime.Executable.export_library
+
+    def export(self, file_name, *args, **kwargs):
+        original(self, file_name, *args, **kwargs)
+        # Linked in full elsewhere while the old library is still in place.
+        seen.append((Path(file_name).parent == out.parent, Path(file_name) != out, out.read_bytes()))
+
+    monkeypatch.setattr(tvm.runtime.Executable, "export_library", export)
+    assert main(["compile", str(model_path("tiny_cnn_int8.tflite")), "-o", str(out)]) == 0
+    assert seen == [(True, True, b"the previous library")]
+    assert out.read_bytes().startswith(b"\x7fELF") and sorted(p.name for p in tmp_path.iterdir()) == ["cache", "model.so"]
+    assert stat.S_IMODE(out.stat().st_mode) & 0o700 == 0o700
+    assert f"wrote {out}" in capsys.readouterr().out

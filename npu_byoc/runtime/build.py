@@ -14,7 +14,9 @@ Backends (a registry; later milestones add the C functional model and the RTL):
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -184,11 +186,32 @@ def export_model_library(mod: tvm.IRModule, path: str, hw: HwConfig, target: str
         "-O2",
         *driver_sources,
     ]
+    # Linked next to ``path`` and renamed over it: a concurrent build or a loader never sees a
+    # half-written library ("file too short"), and a failed link leaves an old one intact.
+    dest = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=dest.suffix or ".so", dir=dest.parent)
+    os.close(fd)
     try:
-        ex.export_library(path, options=options)
+        ex.export_library(tmp, options=options)
+        os.chmod(tmp, 0o755 & ~_umask())  # mkstemp's 0600 would differ from a plain link's mode
+        os.replace(tmp, dest)
     except Exception as err:  # TVM's RuntimeError carries the whole command line and g++ output
         raise NpuByocError(f"{path}: " + buildlog.failure("compiling the model library", "tvm export_library", str(err))) from None
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
     return path
+
+
+def _umask() -> int:
+    """The process umask, read without setting it (os.umask would change it for every thread)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except OSError:
+        pass
+    return 0o022
 
 
 def _build_library(backend: str, driver_sources: Callable[[HwConfig], list[str]]):
