@@ -334,7 +334,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("model")
     r.add_argument("--input", action="append", required=True, help=".npy, one per model input, in order")
     r.add_argument("--backend", default="functional", choices=["functional", "verilator", "golden", "cpu"])
-    r.add_argument("--output", help=".npy (one output) or .npz; default: print")
+    r.add_argument("--output", help="write exactly this file: .npy format (one output) or .npz (several, or a "
+                   "name ending .npz); default: print")
     r.set_defaults(func=cmd_run)
 
     cp = sub.add_parser("compare", help="per-layer LSB differences: golden NPU path, TVM CPU, reference")
