@@ -122,3 +122,15 @@ def test_lsb_difference_of_dequantized_values():
     a = (np.arange(-128, 128, dtype=np.float32) * scale).astype(np.float32)
     d = Diff.of(a, np.roll(a, 1), float(scale))
     assert d.max_lsb == 255 and d.mean_lsb == pytest.approx((255 * 1 + 1 * 255) / 256)
+
+
+def test_compare_api_refuses_a_reference_that_does_not_fit():
+    from npu_byoc.errors import NpuByocError
+    from npu_byoc.runtime.compare import reference_like
+
+    y = np.zeros((1, 10), np.int8)
+    assert reference_like([np.ones(10, np.int8)], 0, y).shape == (1, 10)
+    with pytest.raises(NpuByocError, match=r"^reference 0: int8 \[1, 3\] does not fit the model output int8 \[1, 10\]$"):
+        reference_like([np.zeros((1, 3), np.int8)], 0, y)
+    with pytest.raises(NpuByocError, match="got 1 reference array"):
+        reference_like([y], 1, y)

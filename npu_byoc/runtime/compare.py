@@ -168,10 +168,23 @@ def compare(
         scale = scales[k] if k < len(scales) and g.dtype.kind == "f" else None
         row = OutputRow(k, Diff.of(g, c, scale), scale=scale)
         if reference is not None:
-            r = np.asarray(reference[k]).reshape(g.shape)
+            r = reference_like(reference, k, g)
             row.golden_vs_reference, row.cpu_vs_reference = Diff.of(g, r, scale), Diff.of(c, r, scale)
         report.outputs.append(row)
     return report
+
+
+def reference_like(reference: Sequence[np.ndarray], k: int, y: np.ndarray) -> np.ndarray:
+    """Reference output ``k`` in the shape of the model's output ``y`` (same element count)."""
+    from ..errors import NpuByocError
+
+    if k >= len(reference):
+        raise NpuByocError(f"the model has {k + 1} or more outputs, got {len(reference)} reference array(s)")
+    r = np.asarray(reference[k])
+    if r.size != y.size:
+        raise NpuByocError(f"reference {k}: {r.dtype} {list(r.shape)} does not fit the model output {y.dtype} "
+                           f"{list(y.shape)}")  # fmt: skip
+    return r.reshape(y.shape)
 
 
 def output_scales(mod: tvm.IRModule) -> list[float | None]:

@@ -585,7 +585,7 @@ def cosim(
     (with the complete report as ``.report``) when a layer differs from the golden model."""
     from ..frontend import load_model, model_info
     from .build import build_with_runner
-    from .compare import Diff
+    from .compare import Diff, reference_like
     from .verilator import VerilatorNpu
 
     t_start = time.perf_counter()
@@ -640,7 +640,7 @@ def cosim(
     out_rows = []
     if reference is not None:
         for k, y in enumerate(outputs):
-            r = np.asarray(reference[k]).reshape(y.shape)
+            r = reference_like(reference, k, y)
             d = Diff.of(y, r)
             out_rows.append({"output": k, "dtype": str(y.dtype), "integer": y.dtype.kind in "iu" and r.dtype.kind in "iu",
                              "max_diff": d.max_lsb, "mean_diff": d.mean_lsb, "fraction": d.fraction})  # fmt: skip
