@@ -428,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except KeyboardInterrupt:  # Ctrl-C: the shell's convention, 128 + SIGINT, and no traceback
-        print("\nnpu-byoc: interrupted", file=sys.stderr)
+        print("npu-byoc: interrupted", file=sys.stderr)
         return 130
 
 
