@@ -20,7 +20,7 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from . import onnx_converters, onnx_int4, onnx_qop, validate
+from . import onnx_converters, onnx_int4, onnx_qop, relax_json, validate
 from .errors import ModelLoadError, UnsupportedModelError
 from .tvm_scopes import builders_closed_on_error
 
@@ -379,6 +379,8 @@ def _count(shape) -> int:
 
 
 def _load_relax_json(path: Path, data: bytes) -> tvm.IRModule:
+    # The file is data: checked before TVM parses it, and rebuilt with inferred types after.
+    relax_json.check_text(path, data)
     try:
         mod = tvm.ir.load_json(data.decode("utf-8"))
     except Exception as err:
@@ -389,6 +391,7 @@ def _load_relax_json(path: Path, data: bytes) -> tvm.IRModule:
         raise ModelLoadError(f"{path}: the IRModule has no 'main' function")
     if not isinstance(mod["main"], relax.Function):
         raise ModelLoadError(f"{path}: 'main' is not a Relax function")
+    mod = relax_json.rebuild(path, mod)
     validate.check_relax(path, mod)
     return annotate_provenance(mod, str(path))
 
