@@ -42,9 +42,9 @@ def file_sha256(path: str | Path) -> str:
 def materialize(model: ModelRef, data: bytes) -> ModelRef:
     """The model's bytes as a file on this machine (a Ray worker on another node gets the bytes,
     not the driver's path): written once under the cache directory, by content."""
-    from ..cache import atomic_write, cache_dir, is_intact
+    from ..cache import atomic_write, cache_subdir, is_intact
 
-    dest = cache_dir() / "sweep" / "models" / model.sha256 / Path(model.name).name
+    dest = cache_subdir("sweep", "models", model.sha256) / Path(model.name).name
     if not is_intact(dest):
         atomic_write(dest, data)
     return ModelRef(model.name, str(dest), model.sha256)
