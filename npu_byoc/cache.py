@@ -109,6 +109,8 @@ def _unsafe_parent(path: Path) -> str | None:
 def _refusal(path: Path, problem: str) -> CacheError:
     if problem.startswith("is writable"):
         fix = "chmod go-w it"
+    elif problem == "is a symlink":  # its target is not what the check saw: name it instead
+        fix = "set NPU_BYOC_CACHE to the directory it points to, if that one is yours"
     elif problem.startswith("is inside"):
         fix = "set NPU_BYOC_CACHE to a directory where only you can write"
     else:
