@@ -134,17 +134,22 @@ def _fallback(path: Path, reason: str) -> Path:
     if str(path) in _FALLBACK:
         return _check(_FALLBACK[str(path)])
     tmp = Path(tempfile.gettempdir()) / f"npu_byoc-cache-{os.geteuid()}"
-    with contextlib.suppress(FileExistsError):
-        os.mkdir(tmp, 0o700)
     try:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(tmp, 0o700)
         problem = _unsafe(tmp) or _unsafe_parent(tmp)
+        if not problem and not os.access(tmp, os.W_OK | os.X_OK):
+            problem = "is not writable"
     except OSError as err:
         problem = err.strerror or str(err)
     note = ""
     if problem:  # someone else's, or not private: never reuse it, take a new private one
-        fresh = _check(Path(tempfile.mkdtemp(prefix=f"npu_byoc-cache-{os.geteuid()}-")))
+        try:
+            fresh = Path(tempfile.mkdtemp(prefix=f"npu_byoc-cache-{os.geteuid()}-"))
+        except OSError as err:
+            raise CacheError(f"cache directory {path} {reason}, and no temporary one can be made ({err})") from None
         note = f" ({tmp} {problem})"
-        tmp = fresh
+        tmp = _check(fresh)
     _FALLBACK[str(path)] = tmp
     print(f"npu-byoc: warning: cache directory {path} {reason}; using {tmp}{note}", file=sys.stderr)
     return tmp
@@ -154,7 +159,10 @@ def cache_dir() -> Path:
     """The cache directory, checked private (created mode 0700 if missing; a private temporary
     one if it cannot be created or written; CacheError if another user could write into it)."""
     root = os.environ.get("NPU_BYOC_CACHE")
-    path = Path(root).expanduser() if root else Path.home() / ".cache" / "npu_byoc"
+    try:
+        path = Path(root).expanduser() if root else Path.home() / ".cache" / "npu_byoc"
+    except RuntimeError:  # no HOME and no passwd entry
+        return _fallback(Path("~/.cache/npu_byoc"), "has no home directory")
     try:
         if not os.path.lexists(path):
             path.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -95,6 +95,15 @@ def test_symlink_at_fallback_path_is_not_followed(no_home_cache, tmp_path, capsy
     assert "is a symlink" in capsys.readouterr().err
 
 
+def test_fallback_under_a_loose_tmpdir_is_refused(no_home_cache):
+    """A $TMPDIR others can write without the sticky bit: they could rename any directory made
+    there and put theirs in its place, so no fallback there is safe."""
+    no_home_cache.parent.chmod(0o777)
+    with pytest.raises(NpuByocError) as err:
+        cache.cache_dir()
+    assert f"is inside {no_home_cache.parent}, which is writable by other users (mode 0777)" in str(err.value)
+
+
 def _fake_compiler(tmp_path: Path) -> Path:
     """A CXX that builds a harmless shared library whatever it is asked (fast, and its output
     is recognisable): the test is about which file is loaded, not the functional model."""
