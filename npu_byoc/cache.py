@@ -12,7 +12,8 @@ entry across processes, so a key is built once.
 
 The cache holds code that is linked and loaded, so no other user may write into it. Every
 call of ``cache_dir()`` checks the directory with ``lstat``: it must be a real directory (not
-a symlink), owned by the effective uid and not group- or other-writable, and every directory
+a symlink), owned by the effective uid and not group- or other-writable (a group that is ours
+alone excepted: the user-private groups of umask 002 on Debian/Ubuntu), and every directory
 above it must be owned by root or by us and, if others can write it, sticky (else another user
 could swap the whole directory). A directory that fails is refused with ``CacheError`` (one
 line naming the path, the problem and the fix), whether it came from ``$NPU_BYOC_CACHE`` or
