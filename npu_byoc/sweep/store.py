@@ -1,6 +1,7 @@
 """The sweep's result cache: one JSON file per (model, configuration, code version).
 
-A point's key hashes the model file's SHA-256, every field of the configuration and the
+A point's key hashes the model's SHA-256 (its file, and an ONNX model's external-data files:
+npu_byoc.sweep.point.model_sha256), every field of the configuration and the
 code version — a hash of the npu_byoc sources that can change a result (every module but the
 command line and the sweep's own rendering) — so an edited compiler never serves stale numbers,
 an interrupted sweep resumes where it stopped, and a repeated one reads files only (no model is
