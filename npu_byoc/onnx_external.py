@@ -194,7 +194,11 @@ def load(path: str | Path, model) -> None:
             raise _problem(path, tensor, ref.location, f"cannot be read ({err.strerror})") from None
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(f.fileno())
-            if not stat.S_ISREG(st.st_mode) or ref.offset + ref.length > st.st_size:
+            # O_NOFOLLOW guards only the last component: a folder swapped for a symlink since the
+            # checks shows in the opened file's own path (Linux).
+            opened = f"/proc/self/fd/{fd}"
+            moved = os.path.exists(opened) and os.path.realpath(opened) != ref.file
+            if moved or not stat.S_ISREG(st.st_mode) or ref.offset + ref.length > st.st_size:
                 raise _problem(path, tensor, ref.location, "changed while it was read")
             f.seek(ref.offset)
             data = f.read(ref.length)
