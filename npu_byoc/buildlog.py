@@ -2,7 +2,8 @@
 
 A failing g++ / Verilator prints thousands of lines (the whole command, every template
 instantiation); users need the first error and where the rest is. The log lives in the cache
-directory's ``logs/`` (npu_byoc.cache: a temporary directory when the cache is unwritable).
+directory's ``logs/`` (npu_byoc.cache.cache_subdir: private, a temporary directory when the
+cache is unwritable).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from . import escape
-from .cache import cache_dir
+from .cache import cache_subdir
 
 _ERROR_LINE = re.compile(r"\b(error|Error|ERROR)\b")
 
@@ -28,8 +29,7 @@ def first_error(output: str) -> str:
 
 def write_log(what: str, cmd: Sequence[str] | str, output: str) -> Path:
     """Write the command and its output to a new log file; its path."""
-    logs = cache_dir() / "logs"
-    logs.mkdir(exist_ok=True)
+    logs = cache_subdir("logs")
     slug = re.sub(r"[^A-Za-z0-9]+", "-", what).strip("-")[:40] or "build"
     path = logs / f"{slug}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
     command = cmd if isinstance(cmd, str) else " ".join(map(str, cmd))

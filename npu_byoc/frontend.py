@@ -20,7 +20,7 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from . import onnx_converters, onnx_int4, onnx_qop, validate
+from . import onnx_converters, onnx_external, onnx_int4, onnx_qop, relax_json, validate
 from .errors import ModelLoadError, UnsupportedModelError
 from .tvm_scopes import builders_closed_on_error
 
@@ -219,6 +219,10 @@ def _load_onnx(path: Path, data: bytes, input_shapes=None) -> tvm.IRModule:
         raise ModelLoadError(f"{path}: not an ONNX model ({type(err).__name__}: {_first_line(err)})") from None
     if not model.graph.node:
         raise ModelLoadError(f"{path}: not an ONNX model (the graph has no nodes)")
+    # External data is read here, from the model's own folder after its checks, and nowhere else:
+    # onnx's helpers (numpy_helper.to_array, which TVM's importer calls too) would read it
+    # relative to the current directory.
+    onnx_external.load(path, model)
     validate.check_onnx(path, model)
     try:
         onnx.checker.check_model(model)
@@ -271,6 +275,15 @@ def _load_onnx(path: Path, data: bytes, input_shapes=None) -> tvm.IRModule:
 
 
 _ONNX_DTYPES = {1: "float32", 2: "uint8", 3: "int8", 6: "int32", 7: "int64", 10: "float16", 9: "bool"}
+
+
+def external_data_files(path: str | Path) -> list[str]:
+    """The files an ONNX model's external data is read from (real paths, sorted), checked as
+    :func:`load_model` checks them; empty for other formats. Anything whose results depend on the
+    model (a cache key) must hash these with the model file."""
+    if Path(path).suffix.lower() != ".onnx":
+        return []
+    return onnx_external.external_files(path)
 
 
 def _onnx_value_info(v) -> TensorInfo:
@@ -382,6 +395,8 @@ def _count(shape) -> int:
 
 
 def _load_relax_json(path: Path, data: bytes) -> tvm.IRModule:
+    # The file is data: checked before TVM parses it, and rebuilt with inferred types after.
+    relax_json.check_text(path, data)
     try:
         mod = tvm.ir.load_json(data.decode("utf-8"))
     except Exception as err:
@@ -392,6 +407,7 @@ def _load_relax_json(path: Path, data: bytes) -> tvm.IRModule:
         raise ModelLoadError(f"{path}: the IRModule has no 'main' function")
     if not isinstance(mod["main"], relax.Function):
         raise ModelLoadError(f"{path}: 'main' is not a Relax function")
+    mod = relax_json.rebuild(path, mod)
     validate.check_relax(path, mod)
     return annotate_provenance(mod, str(path))
 

@@ -105,3 +105,21 @@ def test_functional_work_limit_stops_a_run(imported, monkeypatch):
         model.run(inputs)
     monkeypatch.delenv("NPU_FUNCTIONAL_MAX_CYCLES")
     np.testing.assert_array_equal(model.run(inputs)[0], reference(name)["outputs"][0][0])
+
+
+def test_temporary_library_is_removed_with_the_model(imported, tmp_path, monkeypatch):
+    # every fuzz case builds one: the npu_byoc_*/model.so must go when the model does
+    import gc
+    import tempfile
+
+    fresh = tmp_path / "tmp"
+    fresh.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(fresh))
+    model = npu_byoc.build(imported("tiny_cnn_int8.tflite"), "functional")
+    lib = Path(model.extra["library"])
+    assert lib.parent.parent == fresh and lib.parent.name.startswith("npu_byoc_") and lib.is_file()
+    ref = reference("tiny_cnn_int8.tflite")
+    np.testing.assert_array_equal(model.run(ref["inputs"][0])[0], ref["outputs"][0][0])
+    del model
+    gc.collect()
+    assert not lib.parent.exists() and sorted(fresh.glob("npu_byoc_*")) == []

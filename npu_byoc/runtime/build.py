@@ -17,7 +17,9 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shutil
 import tempfile
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from dataclasses import dataclass, field
@@ -216,13 +218,22 @@ def _umask() -> int:
 
 def _build_library(backend: str, driver_sources: Callable[[HwConfig], list[str]]):
     def builder(mod: tvm.IRModule, hw: HwConfig, target: str, output: str | None = None) -> CompiledModel:
+        workdir = None
         if output is None:
-            output = str(Path(tempfile.mkdtemp(prefix="npu_byoc_")) / "model.so")
-        export_model_library(mod, output, hw, target, driver_sources(hw))
-        lib = tvm.runtime.load_module(output)
-        plans = {name: lower_partition(name, f, hw) for name, f in npu_functions(mod).items()}
-        model = CompiledModel(backend, relax.VirtualMachine(lib, tvm.cpu()), model_info(mod), plans)
+            workdir = tempfile.mkdtemp(prefix="npu_byoc_")
+            output = str(Path(workdir) / "model.so")
+        try:
+            export_model_library(mod, output, hw, target, driver_sources(hw))
+            lib = tvm.runtime.load_module(output)
+            plans = {name: lower_partition(name, f, hw) for name, f in npu_functions(mod).items()}
+            model = CompiledModel(backend, relax.VirtualMachine(lib, tvm.cpu()), model_info(mod), plans)
+        except BaseException:
+            if workdir is not None:
+                shutil.rmtree(workdir, ignore_errors=True)
+            raise
         model.extra["library"] = output
+        if workdir is not None:  # the library stays loaded (dlopen) after its file is removed
+            weakref.finalize(model, shutil.rmtree, workdir, ignore_errors=True)
         return model
 
     return builder
@@ -258,8 +269,9 @@ def build(
 ) -> CompiledModel:
     """Compile ``mod`` (imported or partitioned) for ``backend``; see :data:`BACKENDS`.
 
-    ``functional`` (and ``verilator``) produce a model library (``output``, default a
-    temporary file) whose NPU partitions are generated C++ calling the NPU driver."""
+    ``functional`` (and ``verilator``) produce a model library (``output``, default a file in
+    a temporary ``npu_byoc_*`` directory, removed when the CompiledModel is garbage-collected
+    or the interpreter exits) whose NPU partitions are generated C++ calling the NPU driver."""
     if backend not in BACKENDS:
         raise NpuByocError(f"unknown backend '{backend}' (available: {', '.join(BACKENDS)})")
     if backend != "cpu" and partition_log(mod) is None and not npu_functions(mod):

@@ -24,7 +24,7 @@ from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..progress import Progress
 from . import store
 from .pareto import AREA_WEIGHTS, area_um2, pareto_front, spread
-from .point import ModelRef, file_sha256
+from .point import ModelRef, model_sha256
 from .runner import PoolExecutor, RayExecutor
 
 SCHEMA_VERSION = 1
@@ -77,7 +77,7 @@ def model_ref(path: str | Path) -> ModelRef:
     path = Path(path)
     if not path.is_file():
         raise NpuByocError(f"{path}: no such model file")
-    return ModelRef(path.name, str(path), file_sha256(path))
+    return ModelRef(path.name, str(path), model_sha256(path))
 
 
 def run_sweep(

@@ -24,7 +24,7 @@ from ..hwconfig import HwConfig
 
 @dataclass(frozen=True)
 class ModelRef:
-    """A model file: its name (the report's), where it is, and the SHA-256 of its bytes."""
+    """A model file: its name (the report's), where it is, and its :func:`model_sha256`."""
 
     name: str
     path: str
@@ -33,18 +33,53 @@ class ModelRef:
 
 def file_sha256(path: str | Path) -> str:
     h = hashlib.sha256()
+    _hash_file(h, path)
+    return h.hexdigest()
+
+
+def _hash_file(h, path) -> None:
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
+
+
+def model_sha256(path: str | Path) -> str:
+    """The SHA-256 a model's results are cached by: of the file's bytes and, for an ONNX model
+    with external data, of each external file's name and bytes too (results follow the weights
+    wherever they are stored). A model without external data hashes as :func:`file_sha256`."""
+    import os
+
+    from ..frontend import external_data_files
+    from ..onnx_external import model_dir
+
+    files = external_data_files(path)
+    if not files:
+        return file_sha256(path)
+    h = hashlib.sha256()
+    _hash_file(h, path)
+    for f in files:
+        rel = os.path.relpath(f, model_dir(path)).encode("utf-8", "surrogateescape")
+        h.update(b"\0external\0%d\0%s\0%d\0" % (len(rel), rel, os.path.getsize(f)))
+        _hash_file(h, f)
     return h.hexdigest()
+
+
+def model_bytes(path: str | Path) -> bytes:
+    """The model as one file's bytes, for a worker that gets bytes rather than a path: an ONNX
+    model's external data goes inside (the worker has no folder to read it from)."""
+    if Path(path).suffix.lower() == ".onnx":
+        from ..onnx_external import embedded_bytes
+
+        return embedded_bytes(path)
+    return Path(path).read_bytes()
 
 
 def materialize(model: ModelRef, data: bytes) -> ModelRef:
     """The model's bytes as a file on this machine (a Ray worker on another node gets the bytes,
     not the driver's path): written once under the cache directory, by content."""
-    from ..cache import atomic_write, cache_dir, is_intact
+    from ..cache import atomic_write, cache_subdir, is_intact
 
-    dest = cache_dir() / "sweep" / "models" / model.sha256 / Path(model.name).name
+    dest = cache_subdir("sweep", "models", model.sha256) / Path(model.name).name
     if not is_intact(dest):
         atomic_write(dest, data)
     return ModelRef(model.name, str(dest), model.sha256)
@@ -165,4 +200,4 @@ def verify(model: ModelRef, hw_fields: dict) -> dict:
 
 TASKS = {"point": evaluate, "verify": verify}
 
-__all__ = ["ModelRef", "file_sha256", "materialize", "hw_of", "evaluate", "verify", "TASKS"]
+__all__ = ["ModelRef", "file_sha256", "model_sha256", "model_bytes", "materialize", "hw_of", "evaluate", "verify", "TASKS"]

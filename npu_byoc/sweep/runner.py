@@ -15,7 +15,7 @@ import signal
 from collections.abc import Callable, Sequence
 
 from ..errors import NpuByocError
-from .point import TASKS, ModelRef, materialize
+from .point import TASKS, ModelRef, materialize, model_bytes
 
 Task = tuple[str, ModelRef, dict]
 OnResult = Callable[[int, dict], None]
@@ -110,8 +110,7 @@ class RayExecutor:
         data = {}
         for _, model, _ in tasks:
             if model.sha256 not in data:
-                with open(model.path, "rb") as f:
-                    data[model.sha256] = ray.put(f.read())
+                data[model.sha256] = ray.put(model_bytes(model.path))
         refs = {remote.remote(kind, model, data[model.sha256], hw): k for k, (kind, model, hw) in enumerate(tasks)}
         pending = list(refs)
         while pending:

@@ -1,11 +1,12 @@
 """The sweep's result cache: one JSON file per (model, configuration, code version).
 
-A point's key hashes the model file's SHA-256, every field of the configuration and the
+A point's key hashes the model's SHA-256 (its file, and an ONNX model's external-data files:
+npu_byoc.sweep.point.model_sha256), every field of the configuration and the
 code version — a hash of the npu_byoc sources that can change a result (every module but the
 command line and the sweep's own rendering) — so an edited compiler never serves stale numbers,
 an interrupted sweep resumes where it stopped, and a repeated one reads files only (no model is
-imported, nothing partitioned). Files live in ``cache_dir()/sweep`` and are written atomically
-and sealed (npu_byoc.cache).
+imported, nothing partitioned). Files live in ``cache_dir()/sweep`` (checked private:
+npu_byoc.cache.cache_subdir) and are written atomically and sealed (npu_byoc.cache).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from ..cache import atomic_write, cache_dir, content_key, is_intact
+from ..cache import atomic_write, cache_subdir, content_key, is_intact
 from ..hwconfig import HwConfig
 
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -36,7 +37,7 @@ def point_key(model_sha256: str, hw: HwConfig) -> str:
 
 
 def _path(key: str) -> Path:
-    return cache_dir() / "sweep" / f"{key}.json"
+    return cache_subdir("sweep") / f"{key}.json"
 
 
 def load(key: str) -> dict | None:
