@@ -71,24 +71,7 @@ def _load(args):
     batch = given.pop(None, None)
     if batch is not None and given:
         raise NpuByocError("--input-shape: give a batch size or shapes by name, not both")
-    mod = load_model(args.model, input_shapes=given or batch)
-    _refuse_strings(mod, args.model)
-    return mod
-
-
-def _refuse_strings(mod, path) -> None:
-    """A model computes on tensors: a string constant (possible in a Relax .json) would reach
-    the partitioner or the VM and fail there with TVM's internal error."""
-    import tvm
-    from tvm import relax
-
-    found: list = []
-    for _, func in mod.functions_items():
-        if isinstance(func, relax.Function):
-            relax.analysis.post_order_visit(func, lambda e: isinstance(e, tvm.ir.StringImm) and found.append(e))
-    if found:
-        text = escape.text(found[0].value, 40)
-        raise NpuByocError(f"{path}: a string constant ('{text}') in the module: models compute on tensors only")
+    return load_model(args.model, input_shapes=given or batch)
 
 
 def _hw(args):
