@@ -109,6 +109,24 @@ def test_native_flow_runs_the_partitions_and_leaves_the_refused_conv_on_the_cpu(
     assert np.abs(y.astype(np.int32) - ref).max() <= 1  # the project's tolerance against TVM's CPU
 
 
+def test_native_flow_on_a_tflite_model_equals_litert(tmp_path):
+    """A real model the plain table matches whole (tiny_cnn_int8: conv, depthwise, pools, add,
+    concat, LUTs, FC, softmax in one partition): every recorded sample gives LiteRT's outputs
+    exactly, as partition_for_npu's build does (tests/test_functional.py)."""
+    from .conftest import model_path, reference
+
+    mod = npu_byoc.load_model(model_path("tiny_cnn_int8.tflite"))  # the import; the flow is TVM's
+    part = _native_partition(mod)
+    assert len(_codegen_functions(part)) == 1
+    lib = tmp_path / "tiny.so"
+    tvm.compile(relax.transform.RunCodegen()(part), target="llvm").export_library(str(lib), options=EXPORT_OPTIONS)
+    vm = relax.VirtualMachine(tvm.runtime.load_module(str(lib)), tvm.cpu())
+    ref = reference("tiny_cnn_int8.tflite")
+    for (x,), (want,) in zip(ref["inputs"], ref["outputs"]):
+        got = vm["main"](tvm.runtime.tensor(x)).numpy()
+        np.testing.assert_array_equal(got, np.asarray(want).reshape(got.shape))
+
+
 def test_native_flow_matches_partition_for_npu():
     """On a module the plain table matches, both partitioners make the same partitions: the
     same composites, and the hook renders the same C++ for each: the same command stream and
