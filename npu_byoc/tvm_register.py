@@ -66,10 +66,18 @@ def register() -> None:
         import tvm
         from tvm.relax.backend.pattern_registry import get_pattern, register_patterns
 
-        if tvm.get_global_func(HOOK, allow_missing=True) is None:
-            tvm.register_global_func(HOOK, _relax_ext_npu)
-        if get_pattern(f"{PREFIX}.conv2d") is None:  # a reloaded npu_byoc must not add it twice
+        tvm.register_global_func(HOOK, _relax_ext_npu, override=True)
+        if get_pattern(f"{PREFIX}.conv2d") is None:  # a reloaded npu_byoc must not add the table twice
             register_patterns(pattern_entries())
+
+
+def _register_or_warn() -> None:
+    try:
+        register()
+    except Exception as err:  # never break the user's import: say so instead
+        import warnings
+
+        warnings.warn(f"npu_byoc could not register {HOOK} and its patterns with TVM: {err}", stacklevel=3)
 
 
 def _tvm_loaded() -> bool:
@@ -82,14 +90,8 @@ def _after_import(tvm_executed: bool = False) -> None:
     # that flag after exec_module returns): the caller then says TVM is whole.
     if _registered or _depth.get(_thread.get_ident()) or not (tvm_executed or _tvm_loaded()):
         return
-    try:
-        register()
-    except Exception as err:  # never break the user's `import tvm`: say so instead
-        import warnings
-
-        warnings.warn(f"npu_byoc could not register {HOOK} and its patterns with TVM: {err}", stacklevel=2)
-    finally:
-        _remove_finder()
+    _remove_finder()
+    _register_or_warn()
 
 
 class _Finder:  # a sys.meta_path finder (importlib.abc would cost the import 10 ms)
@@ -135,6 +137,6 @@ def register_on_import() -> None:
     if _registered:
         return
     if _tvm_loaded():
-        register()
+        _register_or_warn()
     elif _FINDER not in sys.meta_path:
         sys.meta_path.insert(0, _FINDER)

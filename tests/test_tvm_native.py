@@ -93,6 +93,17 @@ def test_import_registers_the_table_under_the_npu_prefix_in_table_order():
     assert tvm.get_global_func("relax.ext.npu", allow_missing=True) is not None
 
 
+def test_registering_again_adds_nothing():
+    import importlib
+
+    from npu_byoc import tvm_register
+
+    n = len(get_patterns_with_prefix("npu"))
+    tvm_register.register()
+    importlib.reload(tvm_register).register()  # a fresh module: its once-flag is reset
+    assert len(get_patterns_with_prefix("npu")) == n
+
+
 def test_native_flow_runs_the_partitions_and_leaves_the_refused_conv_on_the_cpu(tmp_path):
     mod, x = _model(), _input()
     part = _native_partition(mod)
