@@ -65,6 +65,7 @@ def load_bench(name: str, monkeypatch):
     return module
 
 
+@pytest.mark.slow
 def test_partition_quick():
     out = run_quick("partition.py")
     for workload, layers in ((("tiny_cnn_int8.tflite",), None), (("synthetic", "conv", "x5"), 5),
@@ -79,6 +80,7 @@ def test_partition_quick():
     assert re.search(r"5 -> 10\s+layers x2:\s+npu_byoc x" + NUMBER, out)
 
 
+@pytest.mark.slow
 def test_build_quick():
     out = run_quick("build.py")
     for backend in ("cpu", "functional"):
@@ -92,6 +94,7 @@ def test_build_quick():
     assert int(differ.group(3)) <= 1  # functional NPU vs TVM's CPU build: the project's tolerance
 
 
+@pytest.mark.slow
 def test_cosim_quick():
     out = run_quick("cosim.py")
     ((model, layers, macs, cycles, util, *_, sim, wall, compile_s, lsb),) = markdown_rows(out, "| model | layers")
@@ -104,6 +107,7 @@ def test_cosim_quick():
     assert "Targets (issue 5):" in out
 
 
+@pytest.mark.slow
 def test_vela_quick():
     out = run_quick("vela.py", "--per-layer", "tiny_cnn_int8.tflite")
     ((model, width, macs, cycles, bound, ratio, total, npu, ours_vela),) = markdown_rows(out, "| model | bytes/cycle | MACs")
@@ -138,6 +142,7 @@ def test_vela_csv_rows_sum_per_output_tensor(monkeypatch):
     assert dict(vela.vela_cycles_by_layer(rows)) == {"conv1": 120, "fc": 7}
 
 
+@pytest.mark.slow
 def test_keras_apps_quick():
     out = run_quick("keras_apps.py")
     for name in ("ds_cnn", "fc_autoencoder"):

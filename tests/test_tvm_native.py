@@ -104,6 +104,7 @@ def test_registering_again_adds_nothing():
     assert len(get_patterns_with_prefix("npu")) == n
 
 
+@pytest.mark.slow
 def test_native_flow_runs_the_partitions_and_leaves_the_refused_conv_on_the_cpu(tmp_path):
     mod, x = _model(), _input()
     part = _native_partition(mod)
@@ -120,6 +121,7 @@ def test_native_flow_runs_the_partitions_and_leaves_the_refused_conv_on_the_cpu(
     assert np.abs(y.astype(np.int32) - ref).max() <= 1  # the project's tolerance against TVM's CPU
 
 
+@pytest.mark.slow
 def test_native_flow_on_a_tflite_model_equals_litert(tmp_path):
     """A real model the plain table matches whole (tiny_cnn_int8: conv, depthwise, pools, add,
     concat, LUTs, FC, softmax in one partition): every recorded sample gives LiteRT's outputs
@@ -190,6 +192,7 @@ _CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_saved_partitioned_module_compiles_in_a_fresh_process_after_import(tmp_path):
     mod, x = _model(), _input()
     (tmp_path / "part.json").write_text(tvm.ir.save_json(_native_partition(mod)))
