@@ -30,17 +30,32 @@ def _relax_ext_npu(functions, options, constant_names):
     return relax_ext_npu(functions, options, constant_names)
 
 
-def _check(entry, hw):
-    """TVM's ``check`` for one table entry: what partition_for_npu's checks accept, with
-    nothing recorded (the native flow keeps no coverage log)."""
+def _check_and_attrs(entry, hw):
+    """TVM's ``check`` and ``attrs_getter`` for one table entry: what partition_for_npu's checks
+    accept, with nothing recorded (the native flow keeps no coverage log), and an accepted
+    composite named after the source operator it offloads, as partition_for_npu names it (the
+    generated C++ and lowering errors then say which layer). TVM asks for the attributes right
+    after the check accepts."""
     from .partition import _shared_pad_reason
+    from .patterns import LAYER_ATTR
+
+    accepted = {}
 
     def check(ctx) -> bool:
+        from .frontend import source_op_of
+
         bindings = dict(ctx.matched_bindings)
         _, reason = entry.evaluate(ctx.matched_expr, bindings, hw)
-        return reason is None and _shared_pad_reason(ctx, bindings) is None
+        ok = reason is None and _shared_pad_reason(ctx, bindings) is None
+        if ok:
+            accepted["layer"] = next(filter(None, map(source_op_of, [ctx.matched_expr, *bindings.values()])), None)
+        return ok
 
-    return check
+    def attrs(_annotated) -> dict:
+        layer = accepted.pop("layer", None)
+        return {LAYER_ATTR: layer} if layer else {}
+
+    return check, attrs
 
 
 def pattern_entries():
@@ -48,12 +63,13 @@ def pattern_entries():
     FusionPatterns: TVM unregisters tuples' names at exit, before libtvm drops the Python
     check functions it holds (FusionPattern entries would crash the interpreter's exit)."""
     from .hwconfig import DEFAULT_CONFIG
-    from .partition import fusion_patterns
+    from .patterns import PATTERN_TABLE
 
-    patterns = fusion_patterns(check_factory=lambda entry, _: _check(entry, DEFAULT_CONFIG))
+    entries = [(entry.name, conv.pattern, {}, *_check_and_attrs(entry, DEFAULT_CONFIG))
+               for entry in PATTERN_TABLE for conv in entry.conventions]  # fmt: skip
     # TVM hands back the last registered first: reversed, get_patterns_with_prefix("npu") is
     # in the table's order (most specific convention first), as partition_for_npu applies it.
-    return [(p.name, p.pattern, {}, p.check) for p in reversed(patterns)]
+    return entries[::-1]
 
 
 def register() -> None:

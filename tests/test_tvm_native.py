@@ -130,7 +130,13 @@ def test_native_flow_on_a_tflite_model_equals_litert(tmp_path):
 
     mod = npu_byoc.load_model(model_path("tiny_cnn_int8.tflite"))  # the import; the flow is TVM's
     part = _native_partition(mod)
-    assert len(_codegen_functions(part)) == 1
+    ((_, func),) = _codegen_functions(part).items()
+    from npu_byoc.partition import composite_functions
+    from npu_byoc.patterns import LAYER_ATTR
+
+    # composites carry the TFLite operator they offload, as partition_for_npu names them
+    layers = {str(f.attrs[LAYER_ATTR]) for _, f in composite_functions(func) if LAYER_ATTR in f.attrs}
+    assert "tiny_cnn_1/relu6_s2_1/Relu6" in layers and len(layers) == len(composite_functions(func))
     lib = tmp_path / "tiny.so"
     tvm.compile(relax.transform.RunCodegen()(part), target="llvm").export_library(str(lib), options=EXPORT_OPTIONS)
     vm = relax.VirtualMachine(tvm.runtime.load_module(str(lib)), tvm.cpu())
