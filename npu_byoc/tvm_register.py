@@ -60,8 +60,9 @@ def _check_and_attrs(entry, hw):
 
 def pattern_entries():
     """The table as ``register_patterns`` entries, default configuration. Tuples, not
-    FusionPatterns: TVM unregisters tuples' names at exit, before libtvm drops the Python
-    check functions it holds (FusionPattern entries would crash the interpreter's exit)."""
+    FusionPatterns: TVM unregisters only tuples' names at exit, before libtvm drops the Python
+    check functions it holds (else, says tvm/relax/backend/pattern_registry.py, the exit
+    segfaults)."""
     from .hwconfig import DEFAULT_CONFIG
     from .patterns import PATTERN_TABLE
 
