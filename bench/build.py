@@ -1,7 +1,7 @@
 """Benchmark: npu_byoc.build(mod, "functional") against TVM's plain CPU build of the same model.
 
     .venv/bin/python bench/build.py              # every fixture model, 3 fresh processes per build (~2 min)
-    .venv/bin/python bench/build.py --quick      # 1 process per build, fewer inference runs (~40 s)
+    .venv/bin/python bench/build.py --quick      # smoke run: tiny_cnn_int8, 1 process per build, 5 runs (seconds)
     .venv/bin/python bench/build.py --profile    # also: each source of the g++ step compiled alone
     .venv/bin/python bench/build.py --models tiny_cnn_int8 --threads 1
 
@@ -43,8 +43,8 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-FIXTURES = REPO / "tests" / "fixtures" / "models"
+from benchlib import QUICK_BANNER, QUICK_MODEL, REPO, fixture_models, load_fixture, sample  # noqa: E402
+
 BACKENDS = ("cpu", "functional")
 MARK = "BENCH_RESULT "
 SOURCE_SUFFIXES = (".cc", ".cpp", ".cxx", ".c")
@@ -122,15 +122,13 @@ def child(spec: dict) -> dict:
     import numpy as np
     import tvm
 
-    sys.path.insert(0, str(REPO))
     import npu_byoc
     from npu_byoc.codegen import c_codegen
 
     t_import = time.perf_counter() - t0
-    path = FIXTURES / spec["model"]
     backend = spec["backend"]
-    mod = npu_byoc.load_model(path)  # not timed
-    x = np.load(path.with_suffix(".npz"))["input_0"][0:1]
+    mod = load_fixture(spec["model"])  # not timed
+    x = sample(spec["model"])[0][0]
 
     res = {"tvm": tvm.__version__, "import_s": t_import, "partition_s": 0.0}
     if backend != "cpu":
@@ -150,7 +148,7 @@ def child(spec: dict) -> dict:
         res["rss_children_mb"] = _maxrss_mb(resource.RUSAGE_CHILDREN)
         res["phases"] = phases
         res["partitions"] = len(model.plans)
-        sources = c_codegen.CURRENT["sources"]
+        sources = c_codegen.LAST["sources"]  # what the last RunCodegen rendered
         res["gen_c_bytes"] = sum(len(s.encode()) for s in sources.values())
         res["gen_c_lines"] = sum(s.count("\n") for s in sources.values())
         res["so_bytes"] = os.path.getsize(model.extra["library"]) if "library" in model.extra else 0
@@ -333,16 +331,12 @@ def profile_gxx(name: str, keep_dir: str) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def fixture_models() -> list[str]:
-    return [p.name for p in sorted(FIXTURES.glob("*")) if p.suffix in (".tflite", ".onnx")]
-
-
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="one process per build, 20 inference runs")
+    ap.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK_MODEL}, one process per build, 5 inference runs")
     ap.add_argument("--repeat", type=int, help="fresh processes per (model, backend) (default 3)")
     ap.add_argument("--runs", type=int, help="timed inference runs per process (default 100)")
-    ap.add_argument("--warmup", type=int, default=5, help="untimed inference runs first (default 5)")
+    ap.add_argument("--warmup", type=int, help="untimed inference runs first (default 5)")
     ap.add_argument("--models", nargs="*", help="fixture names (or stems) to run (default: all)")
     ap.add_argument("--threads", type=int, help="TVM_NUM_THREADS for the children (default: TVM's choice)")
     ap.add_argument("--profile", action="store_true", help="time each source of the g++ step alone")
@@ -354,8 +348,11 @@ def main(argv=None) -> None:
         return
 
     repeat = args.repeat or (1 if args.quick else 3)
-    runs = args.runs or (20 if args.quick else 100)
-    models = fixture_models()
+    runs = args.runs or (5 if args.quick else 100)
+    args.warmup = args.warmup if args.warmup is not None else (1 if args.quick else 5)
+    models = [QUICK_MODEL] if args.quick and not args.models else fixture_models()
+    if args.quick:
+        print(QUICK_BANNER)
     if args.models:
         models = [m for m in models if m in args.models or Path(m).stem in args.models]
     env = dict(os.environ)

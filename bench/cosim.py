@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/cosim.py                       # the fixture models below (~40 s warm)
     .venv/bin/python bench/cosim.py --models mobilenet_v2_int8.tflite
+    .venv/bin/python bench/cosim.py --quick               # smoke run: tiny_cnn_int8 (seconds, warm cache)
 
 For each model, with the first input of its recorded reference (tests/fixtures/models/*.npz):
 ``cosim(model, inputs, reference)`` — every NPU partition on the Verilog RTL under Verilator as
@@ -31,30 +32,18 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-import numpy as np  # noqa: E402
+from benchlib import FIXTURES, QUICK_BANNER, QUICK_MODEL, sample  # noqa: E402  (puts the repo on sys.path)
 
 from npu_byoc.hwconfig import DEFAULT_CONFIG, configure  # noqa: E402
 from npu_byoc.runtime.cosim import CLASS_NAMES, cosim  # noqa: E402
 from npu_byoc.runtime.cosim import MAC_CLASSES as ALL_MAC_CLASSES  # noqa: E402
 from npu_byoc.runtime.verilator import VerilatorNpu  # noqa: E402
 
-FIXTURES = REPO / "tests" / "fixtures" / "models"
 MODELS = ["tiny_cnn_int8.tflite", "tiny_cnn_qdq.onnx", "mobilenet_v2_int8.tflite",
           # segmentation decoders: TRANSPOSE_CONV, resizes, crops, skip concatenations (issue 9)
           "unet_int8.tflite", "transpose_conv_int8.tflite", "upsample_cnn_int8.tflite", "resize_bilinear_int8.tflite"]
 MAC_CLASSES = ["conv", "pointwise", "depthwise", "fc"]  # the first table's columns
-
-
-def sample(model: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    data = np.load(FIXTURES / (Path(model).stem + ".npz"))
-    ins, outs = (sorted((k for k in data.files if k.startswith(p)), key=lambda k: int(k[len(p):]))
-                 for p in ("input_", "output_"))  # input_2 before input_10
-    return [data[k][0:1] for k in ins], [data[k][0:1] for k in outs]
 
 
 def pct(x) -> str:
@@ -63,10 +52,14 @@ def pct(x) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="*", default=MODELS)
+    parser.add_argument("--models", nargs="*")
+    parser.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK_MODEL} only")
     parser.add_argument("--dma-overlap", type=int, default=1, choices=(0, 1),
                         help="HwConfig.dma_overlap (default 1: background DMA; 0: sequential)")
     args = parser.parse_args(argv)
+    models = args.models or ([QUICK_MODEL] if args.quick else MODELS)
+    if args.quick:
+        print(QUICK_BANNER)
 
     t0 = time.perf_counter()
     hw = configure(dma_overlap=args.dma_overlap)
@@ -74,7 +67,7 @@ def main(argv=None) -> int:
     print(f"RTL library: {time.perf_counter() - t0:.1f} s (build or cache); array {DEFAULT_CONFIG.array_rows} x "
           f"{DEFAULT_CONFIG.array_cols}, {DEFAULT_CONFIG.sram_bytes // 1024} KiB SRAM\n")  # fmt: skip
     reports = []
-    for model in args.models:
+    for model in models:
         inputs, reference = sample(model)
         report = cosim(FIXTURES / model, inputs, reference, hw=hw, npu=npu)
         reports.append((model, report))

@@ -9,6 +9,9 @@ random weights, a random calibration set, small inputs. Two steps, two environme
     python bench/keras_apps.py --make /tmp/keras_apps [--models mobilenet_v3_small ...]
     # 2. run them through npu_byoc (the project's venv)
     .venv/bin/python bench/keras_apps.py /tmp/keras_apps [--backend golden|functional|verilator]
+    # smoke run of step 2 without TensorFlow: the committed MLPerf Tiny fixtures (DS-CNN, the
+    # autoencoder; tools/make_models.py made them the same way) against their LiteRT outputs
+    .venv/bin/python bench/keras_apps.py --quick
 
 Step 2 prints, per model: operators on the NPU, MACs on the NPU, NPU partitions, CPU<->NPU
 transitions, the operators left on the CPU (by type) and the largest difference of the model
@@ -31,6 +34,10 @@ from pathlib import Path
 
 import numpy as np
 
+from benchlib import QUICK_BANNER, sample  # (puts the repo on sys.path)
+
+# --quick: int8 TFLite fixtures of MLPerf Tiny's architectures, LiteRT's outputs in their .npz
+QUICK_FIXTURES = {"ds_cnn": "ds_cnn_int8.tflite", "fc_autoencoder": "autoencoder_int8.tflite"}
 # name -> (keras.applications constructor, or a builder of this file; its keyword arguments;
 # the input shape without the batch)
 MODELS = {
@@ -107,8 +114,12 @@ def _keras_model(name: str):
 
 
 def make(out: Path, names: list[str]) -> None:
-    import tensorflow as tf
-    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    try:
+        import tensorflow as tf
+        from ai_edge_litert.interpreter import Interpreter, OpResolverType
+    except ImportError as err:
+        sys.exit(f"bench/keras_apps.py --make needs TensorFlow and LiteRT ({err.name} is missing): "
+                 "pip install tensorflow ai-edge-litert, in a separate venv (npu_byoc never needs them)")
 
     out.mkdir(parents=True, exist_ok=True)
     for name in names:
@@ -136,22 +147,39 @@ def make(out: Path, names: list[str]) -> None:
         print(f"{name}: {len(data):,} bytes", flush=True)
 
 
-def run(folder: Path, names: list[str], backend: str) -> None:
+def made(folder: Path, names: list[str]):
+    """(name, model file, input, LiteRT's output) of the models --make wrote, None if missing."""
+    for name in names:
+        path = folder / f"{name}.tflite"
+        if not path.exists():
+            yield name, path, None, None
+        else:
+            yield name, path, np.load(folder / f"{name}.in.npy"), np.load(folder / f"{name}.out.npy")
+
+
+def fixtures():
+    """The same for the committed fixtures of --quick (their first recorded sample)."""
+    from benchlib import FIXTURES
+
+    for name, fixture in QUICK_FIXTURES.items():
+        (x,), (y,) = sample(fixture)
+        yield name, FIXTURES / fixture, x, y
+
+
+def run(models, backend: str) -> None:
     import npu_byoc
 
     print(f"{'model':<20} {'ops on NPU':>11} {'MACs on NPU':>12} {'parts':>5} {'trans':>5} {'max LSB':>7} "
           f"{'seconds':>7}  on the CPU")
-    for name in names:
-        path = folder / f"{name}.tflite"
-        if not path.exists():
+    for name, path, x, want in models:
+        if x is None:
             print(f"{name:<20} (no {path}: make it with --make)")
             continue
         t0 = time.perf_counter()
         mod = npu_byoc.load_model(path)
         report = npu_byoc.coverage_report(mod)
         s = report.summary
-        got = npu_byoc.build(mod, backend).run([np.load(folder / f"{name}.in.npy")])[0]
-        want = np.load(folder / f"{name}.out.npy")
+        got = npu_byoc.build(mod, backend).run([x])[0]
         lsb = int(np.abs(got.astype(np.int32) - want.astype(np.int32)).max())
         cpu = collections.Counter(o.op for o in report.ops if not o.offloaded and "computed at import" not in (o.reason or ""))
         macs = 100.0 * s["macs_offloaded"] / max(s["macs_total"], 1)
@@ -164,15 +192,21 @@ def run(folder: Path, names: list[str], backend: str) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("folder", type=Path)
+    ap.add_argument("folder", type=Path, nargs="?", help="where --make writes the models / step 2 reads them")
+    ap.add_argument("--quick", action="store_true", help="smoke run of step 2 on committed fixtures (no TensorFlow)")
     ap.add_argument("--make", action="store_true", help="make the models and LiteRT's outputs (tensorflow)")
     ap.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     ap.add_argument("--backend", default="golden", choices=["golden", "functional", "verilator"])
     args = ap.parse_args(argv)
-    if args.make:
+    if args.quick:
+        print(QUICK_BANNER)
+        run(fixtures(), args.backend)
+    elif args.folder is None:
+        ap.error("give the models' folder (or --quick)")
+    elif args.make:
         make(args.folder, args.models)
     else:
-        run(args.folder, args.models, args.backend)
+        run(made(args.folder, args.models), args.backend)
     return 0
 
 

@@ -1,7 +1,7 @@
 """Benchmark: npu_byoc.partition_for_npu() against the raw TVM passes it wraps.
 
     .venv/bin/python bench/partition.py            # fixtures + 10/100/1000-layer synthetic graphs
-    .venv/bin/python bench/partition.py --quick    # fixtures + 10/100 layers
+    .venv/bin/python bench/partition.py --quick    # smoke run: tiny_cnn_int8 + 5/10-layer graphs (seconds)
     .venv/bin/python bench/partition.py --profile  # also cProfile partition_for_npu on the largest graph
 
 "raw" is the same work without the checks: split_shared_dequantize, then FuseOpsByPattern over
@@ -41,13 +41,10 @@ import tvm
 from tvm import relax
 from tvm.relax.transform import FusionPattern
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from benchlib import QUICK_BANNER, QUICK_MODEL, fixture_models, load_fixture  # noqa: E402  (puts the repo on sys.path)
 
 import npu_byoc  # noqa: E402
 from npu_byoc import patterns as P  # noqa: E402
-
-FIXTURES = REPO / "tests" / "fixtures" / "models"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -160,14 +157,14 @@ def adaptive_reps(first: float) -> int:
     return 1
 
 
-def measure(mod: tvm.IRModule) -> dict:
+def measure(mod: tvm.IRModule, max_reps: int = 4) -> dict:
     row = {"bindings": sum(len(b.bindings) for b in mod["main"].body.blocks)}
     for key, fn in (("npu", partition_npu), ("raw", partition_raw), ("uid", partition_raw_uid)):
         gc.collect()
         t0 = time.perf_counter()
         out = fn(mod)  # first run, also warms caches
         first = time.perf_counter() - t0
-        reps = adaptive_reps(first)
+        reps = min(adaptive_reps(first), max_reps)
         best, out = best_of(fn, mod, reps)
         row[key] = min(first, best)
         row[f"{key}_n"] = reps + 1
@@ -259,21 +256,22 @@ def profile(name: str, mod: tvm.IRModule, top: int = 25) -> None:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="synthetic graphs of 10 and 100 layers only")
+    ap.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK_MODEL}, 5- and 10-layer synthetic graphs, best of 2")
     ap.add_argument("--profile", action="store_true", help="cProfile partition_for_npu on the largest synthetic graph")
     ap.add_argument("--layers", type=int, nargs="*", help="synthetic layer counts (overrides the defaults)")
     args = ap.parse_args(argv)
 
-    layer_counts = args.layers or ([10, 100] if args.quick else [10, 100, 1000])
+    layer_counts = args.layers or ([5, 10] if args.quick else [10, 100, 1000])
+    max_reps = 1 if args.quick else 4
+    if args.quick:
+        print(QUICK_BANNER)
     print(f"tvm {tvm.__version__}, python {sys.version.split()[0]}; times are best-of-n wall seconds")
     print()
 
     rows: list[tuple[str, dict, int | None]] = []
-    for path in sorted(FIXTURES.glob("*")):
-        if path.suffix not in (".tflite", ".onnx"):
-            continue
-        mod = npu_byoc.load_model(path)  # not timed
-        rows.append((path.name, measure(mod), None))
+    for name in [QUICK_MODEL] if args.quick else fixture_models():
+        mod = load_fixture(name)  # not timed
+        rows.append((name, measure(mod, max_reps), None))
 
     synth = {}
     for n in layer_counts:
@@ -281,7 +279,7 @@ def main(argv=None) -> None:
         synth[n] = mod = synthetic_conv_chain(n)
         build = time.perf_counter() - t0
         print(f"built synthetic {n}-layer graph in {build:.2f} s", flush=True)
-        rows.append((f"synthetic conv x{n}", measure(mod), n))
+        rows.append((f"synthetic conv x{n}", measure(mod, max_reps), n))
     print()
 
     print_table(rows)

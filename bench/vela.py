@@ -3,6 +3,8 @@
     .venv/bin/pip install -e ".[bench]"                       # ethos-u-vela (optional extra)
     .venv/bin/python bench/vela.py                            # the TFLite fixtures, 16 and 8 bytes/cycle
     .venv/bin/python bench/vela.py --dma-bytes-per-cycle 8 --per-layer mobilenet_v2_int8.tflite
+    .venv/bin/python bench/vela.py --quick                    # smoke run: tiny_cnn_int8 at 16 bytes/cycle
+                                                              # (without Vela: our side only, said so)
 
 Both sides get the same int8 TFLite file and the same memory system:
 
@@ -34,16 +36,12 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-import numpy as np  # noqa: E402
+from benchlib import FIXTURES, QUICK_BANNER, QUICK_MODEL, sample  # noqa: E402  (puts the repo on sys.path)
 
 from npu_byoc import escape  # noqa: E402
 from npu_byoc.hwconfig import configure  # noqa: E402
 from npu_byoc.runtime.cosim import cosim  # noqa: E402
 
-FIXTURES = REPO / "tests" / "fixtures" / "models"
 MODELS = [
     "mobilenet_v2_int8.tflite",
     "mobilenet_v1_batch_none_int8.tflite",
@@ -73,10 +71,18 @@ cache_mem_area=Axi0
 """
 
 
-def vela_exe() -> str:
+NO_VELA = 'bench/vela.py needs Arm Vela: pip install -e ".[bench]" (ethos-u-vela)'
+
+
+def find_vela() -> str | None:
     exe = shutil.which("vela") or str(Path(sys.executable).with_name("vela"))
-    if not Path(exe).exists():
-        sys.exit('bench/vela.py needs Arm Vela: pip install -e ".[bench]" (ethos-u-vela)')
+    return exe if Path(exe).exists() else None
+
+
+def vela_exe() -> str:
+    exe = find_vela()
+    if exe is None:
+        sys.exit(NO_VELA)
     return exe
 
 
@@ -103,10 +109,7 @@ def run_vela(model: Path, dma_bytes: int, work: Path) -> tuple[dict, list[dict]]
 def run_ours(model: Path, dma_bytes: int, overlap: int = 0, queue: int | None = None):
     extra = {} if queue is None else {"dma_queue_depth": queue}
     hw = configure(dma_bytes_per_cycle=dma_bytes, dma_overlap=overlap, **extra)
-    ref = np.load(FIXTURES / (model.stem + ".npz"))
-    names = sorted((k for k in ref.files if k.startswith("input_")), key=lambda k: int(k[len("input_"):]))
-    inputs = [ref[k][0:1] for k in names]
-    return cosim(model, inputs, hw=hw)
+    return cosim(model, sample(model.name)[0], hw=hw)
 
 
 def vela_cycles_by_layer(rows: list[dict]) -> dict[str, int]:
@@ -120,34 +123,48 @@ def vela_cycles_by_layer(rows: list[dict]) -> dict[str, int]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="*", default=MODELS)
+    parser.add_argument("--models", nargs="*")
+    parser.add_argument("--quick", action="store_true",
+                        help=f"smoke run: {QUICK_MODEL} at 16 bytes/cycle; without Vela, our side only")
     parser.add_argument("--dma-bytes-per-cycle", type=int, action="append", help="default: 16 and 8")
     parser.add_argument("--per-layer", help="print the per-layer table of this model")
     parser.add_argument("--dma-overlap", type=int, default=1, choices=(0, 1),
                         help="HwConfig.dma_overlap (default 1: background DMA; 0: sequential)")
     parser.add_argument("--dma-queue-depth", type=int, help="HwConfig.dma_queue_depth (default: the HwConfig's)")
     args = parser.parse_args(argv)
-    widths = args.dma_bytes_per_cycle or [16, 8]
+    widths = args.dma_bytes_per_cycle or ([16] if args.quick else [16, 8])
+    models = args.models or ([QUICK_MODEL] if args.quick else MODELS)
+    # The full run compares with Vela, so it needs it (said before any work); the quick run
+    # checks our side and the tables without it, and says so in its output.
+    have_vela = find_vela() is not None if args.quick else bool(vela_exe())
+    if args.quick:
+        print(QUICK_BANNER)
+        if not have_vela:
+            print(f"Vela columns empty ('-'): {NO_VELA}\n")
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="npu_byoc_vela_") as tmp:
         for d in widths:
-            for name in args.models:
+            for name in models:
                 model = FIXTURES / name
-                vela, vela_layers = run_vela(model, d, Path(tmp))
+                vela, vela_layers = run_vela(model, d, Path(tmp)) if have_vela else (None, [])
                 ours = run_ours(model, d, args.dma_overlap, args.dma_queue_depth)
                 s = ours.summary
                 rows.append((name, d, s, vela, ours, vela_layers))
-                print(f"{name} @ {d} B/cycle: ours {s['cycles']}, Vela {vela['cycles_total']}", file=sys.stderr)
+                print(f"{name} @ {d} B/cycle: ours {s['cycles']}, Vela {vela['cycles_total'] if vela else '-'}",
+                      file=sys.stderr)  # fmt: skip
 
     print("| model | bytes/cycle | MACs on NPU | ours: cycles | bound | ours / bound | Vela U55-256: cycles_total "
           "| Vela cycles_npu | ours / Vela |")  # fmt: skip
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, d, s, vela, _, _ in rows:
-        total = float(vela["cycles_total"])
+        if vela:
+            total = float(vela["cycles_total"])
+            theirs = f"{total:,.0f} | {float(vela['cycles_npu']):,.0f} | {s['cycles'] / total:.2f}"
+        else:
+            theirs = "- | - | -"
         print(f"| {name} | {d} | {s['macs']:,} | {s['cycles']:,} | {s['bound_cycles']:,.0f} | "
-              f"{s['cycles'] / s['bound_cycles']:.2f} | {total:,.0f} | {float(vela['cycles_npu']):,.0f} | "
-              f"{s['cycles'] / total:.2f} |")  # fmt: skip
+              f"{s['cycles'] / s['bound_cycles']:.2f} | {theirs} |")  # fmt: skip
 
     print("\nPer op class (ours: RTL cycles of the class's layers; Vela: Op Cycles of the operators with the "
           "same output tensors):\n")  # fmt: skip
@@ -157,6 +174,9 @@ def main(argv=None) -> int:
         cycles = vela_cycles_by_layer(vela_layers)
         for cls in s["per_class"]:
             layers = [r for r in ours.layers if r.op == cls]
+            if not vela:
+                print(f"| {name} | {d} | {cls} | -/{len(layers)} | {sum(r.cycles for r in layers):,} | - | - |")
+                continue
             matched = [r for r in layers if r.name in cycles]
             a, b = sum(r.cycles for r in matched), sum(cycles[r.name] for r in matched)
             print(f"| {name} | {d} | {cls} | {len(matched)}/{len(layers)} | {a:,} | {b:,} | "

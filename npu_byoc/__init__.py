@@ -9,8 +9,9 @@
 
 # The API is loaded on first use (PEP 562), not at ``import npu_byoc``: importing TVM takes
 # seconds, and commands that do not need it (``npu-byoc hw``, a fully cached ``npu-byoc
-# sweep``) should not pay for it. The first access to any name below loads them all, the C
-# codegen (which registers relax.ext.npu with TVM) included.
+# sweep``) should not pay for it. The first access to any name below loads them all.
+# TVM's BYOC flow still finds the NPU after a bare ``import npu_byoc``: the hook relax.ext.npu
+# and the "npu" pattern table are registered with TVM now if TVM is loaded, else once it is.
 _EXPORTS = {
     "NpuByocError": ".errors", "ModelLoadError": ".errors", "UnsupportedModelError": ".errors",
     "LoweringError": ".errors", "ModelInfo": ".frontend", "SourceOp": ".frontend", "TensorInfo": ".frontend",
@@ -26,7 +27,6 @@ def __getattr__(name: str):
         raise AttributeError(f"module 'npu_byoc' has no attribute '{name}'")
     import importlib
 
-    importlib.import_module(".codegen.c_codegen", __name__)  # registers relax.ext.npu
     for attr, module in _EXPORTS.items():
         globals()[attr] = getattr(importlib.import_module(module, __name__), attr)
     return globals()[name]
@@ -35,6 +35,10 @@ def __getattr__(name: str):
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_EXPORTS))
 
+
+from .tvm_register import register_on_import as _register_on_import  # noqa: E402
+
+_register_on_import()
 
 __all__ = [
     "NpuByocError",

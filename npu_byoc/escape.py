@@ -91,8 +91,10 @@ def c_identifier(value: object, prefix: str = "n_") -> str:
 
 
 def is_c_identifier(value: str) -> bool:
-    """Whether ``value`` may be pasted into C++ as an identifier as it is."""
-    return bool(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", value))
+    """Whether ``value`` may be pasted into C++ as an identifier as it is. Any length (g++ and
+    clang have no limit): TVM's MergeCompositeFunctions names a partition after all its ops,
+    1,273 characters for tiny_cnn_int8's one partition."""
+    return bool(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value))
 
 
 # ---------------------------------------------------------------------------------------------

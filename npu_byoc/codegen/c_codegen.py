@@ -3,7 +3,8 @@
 Per partition: the command stream as a ``const uint32_t`` array with the disassembly as
 comments, the constant region as one string literal (cheap to compile, unlike an array
 initializer), and an entry function that checks its tensors and submits the stream through
-the driver API (npu_driver.h). Registered as ``relax.ext.npu`` for TVM's RunCodegen.
+the driver API (npu_driver.h). :func:`relax_ext_npu` is TVM's RunCodegen hook ``relax.ext.npu``,
+registered by ``import npu_byoc`` (npu_byoc.tvm_register).
 """
 
 from __future__ import annotations
@@ -155,8 +156,7 @@ def _options_config(options) -> tuple[HwConfig, str | None]:
 LAST = {"sources": {}, "error": None}
 
 
-@tvm.register_global_func(f"relax.ext.{TARGET}", override=True)
-def _relax_ext_npu(functions, options, constant_names):
+def relax_ext_npu(functions, options, constant_names):
     """TVM's BYOC hook: the generated C++ of every Codegen="npu" function, in one source module
     (compiling TVM's FFI headers once instead of once per partition)."""
     create = tvm.get_global_func("runtime.CSourceModuleCreate")

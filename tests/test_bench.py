@@ -1,0 +1,161 @@
+"""Every benchmark's quick mode runs and prints its tables, so a benchmark that breaks fails CI.
+
+Each runs as the README says (a subprocess of `python bench/<name>.py --quick`, with a time
+limit); the test parses what it printed: the expected rows, numeric cells, and the figures
+that must hold whatever the machine (the NPU output within 1 LSB of TVM's CPU build or 0 of
+LiteRT's, cycles no fewer than the roofline bound, composites one per synthetic layer)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH = REPO / "bench"
+NUMBER = r"[-+]?\d[\d,]*(?:\.\d+)?"
+
+
+def run_quick(script: str, *args: str, timeout: int = 600) -> str:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the scripts find the repo themselves
+    proc = subprocess.run([sys.executable, str(BENCH / script), "--quick", *args], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=timeout)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert proc.stdout.startswith("quick mode:"), proc.stdout[:500]  # says its figures are not to quote
+    return proc.stdout
+
+
+def number(cell: str) -> float:
+    assert re.fullmatch(NUMBER, cell.strip()), f"not a number: {cell!r}"
+    return float(cell.replace(",", ""))
+
+
+def text_row(out: str, *first: str) -> list[str]:
+    """The cells after ``first`` of the one whitespace-aligned table row that starts with them."""
+    rows = [line.split() for line in out.splitlines() if line[:1].strip()]  # not the indented notes
+    rows = [cells[len(first):] for cells in rows if tuple(cells[: len(first)]) == first]
+    assert len(rows) == 1, f"expected one row {first} in:\n{out}"
+    return rows[0]
+
+
+def markdown_rows(out: str, header_start: str) -> list[list[str]]:
+    """The body rows of the markdown table whose header starts with ``header_start``."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    assert rows, f"no rows under {header_start!r}:\n{out}"
+    return rows
+
+
+def load_bench(name: str, monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCH))
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_partition_quick():
+    out = run_quick("partition.py")
+    for workload, layers in ((("tiny_cnn_int8.tflite",), None), (("synthetic", "conv", "x5"), 5),
+                             (("synthetic", "conv", "x10"), 10)):  # fmt: skip
+        cells = text_row(out, *workload)
+        bindings, npu_s, n, raw_s, raw_n, ratio = cells[:6]
+        assert number(bindings) > 0 and number(n) >= 1 and number(raw_n) >= 1
+        assert number(npu_s) > 0 and number(raw_s) > 0
+        assert number(ratio) == pytest.approx(number(npu_s) / number(raw_s), abs=0.01)
+        if layers:  # one conv composite per layer, with and without the checks
+            assert cells[-3:] == [str(layers), "|", str(layers)]
+    assert re.search(r"5 -> 10\s+layers x2:\s+npu_byoc x" + NUMBER, out)
+
+
+@pytest.mark.slow
+def test_build_quick():
+    out = run_quick("build.py")
+    for backend in ("cpu", "functional"):
+        cells = text_row(out, "tiny_cnn_int8.tflite", backend)
+        assert number(cells[0]) == 1 and number(cells[1]) > 0  # n, total s
+    summary = text_row(out.split("summary:")[1], "tiny_cnn_int8.tflite")
+    compile_s, cpu_s, ratio = map(number, summary[:3])
+    assert compile_s > 0 and cpu_s > 0 and ratio == pytest.approx(compile_s / cpu_s, abs=0.01)
+    differ = re.search(r"(\d+)/(\d+) \(max (\d+) LSB\)", " ".join(summary))
+    assert differ and int(differ.group(2)) == 10  # tiny_cnn's 10 class scores
+    assert int(differ.group(3)) <= 1  # functional NPU vs TVM's CPU build: the project's tolerance
+
+
+@pytest.mark.slow
+def test_cosim_quick():
+    out = run_quick("cosim.py")
+    ((model, layers, macs, cycles, util, *_, sim, wall, compile_s, lsb),) = markdown_rows(out, "| model | layers")
+    assert model == "tiny_cnn_int8.tflite" and number(layers) > 0 and number(macs) > 0 and number(cycles) > 0
+    assert 0 < number(util.rstrip("%")) <= 100
+    golden, tvm = (int(v) for v in lsb.split(" / "))
+    assert golden == 0 and tvm <= 1  # the RTL is bit-exact with the golden model
+    classes = markdown_rows(out, "| model | class")
+    assert {r[1] for r in classes} >= {"standard conv", "depthwise conv", "fully connected"}
+    assert "Targets (issue 5):" in out
+
+
+@pytest.mark.slow
+def test_vela_quick():
+    out = run_quick("vela.py", "--per-layer", "tiny_cnn_int8.tflite")
+    ((model, width, macs, cycles, bound, ratio, total, npu, ours_vela),) = markdown_rows(out, "| model | bytes/cycle | MACs")
+    assert model == "tiny_cnn_int8.tflite" and width == "16" and number(macs) > 0
+    assert number(cycles) >= number(bound) > 0  # no schedule beats the roofline bound
+    assert number(ratio) == pytest.approx(number(cycles) / number(bound), abs=0.01)
+    layers = markdown_rows(out, "| # | layer")
+    classes = markdown_rows(out, "| model | bytes/cycle | class")
+    # the classes' cycles are their layers' cycles
+    assert sum(number(r[4]) for r in classes) == sum(number(r[4]) for r in layers)
+    if shutil.which("vela") or Path(sys.executable).with_name("vela").exists():  # as bench/vela.py looks
+        assert number(total) > 0 and number(ours_vela) > 0
+    else:  # the quick run without Vela says so in its output, and leaves Vela's cells empty
+        assert 'Vela columns empty' in out and 'pip install -e ".[bench]"' in out
+        assert (total, npu, ours_vela) == ("-", "-", "-")
+
+
+def test_vela_full_run_without_vela_says_what_to_install(monkeypatch, tmp_path):
+    vela = load_bench("vela", monkeypatch)
+    monkeypatch.setattr(vela.shutil, "which", lambda name: None)
+    monkeypatch.setattr(vela.sys, "executable", str(tmp_path / "python"))  # no vela beside it
+    with pytest.raises(SystemExit) as exc:
+        vela.main(["--models", "tiny_cnn_int8.tflite"])
+    assert str(exc.value) == 'bench/vela.py needs Arm Vela: pip install -e ".[bench]" (ethos-u-vela)'
+
+
+def test_vela_csv_rows_sum_per_output_tensor(monkeypatch):
+    """Vela's per-layer CSV: the Name column lists the fused tensors, the op's own output first."""
+    vela = load_bench("vela", monkeypatch)
+    rows = [{"Name": "conv1;relu1", "Op Cycles": "100.0"}, {"Name": "conv1", "Op Cycles": "20"},
+            {"Name": "fc;softmax", "Op Cycles": "7"}]  # fmt: skip
+    assert dict(vela.vela_cycles_by_layer(rows)) == {"conv1": 120, "fc": 7}
+
+
+@pytest.mark.slow
+def test_keras_apps_quick():
+    out = run_quick("keras_apps.py")
+    for name in ("ds_cnn", "fc_autoencoder"):
+        cells = text_row(out, name)
+        on_npu, total = (int(v) for v in cells[0].split("/"))
+        assert 0 < on_npu <= total
+        assert 0 <= number(cells[1].rstrip("%")) <= 100
+        assert int(cells[4]) == 0  # golden backend vs LiteRT's reference kernels (their .npz)
+
+
+def test_keras_apps_make_without_tensorflow_says_what_to_install(monkeypatch, tmp_path):
+    keras_apps = load_bench("keras_apps", monkeypatch)
+    monkeypatch.setitem(sys.modules, "tensorflow", None)  # `import tensorflow` raises ImportError
+    with pytest.raises(SystemExit) as exc:
+        keras_apps.make(tmp_path, ["ds_cnn"])
+    assert "pip install tensorflow ai-edge-litert" in str(exc.value)
