@@ -1,0 +1,74 @@
+"""Every check binds to the hardware configuration it runs with (issue 22, routes 4, 6 and 11).
+
+* accepted => runs: for a sample of fixtures x extreme-but-legal configurations, every partition
+  the checks put on the NPU lowers, and its command stream runs on the C functional model with
+  status OK and the golden model's outputs (the golden kernels check no unit limit, so they are
+  the independent reference for the values; the C model's kick checks are the one for limits);
+* RESIZE_BILINEAR's depthwise passes meet max_channels and max_kernel (they did not).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import npu_byoc
+from npu_byoc.codegen.lower import lower_module
+from npu_byoc.codegen.schedule import schedule_partition
+from npu_byoc.hwconfig import configure
+from npu_byoc.partition import partition_log
+from npu_byoc.runtime import golden
+from npu_byoc.runtime.functional import FunctionalNpu
+
+from .conftest import model_path
+from .relax_builders import qdq_resize2d
+
+# Extreme but inside hwconfig.FIELD_RANGES: a narrow MAC unit, the smallest SRAM on a 1x1 array,
+# and every window / reduction limit at its floor.
+CONFIGS = {
+    "max_channels=4": dict(max_channels=4),
+    "tiny": dict(sram_bytes=1024, array_rows=1, array_cols=1),
+    "units": dict(max_kernel=1, max_stride=1, max_pool_window=2, max_pool_stride=1, max_mean_elements=4,
+                  max_fc_features=16),
+}  # fmt: skip
+# About a second each: three in the default run, the rest marked slow.
+FIXTURES = [
+    "resize_bilinear_int8.tflite", "tiny_cnn_int8.tflite", "qop_ops.onnx",
+    *(pytest.param(f, marks=pytest.mark.slow) for f in (
+        "ds_cnn_int8.tflite", "batch2_mean_int8.tflite", "conv1d_cnn_int8.tflite", "transpose_conv_int8.tflite",
+        "op_softmax_beta_int8.tflite", "onnx_ops_qdq.onnx", "lut_ops_qdq.onnx", "dense_seq_int8.tflite",
+        "glue_cnn_int8.tflite", "upsample_cnn_int8.tflite", "unet_int8.tflite",
+        "se_qdq.onnx", "ops_uint8.tflite")),
+]  # fmt: skip
+
+
+def _random_inputs(plan, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.integers(np.iinfo(io.dtype).min, np.iinfo(io.dtype).max + 1, size=io.shape, dtype=io.dtype)
+            for io in plan.inputs]  # fmt: skip
+
+
+@pytest.mark.parametrize("config", list(CONFIGS))
+@pytest.mark.parametrize("fixture", FIXTURES)
+def test_accepted_partitions_run_on_the_c_model(fixture, config):
+    hw = configure(**CONFIGS[config])
+    mod = npu_byoc.partition_for_npu(npu_byoc.load_model(model_path(fixture)), hw=hw)
+    npu = FunctionalNpu(hw)
+    for name, plan in lower_module(mod, hw).items():
+        schedule = schedule_partition(plan, hw)
+        inputs = _random_inputs(plan)
+        regions, statuses = golden.run_stream(npu, plan, schedule.words(), schedule.constants, inputs)
+        assert statuses[-1].ok, f"{name} accepted for {config}, stopped with {statuses[-1]}"
+        for got, want in zip(golden.read_outputs(plan, regions), golden.run_plan(plan, inputs)):
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("fields, limit", [(dict(max_channels=7), "max_channels=7"), (dict(max_kernel=1), "max_kernel=1")])
+def test_resize_binds_the_configuration(fields, limit):
+    """A 2x half-pixel resize of 8 channels runs as 2-tap depthwise passes over all 8 channels."""
+    mod = qdq_resize2d([1, 4, 4, 8], (8, 8), "linear", "half_pixel", output_scale=0.1)
+    (default,) = partition_log(npu_byoc.partition_for_npu(mod))
+    assert default.pattern == "npu.resize_bilinear" and default.accepted
+    (d,) = partition_log(npu_byoc.partition_for_npu(mod, hw=configure(**fields)))
+    assert d.pattern == "npu.resize_bilinear" and not d.accepted
+    assert limit in d.reason
