@@ -72,3 +72,51 @@ def test_resize_binds_the_configuration(fields, limit):
     (d,) = partition_log(npu_byoc.partition_for_npu(mod, hw=configure(**fields)))
     assert d.pattern == "npu.resize_bilinear" and not d.accepted
     assert limit in d.reason
+
+
+# --- route 6: the C model's host memory follows the stream, not sram_bytes ---------------------
+
+_CHILD = r"""
+import resource, sys
+import numpy as np
+from npu_byoc.codegen.encoder import Dma, encode
+from npu_byoc.hwconfig import HwConfig
+from npu_byoc.isa import Opcode
+from npu_byoc.runtime.functional import FunctionalNpu
+
+npu = FunctionalNpu(HwConfig(sram_bytes=1 << 32))  # the library is loaded before the limit
+sram_addr, headroom = int(sys.argv[1]), int(sys.argv[2])
+vm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmSize:")) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (vm + headroom, resource.getrlimit(resource.RLIMIT_AS)[1]))
+region = np.arange(64, dtype=np.uint8)
+words = encode([Dma(Opcode.DMA_IN, 1, 0, sram_addr, 64), Dma(Opcode.DMA_OUT, 1, 0, sram_addr, 64, stride0=1)])
+st = npu.run(words, {1: region})
+print(st.status.name, st.word_index, len(words))
+"""
+
+
+def _child(sram_addr: int, headroom: int) -> tuple[str, int, int]:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(sram_addr), str(headroom)], capture_output=True,
+                          text=True, env=env, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    name, index, n_words = proc.stdout.split()
+    return name, int(index), int(n_words)
+
+
+def test_c_model_memory_follows_the_stream():
+    """A 4 GiB SRAM whose stream touches 64 bytes runs within 64 MiB of host memory (it took 18 x
+    sram_bytes up front, and said CYCLE_LIMIT at word 0 when the host had less)."""
+    status, index, n_words = _child(sram_addr=4096, headroom=64 << 20)
+    assert (status, index) == ("OK", n_words - 1)  # the STOP word
+
+
+def test_c_model_out_of_memory_is_said_as_such():
+    """The same stream at the top of the 4 GiB SRAM needs 4 GiB of host memory: OUT_OF_MEMORY at
+    the DMA that needed it, not CYCLE_LIMIT at word 0."""
+    status, index, n_words = _child(sram_addr=(1 << 32) - 64, headroom=64 << 20)
+    assert status == "OUT_OF_MEMORY" and 3 < index < n_words - 1
