@@ -120,3 +120,80 @@ def test_c_model_out_of_memory_is_said_as_such():
     the DMA that needed it, not CYCLE_LIMIT at word 0."""
     status, index, n_words = _child(sram_addr=(1 << 32) - 64, headroom=64 << 20)
     assert status == "OUT_OF_MEMORY" and 3 < index < n_words - 1
+
+
+# --- route 11: the cycle budget follows the work ------------------------------------------------
+
+ONE_MAC = dict(array_rows=1, array_cols=1)
+
+
+def _big_conv():
+    """302 M MACs: on a 1x1 array about as many cycles, past the harnesses' 200 M default budget."""
+    from .relax_builders import qdq_conv2d
+
+    return qdq_conv2d(input_hw=(64, 64), in_channels=64, out_channels=128, kernel=(3, 3), padding=(1, 1))
+
+
+@pytest.fixture(scope="module")
+def big_conv_stream():
+    hw = configure(**ONE_MAC)
+    mod = npu_byoc.partition_for_npu(_big_conv(), hw=hw)
+    (plan,) = lower_module(mod, hw).values()
+    return hw, plan, schedule_partition(plan, hw)
+
+
+def test_budget_follows_the_estimate(big_conv_stream):
+    """The generated partition passes twice the stream's estimate; the C model runs the stream
+    to its STOP within it, and stops it with CYCLE_LIMIT under the old fixed budget."""
+    from npu_byoc.codegen.c_codegen import generate_source
+    from npu_byoc.runtime.cycles import DEFAULT_MAX_CYCLES, stream_cycles
+
+    hw, plan, schedule = big_conv_stream
+    estimate = stream_cycles(schedule.steps, hw)
+    assert estimate > DEFAULT_MAX_CYCLES
+    src = generate_source(plan, schedule, hw=hw)
+    assert f", {2 * estimate}ull, &result)" in src
+    npu, inputs = FunctionalNpu(hw), _random_inputs(plan)
+    regions, statuses = golden.run_stream(npu, plan, schedule.words(), schedule.constants, inputs)
+    assert statuses[-1].status.name == "CYCLE_LIMIT"  # FunctionalNpu.run's default: the old budget
+    words = schedule.words()
+    status = npu.run(words, golden.allocate_regions(plan, inputs) | {0: np.frombuffer(schedule.constants, np.uint8).copy()},
+                     max_cycles=2 * estimate)  # fmt: skip
+    assert status.ok and status.cycles == estimate
+
+
+@pytest.mark.slow
+def test_big_conv_on_a_1x1_array_runs_end_to_end():
+    """`run` of a legal 302 M-MAC conv on a 1x1 array: the partition is on the NPU and the
+    model library's npu_submit_budget lets it finish (it stopped at the fixed 200 M cycles)."""
+    from npu_byoc.runtime.build import build
+
+    hw = configure(**ONE_MAC)
+    model = build(_big_conv(), "functional", hw=hw)
+    assert len(model.plans) == 1
+    x = np.random.default_rng(3).integers(-128, 128, (1, 64, 64, 64), dtype=np.int8)
+    np.testing.assert_array_equal(model.run([x])[0], build(_big_conv(), "golden", hw=hw).run([x])[0])
+
+
+# --- routes 4, 6, 11 at the CLI: a stream's error status is one line, exit 2 ---------------------
+
+
+def test_stream_status_error_is_one_line(tmp_path, capsys, monkeypatch):
+    from npu_byoc.cli import main
+
+    data = model_path("tiny_cnn_int8.tflite").parents[3] / "npu_byoc" / "data"
+    monkeypatch.setenv("NPU_FUNCTIONAL_MAX_CYCLES", "50")  # the environment's budget wins
+    assert main(["run", str(data / "tiny_cnn_int8.tflite"), "--input", str(data / "tiny_cnn_int8.input.npy")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "CYCLE_LIMIT" in err and "command word" in err
+
+
+def test_out_of_memory_reads_as_such():
+    from npu_byoc.errors import NpuByocError
+    from npu_byoc.runtime.build import stream_error
+
+    err = stream_error(RuntimeError("Traceback...\n  npu_subgraph_0: the NPU stopped with status OUT_OF_MEMORY at "
+                                    "command word 17"))  # fmt: skip
+    assert isinstance(err, NpuByocError) and str(err).startswith("out of memory: ") and "\n" not in str(err)
+    assert stream_error(RuntimeError("something else")) is None

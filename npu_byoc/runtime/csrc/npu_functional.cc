@@ -1127,18 +1127,24 @@ extern "C" uint32_t npu_functional_submit(const npu_functional_config_t *config,
     return res->status;
 }
 
-static uint64_t default_max_cycles() {
+// The run's cycle budget: $NPU_FUNCTIONAL_MAX_CYCLES if set, else the caller's (0: the default).
+static uint64_t budget(uint64_t max_cycles) {
     const char *env = std::getenv("NPU_FUNCTIONAL_MAX_CYCLES");
     if (env && *env) {
         char *end = nullptr;
         unsigned long long v = std::strtoull(env, &end, 10);
         if (end && *end == '\0' && v > 0) return v;
     }
-    return NPU_FUNCTIONAL_DEFAULT_MAX_CYCLES;
+    return max_cycles ? max_cycles : NPU_FUNCTIONAL_DEFAULT_MAX_CYCLES;
 }
 
 extern "C" uint32_t npu_submit(const uint32_t *stream, size_t n_words, const npu_buffer_t *regions, size_t n_regions,
                                npu_result_t *result) {
+    return npu_submit_budget(stream, n_words, regions, n_regions, 0, result);
+}
+
+extern "C" uint32_t npu_submit_budget(const uint32_t *stream, size_t n_words, const npu_buffer_t *regions,
+                                      size_t n_regions, uint64_t max_cycles, npu_result_t *result) {
     const npu_functional_config_t config = {
         NPU_FUNCTIONAL_SRAM_BYTES,
         NPU_FUNCTIONAL_ARRAY_ROWS,
@@ -1153,7 +1159,7 @@ extern "C" uint32_t npu_submit(const uint32_t *stream, size_t n_words, const npu
         NPU_FUNCTIONAL_DMA_BYTES_PER_CYCLE,
         NPU_FUNCTIONAL_DMA_QUEUE_DEPTH,
         uint64_t{1} << 22,  // the golden model's command budget
-        default_max_cycles(),
+        budget(max_cycles),
     };
     return npu_functional_submit(&config, stream, n_words, regions, n_regions, result, nullptr);
 }
