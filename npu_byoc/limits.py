@@ -185,8 +185,7 @@ def unit_reason(npu_op, hw: HwConfig) -> str | None:
             return f"{what} runs a {kh}x{kw} window: the NPU takes up to max_pool_window={hw.max_pool_window}"
         if max(sh, sw) > hw.max_pool_stride:
             return f"{what} runs stride {sh}x{sw}: the NPU takes up to max_pool_stride={hw.max_pool_stride}"
-    if isinstance(npu_op, Mean) and npu_op.ifm.shape[0] * npu_op.ifm.shape[1] > hw.max_mean_elements:
-        n = npu_op.ifm.shape[0] * npu_op.ifm.shape[1]
+    if isinstance(npu_op, Mean) and (n := npu_op.ifm.shape[0] * npu_op.ifm.shape[1]) > hw.max_mean_elements:
         return f"{what} reduces {n} elements: the NPU takes up to max_mean_elements={hw.max_mean_elements}"
     if isinstance(npu_op, Softmax) and c_out > SOFTMAX_MAX_CHANNELS:
         return f"{what} over {c_out} elements: the NPU's SOFTMAX takes up to {SOFTMAX_MAX_CHANNELS}"
@@ -195,7 +194,8 @@ def unit_reason(npu_op, hw: HwConfig) -> str | None:
 
 def lowering_reason(op, hw: HwConfig) -> str | None:
     """Why ``op``, lowered alone, cannot run: lowering refuses it, a shift is out of range, a
-    lowered kick breaks a unit limit of ``hw`` (:func:`unit_reason`), or the scheduler cannot cut it into tiles that fit the SRAM (None: it runs)."""
+    lowered kick breaks a unit limit of ``hw`` (:func:`unit_reason`), or the scheduler cannot
+    cut it into tiles that fit the SRAM (None: it runs)."""
     from .codegen.schedule import check_geometry, untileable_reason
     from .errors import LoweringError
     from .patterns import Reject

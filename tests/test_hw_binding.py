@@ -197,3 +197,28 @@ def test_out_of_memory_reads_as_such():
                                     "command word 17"))  # fmt: skip
     assert isinstance(err, NpuByocError) and str(err).startswith("out of memory: ") and "\n" not in str(err)
     assert stream_error(RuntimeError("something else")) is None
+
+
+@pytest.mark.parametrize("fixture", ["resize_bilinear_int8.tflite", "tiny_cnn_int8.tflite", "qop_ops.onnx",
+                                     "batch2_mean_int8.tflite", "op_softmax_beta_int8.tflite"])  # fmt: skip
+def test_unit_reason_is_what_the_c_model_refuses(fixture):
+    """limits.unit_reason against the C model's kick checks, both ways: partitions lowered and
+    scheduled for the default configuration, run on a C model with tighter unit limits (the same
+    SRAM and array, so the same stream), stop with INVALID_PARAMETER exactly when unit_reason
+    names one of their ops."""
+    from npu_byoc import limits
+    from npu_byoc.hwconfig import DEFAULT_CONFIG
+
+    mod = npu_byoc.partition_for_npu(npu_byoc.load_model(model_path(fixture)))
+    plans = lower_module(mod, DEFAULT_CONFIG)
+    seen = set()
+    for fields in (CONFIGS["max_channels=4"], CONFIGS["units"]):
+        tight = configure(**fields)
+        npu = FunctionalNpu(tight)
+        for plan in plans.values():
+            schedule = schedule_partition(plan, DEFAULT_CONFIG)
+            refused = any(limits.unit_reason(op, tight) for op in plan.ops)
+            _, statuses = golden.run_stream(npu, plan, schedule.words(), schedule.constants, _random_inputs(plan))
+            assert statuses[-1].status.name == ("INVALID_PARAMETER" if refused else "OK"), plan.name
+            seen.add(refused)
+    assert True in seen or fixture in ("batch2_mean_int8.tflite", "op_softmax_beta_int8.tflite")  # limits met
