@@ -222,3 +222,13 @@ def test_unit_reason_is_what_the_c_model_refuses(fixture):
             assert statuses[-1].status.name == ("INVALID_PARAMETER" if refused else "OK"), plan.name
             seen.add(refused)
     assert True in seen or fixture in ("batch2_mean_int8.tflite", "op_softmax_beta_int8.tflite")  # limits met
+
+
+def test_sram_beyond_what_the_backends_serve_is_refused_in_one_line(capsys):
+    """--hw sram_bytes=4G was in range, then cost 18 x 4 GiB per submit: now the range is what
+    the RTL harness and the C model serve (64 MiB), said in one line."""
+    from npu_byoc.cli import main
+
+    assert main(["coverage", str(model_path("tiny_cnn_int8.tflite")), "--hw", "sram_bytes=4G"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "sram_bytes" in err and "67108864" in err
