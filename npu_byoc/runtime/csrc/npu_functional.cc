@@ -702,15 +702,16 @@ uint32_t Machine::mac(uint32_t opcode) {
     // The requantize table: (bias, multiplier, shift) per output channel; every shift checked
     // before anything is written.
     const uint64_t channels = ofm.c;  // <= sram_bytes / 12: the table fits the SRAM
+    int32_t *const table = m_.table.data();
     for (uint64_t c = 0; c < channels; ++c) {
         const uint8_t *rec = m_.sram.data() + rq_span.lo + c * NPU_REQUANT_RECORD_BYTES;
-        m_.table.data()[3 * c + 0] = read_le_i32(rec);
-        m_.table.data()[3 * c + 1] = read_le_i32(rec + 4);
-        m_.table.data()[3 * c + 2] = read_le_i32(rec + 8);
+        table[3 * c + 0] = read_le_i32(rec);
+        table[3 * c + 1] = read_le_i32(rec + 4);
+        table[3 * c + 2] = read_le_i32(rec + 8);
         uint64_t mantissa;
         int exponent;
-        if (opcode == NPU_OP_FC ? !fc_record(m_.table.data()[3 * c + 1], m_.table.data()[3 * c + 2], &mantissa, &exponent)
-                                : (m_.table.data()[3 * c + 2] < -31 || m_.table.data()[3 * c + 2] > 30))
+        if (opcode == NPU_OP_FC ? !fc_record(table[3 * c + 1], table[3 * c + 2], &mantissa, &exponent)
+                                : (table[3 * c + 2] < -31 || table[3 * c + 2] > 30))
             return NPU_STATUS_INVALID_PARAMETER;
     }
 
@@ -735,7 +736,7 @@ uint32_t Machine::mac(uint32_t opcode) {
     // acc + bias, MBQM, + zero point, clamp: one output row of `channels` values.
     auto requantize = [&](const uint32_t *acc, uint8_t *out) {
         for (uint64_t c = 0; c < channels; ++c) {
-            const int32_t *rec = m_.table.data() + 3 * c;
+            const int32_t *rec = table + 3 * c;
             const int32_t biased = wrap_i32(static_cast<uint64_t>(acc[c]) + static_cast<uint32_t>(rec[0]));
             int32_t scaled;
             if (opcode == NPU_OP_FC) {
