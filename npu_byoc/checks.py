@@ -105,7 +105,7 @@ def tensors_addressable(op: QOp, hw: HwConfig) -> str | None:
 
 
 def lowers_and_fits(op: QOp, hw: HwConfig) -> str | None:
-    """Lowered alone, the op's shifts lie in the ranges the NPU runs and a tile of one output row and one output channel fits the SRAM (the compiler's own lowering and tiling search)."""
+    """Lowered alone, the op's shifts lie in the ranges the NPU runs, every kick it lowers to keeps the unit limits of the configuration (max_channels, max_kernel, max_stride, max_pool_window, max_pool_stride, max_mean_elements, max_fc_features: what the NPU checks at each kick), and a tile of one output row and one output channel fits the SRAM (the compiler's own lowering and tiling search)."""
     return limits.lowering_reason(op, hw)
 
 
@@ -256,7 +256,7 @@ def resize_same_quantization(op, hw: HwConfig) -> str | None:
 
 
 def resize_passes(op, hw: HwConfig) -> str | None:
-    """The resize is by an integer factor per axis and its weights fit int8 depthwise passes with a power-of-two requantize, at most MAX_SEGMENTS of them (npu_byoc.resize): 2x and 4x with half-pixel centres or neither always are."""
+    """The resize is by an integer factor per axis and its weights fit int8 depthwise passes with a power-of-two requantize, at most MAX_SEGMENTS of them (npu_byoc.resize): 2x and 4x with half-pixel centres or neither always are. Each pass is a depthwise kick over all the channels with 1 or 2 taps per axis, so max_channels and max_kernel bind it."""
     from .resize import passes
 
     if op.layout != "NHWC":

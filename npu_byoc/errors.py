@@ -23,3 +23,12 @@ class LoweringError(NpuByocError):
         super().__init__(message)
         self.layer = layer
         self.reason = reason or message
+
+
+class NpuStreamError(NpuByocError):
+    """An NPU partition's command stream stopped with an error status on its backend (the C
+    model or the RTL): ``status`` is the isa.Status name; OUT_OF_MEMORY reads "out of memory: ..."."""
+
+    def __init__(self, message: str, *, status: str) -> None:
+        super().__init__(message)
+        self.status = status

@@ -53,7 +53,10 @@ class HwConfig:
 FIELD_RANGES: dict[str, tuple[int, int]] = {
     "array_rows": (1, 128),
     "array_cols": (1, 128),
-    "sram_bytes": (1024, 1 << 32),  # SRAM addresses are 32-bit registers
+    # 64 MiB: what the backends serve. The RTL harness holds the SRAM as one Verilog array in
+    # host memory, zeroed for every run, and the C model's cycle arithmetic is exact up to 2^26
+    # bytes; the C model's own host memory follows the stream's operands, not this.
+    "sram_bytes": (1024, 1 << 26),
     "dma_bytes_per_cycle": (1, 64),
     "dma_overlap": (0, 1),
     "dma_queue_depth": (1, 16),

@@ -133,6 +133,7 @@ class Status(IntEnum):
     INVALID_PARAMETER = 8  # e.g. zero stride, shapes that disagree
     MISSING_STOP = 9  # the stream ended without STOP
     CYCLE_LIMIT = 10  # the harness stopped a run that exceeded its cycle budget
+    OUT_OF_MEMORY = 11  # the harness had no host memory for the run (never the NPU's own status)
 
 
 # The background DMA commands and the transfer each one performs; the synchronous DMA_IN /
@@ -325,6 +326,7 @@ STATUS_DOC: dict[Status, str] = {
     Status.INVALID_PARAMETER: "register values an operation cannot run with (see the per-operation rules)",
     Status.MISSING_STOP: "the stream ended (or a SET_REG lost its value word) before STOP; the index is the word count",
     Status.CYCLE_LIMIT: "the harness stopped a run that exceeded its command or cycle budget",
+    Status.OUT_OF_MEMORY: "the harness had no host memory for the run; the index is the command that needed it",
 }
 
 

@@ -158,9 +158,44 @@ def shift_reason(npu_op) -> str | None:
     return None
 
 
+def unit_reason(npu_op, hw: HwConfig) -> str | None:
+    """Why a lowered op (each phase of a phased one) breaks a unit limit of ``hw`` that the
+    stream machine checks at the kick (INVALID_PARAMETER in npu_functional.cc and
+    npu_kick_check.v): the one source every check binds to, whatever the op lowers to."""
+    from .codegen.npu_ops import Conv2D, DepthwiseConv2D, FullyConnected, Mean, Phased, Pool, Softmax
+    from .isa import SOFTMAX_MAX_CHANNELS
+
+    if isinstance(npu_op, Phased):
+        return next(filter(None, (unit_reason(p, hw) for p in npu_op.phases)), None)
+    c_in, c_out = getattr(npu_op, "ifm", npu_op.ofm).shape[2], npu_op.ofm.shape[2]
+    what = f"{npu_op.kind} '{npu_op.name}'"
+    if isinstance(npu_op, Conv2D | DepthwiseConv2D | FullyConnected) and max(c_in, c_out) > hw.max_channels:
+        return f"{what} runs {c_in}->{c_out} channels: the NPU's MAC unit takes up to max_channels={hw.max_channels}"
+    if isinstance(npu_op, FullyConnected) and max(c_in, c_out) > hw.max_fc_features:
+        return f"{what} runs {c_in}->{c_out} features: the NPU takes up to max_fc_features={hw.max_fc_features}"
+    if isinstance(npu_op, Conv2D | DepthwiseConv2D):
+        (kh, kw), (sh, sw) = npu_op.kernel, npu_op.stride
+        if max(kh, kw) > hw.max_kernel:
+            return f"{what} runs a {kh}x{kw} kernel: the NPU takes up to max_kernel={hw.max_kernel}"
+        if max(sh, sw) > hw.max_stride:
+            return f"{what} runs stride {sh}x{sw}: the NPU takes up to max_stride={hw.max_stride}"
+    if isinstance(npu_op, Pool):
+        (kh, kw), (sh, sw) = npu_op.kernel, npu_op.stride
+        if max(kh, kw) > hw.max_pool_window:
+            return f"{what} runs a {kh}x{kw} window: the NPU takes up to max_pool_window={hw.max_pool_window}"
+        if max(sh, sw) > hw.max_pool_stride:
+            return f"{what} runs stride {sh}x{sw}: the NPU takes up to max_pool_stride={hw.max_pool_stride}"
+    if isinstance(npu_op, Mean) and (n := npu_op.ifm.shape[0] * npu_op.ifm.shape[1]) > hw.max_mean_elements:
+        return f"{what} reduces {n} elements: the NPU takes up to max_mean_elements={hw.max_mean_elements}"
+    if isinstance(npu_op, Softmax) and c_out > SOFTMAX_MAX_CHANNELS:
+        return f"{what} over {c_out} elements: the NPU's SOFTMAX takes up to {SOFTMAX_MAX_CHANNELS}"
+    return None
+
+
 def lowering_reason(op, hw: HwConfig) -> str | None:
-    """Why ``op``, lowered alone, cannot run: lowering refuses it, a shift is out of range,
-    or the scheduler cannot cut it into tiles that fit the SRAM (None: it runs)."""
+    """Why ``op``, lowered alone, cannot run: lowering refuses it, a shift is out of range, a
+    lowered kick breaks a unit limit of ``hw`` (:func:`unit_reason`), or the scheduler cannot
+    cut it into tiles that fit the SRAM (None: it runs)."""
     from .codegen.schedule import check_geometry, untileable_reason
     from .errors import LoweringError
     from .patterns import Reject
@@ -172,8 +207,8 @@ def lowering_reason(op, hw: HwConfig) -> str | None:
         return str(err)
     except LoweringError as err:
         return err.reason
-    return shift_reason(npu_op) or untileable_reason(npu_op, hw)
+    return shift_reason(npu_op) or unit_reason(npu_op, hw) or untileable_reason(npu_op, hw)
 
 
-__all__ = ["ShapeError", "channel_broadcast", "binary_layout", "batch_reason", "batch_of", "per_image", "rank_reason", "hwc", "register_reason", "lower_alone", "shift_reason",
+__all__ = ["ShapeError", "channel_broadcast", "binary_layout", "batch_reason", "batch_of", "per_image", "rank_reason", "hwc", "register_reason", "lower_alone", "shift_reason", "unit_reason",
            "lowering_reason"]  # fmt: skip

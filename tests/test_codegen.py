@@ -57,7 +57,7 @@ def test_small_partition_compiles_with_werror(tmp_path):
 def test_fixture_partitions_compile_with_werror(partitioned, name, tmp_path):
     for plan in lower_module(partitioned(name)).values():
         src = generate_source(plan, schedule_partition(plan), name)
-        assert f"void {plan.name}(" in src and "npu_submit(" in src
+        assert f"void {plan.name}(" in src and "npu_submit_budget(" in src
         proc = _compile(src, tmp_path)
         assert proc.returncode == 0, proc.stderr
 

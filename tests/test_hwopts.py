@@ -40,7 +40,7 @@ def test_every_field_has_a_range_that_holds_its_default():
     "assignment, message",
     [
         ("array_rows=0", "--hw array_rows: array_rows=0: must be in [1, 128]"),
-        ("sram_bytes=512", "--hw sram_bytes: sram_bytes=512: must be in [1024, 4294967296]"),
+        ("sram_bytes=512", "--hw sram_bytes: sram_bytes=512: must be in [1024, 67108864]"),
         ("accumulator_bits=16", "must be in [32, 32]"),
         ("array_rows=eight", "'eight' is not an integer"),
         ("colour=3", "unknown hardware field 'colour'"),

@@ -61,7 +61,7 @@ def test_grid_values_take_the_hw_syntax():
     "option, message",
     [
         ("array_rows=8,0", "--grid array_rows: array_rows=0: must be in [1, 128]"),
-        ("sram_bytes=128K,512", "--grid sram_bytes: sram_bytes=512: must be in [1024, 4294967296]"),
+        ("sram_bytes=128K,512", "--grid sram_bytes: sram_bytes=512: must be in [1024, 67108864]"),
         ("array_rows=8,x", "--grid array_rows: 'x' is not an integer"),
         ("rows=8", "--grid rows: unknown hardware field 'rows'"),
         ("array_rows", "--grid 'array_rows': expected FIELD=v1,v2,..."),

@@ -122,6 +122,7 @@
 `define NPU_STATUS_INVALID_PARAMETER 4'd8     // register values an operation cannot run with (see the per-operation rules)
 `define NPU_STATUS_MISSING_STOP 4'd9          // the stream ended (or a SET_REG lost its value word) before STOP; the index is the word count
 `define NPU_STATUS_CYCLE_LIMIT 4'd10          // the harness stopped a run that exceeded its command or cycle budget
+`define NPU_STATUS_OUT_OF_MEMORY 4'd11        // the harness had no host memory for the run; the index is the command that needed it
 
 // ---- External memory regions (isa.Region)
 `define NPU_REGION_CONST 4'd0    // weights, requantize tables, LUTs of the partition (read-only)

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <type_traits>
 
 #include "Vnpu_top.h"
@@ -188,11 +189,26 @@ extern "C" uint32_t npu_verilator_submit(npu_verilator_options_t *options, const
     opt->trace_count = 0;
     opt->harness_fault = 0;
     std::memset(opt->kicks, 0, sizeof opt->kicks);
-    Harness harness;
-    return harness.run(opt, stream, n_words, regions, n_regions, result);
+    try {  // the model holds the whole SRAM: a host without the memory says so
+        Harness harness;
+        return harness.run(opt, stream, n_words, regions, n_regions, result);
+    } catch (const std::bad_alloc &) {
+        if (result) *result = npu_result_t{NPU_STATUS_OUT_OF_MEMORY, 0, 0, 0};
+        return NPU_STATUS_OUT_OF_MEMORY;
+    }
 }
 
 extern "C" uint32_t npu_submit(const uint32_t *stream, size_t n_words, const npu_buffer_t *regions, size_t n_regions,
                                npu_result_t *result) {
     return npu_verilator_submit(nullptr, stream, n_words, regions, n_regions, result);
+}
+
+extern "C" uint32_t npu_submit_budget(const uint32_t *stream, size_t n_words, const npu_buffer_t *regions,
+                                      size_t n_regions, uint64_t max_cycles, npu_result_t *result) {
+    npu_verilator_options_t opt;
+    std::memset(&opt, 0, sizeof opt);
+    opt.max_commands = NPU_VERILATOR_DEFAULT_MAX_COMMANDS;
+    const char *env = std::getenv("NPU_VERILATOR_MAX_CYCLES");
+    opt.max_cycles = env && *env ? 0 : max_cycles;  // 0: default_max_cycles(), the environment's
+    return npu_verilator_submit(&opt, stream, n_words, regions, n_regions, result);
 }

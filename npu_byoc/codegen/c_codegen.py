@@ -22,6 +22,7 @@ from .. import escape
 from ..errors import LoweringError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import HEADER_WORDS, Opcode, opcode_of
+from ..runtime.cycles import stream_budget
 from ..uint8 import FLIPPED_DTYPES
 from .encoder import disassemble, encode_with_starts
 from .lower import PartitionPlan, lower_partition
@@ -91,7 +92,8 @@ def _const_lines(data: bytes) -> list[str]:
     return out or [""]
 
 
-def generate_source(plan: PartitionPlan, schedule: Schedule, model: str | None = None) -> str:
+def generate_source(plan: PartitionPlan, schedule: Schedule, model: str | None = None,
+                    hw: HwConfig = DEFAULT_CONFIG) -> str:  # fmt: skip
     if not escape.is_c_identifier(plan.name):  # symbols are npu_byoc's own names, never a model's
         raise LoweringError(f"partition name {escape.text(plan.name)!r} is not a C identifier")
     rows, n_words = _stream_rows(schedule)
@@ -119,6 +121,7 @@ def generate_source(plan: PartitionPlan, schedule: Schedule, model: str | None =
         layers=layers,
         stream=rows,
         n_words=n_words,
+        max_cycles=stream_budget(schedule.steps, hw),
         constants=_const_lines(schedule.constants),
         n_const=len(schedule.constants),
         scratch_bytes=max(plan.scratch_bytes, 1),
@@ -131,7 +134,7 @@ def generate_source(plan: PartitionPlan, schedule: Schedule, model: str | None =
 def generate_partition(name: str, func, hw: HwConfig = DEFAULT_CONFIG, model: str | None = None) -> str:
     """Lower, schedule and render one Codegen="npu" function."""
     plan = lower_partition(name, func, hw)
-    return generate_source(plan, schedule_partition(plan, hw), model)
+    return generate_source(plan, schedule_partition(plan, hw), model, hw)
 
 
 TARGET = "npu"  # the Codegen attribute, RunCodegen's target name and the hook's suffix

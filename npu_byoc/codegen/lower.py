@@ -637,6 +637,9 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         except KeyError as err:
             reason = f"input {err} is not produced by the partition"
             raise LoweringError(f"{name}: layer '{layer}': {reason}", layer=layer, reason=reason) from None
+        reason = limits.unit_reason(op, hw)  # the check's own limit, again on the op as lowered here
+        if reason:
+            raise LoweringError(f"{name}: layer '{layer}': {reason}", layer=layer, reason=reason)
         refs[b.var] = ofm
         ops.append(op)
         layers.append(layer)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import re
 import shutil
 import tempfile
 import weakref
@@ -31,7 +32,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..codegen.lower import PartitionPlan, lower_partition
 from .. import buildlog
-from ..errors import NpuByocError
+from ..errors import NpuByocError, NpuStreamError
 from ..frontend import ModelInfo, model_info
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..partition import npu_functions, partition_for_npu, partition_log, unpartition
@@ -57,8 +58,33 @@ class CompiledModel:
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run on numpy inputs (one per model input, in order); returns the outputs."""
         args = [tvm.runtime.tensor(np.ascontiguousarray(x)) for x in _check_inputs(self.info, inputs)]
-        out = self.vm["main"](*args)
+        try:
+            out = self.vm["main"](*args)
+        except RuntimeError as err:
+            raise stream_error(err) or err
         return _to_numpy(out)
+
+
+# What the generated entry (partition.cc.j2) throws when npu_submit does not return OK.
+_STOPPED = re.compile(r"(\w+): the NPU stopped with status (\w+) at command word (\d+)( \(image \d+\))?")
+
+
+def stream_error(err: BaseException) -> NpuStreamError | None:
+    """The one-line NpuStreamError for a partition's stream stopping with an error status (TVM
+    hands it over as a RuntimeError with its backtrace), None for any other error."""
+    m = _STOPPED.search(str(err))
+    if m is None:
+        return None
+    name, status, word, image = m.group(1), m.group(2), m.group(3), m.group(4) or ""
+    where = f"partition {name}, command word {word}{image}"
+    if status == "OUT_OF_MEMORY":
+        return NpuStreamError(f"out of memory: the NPU backend could not allocate host memory for its run ({where})",
+                              status=status)  # fmt: skip
+    if status == "CYCLE_LIMIT":
+        return NpuStreamError(f"{where}: the NPU run exceeded its cycle budget (CYCLE_LIMIT); the budget is twice the "
+                              "stream's estimated cycles, $NPU_FUNCTIONAL_MAX_CYCLES / $NPU_VERILATOR_MAX_CYCLES "
+                              "override it", status=status)  # fmt: skip
+    return NpuStreamError(f"{where}: the NPU stopped with status {status}", status=status)
 
 
 def _to_numpy(out) -> list[np.ndarray]:

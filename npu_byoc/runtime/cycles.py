@@ -224,6 +224,19 @@ def stream_cycles(steps: Iterable, hw: HwConfig = DEFAULT_CONFIG) -> int:
     return _timeline(list(steps), hw)[1]
 
 
+# The harnesses' default cycle budget (npu_submit of the C model and of the RTL): a guard
+# against a stream that runs away, not a limit on legal work.
+DEFAULT_MAX_CYCLES = 200_000_000
+BUDGET_MARGIN = 2
+
+
+def stream_budget(steps: Iterable, hw: HwConfig = DEFAULT_CONFIG) -> int:
+    """The cycle budget a generated partition passes to npu_submit_budget: the default, or
+    BUDGET_MARGIN times the stream's estimate when that is more, so the budget follows the work
+    (the RTL's cycles equal the estimate; a legal stream never meets its budget)."""
+    return max(DEFAULT_MAX_CYCLES, BUDGET_MARGIN * stream_cycles(steps, hw))
+
+
 __all__ = [
     "DMA_SETUP_CYCLES",
     "MAC_SETUP_CYCLES",
@@ -237,6 +250,8 @@ __all__ = [
     "command_cycles",
     "command_timeline",
     "stream_cycles",
+    "stream_budget",
+    "DEFAULT_MAX_CYCLES",
     "Timeline",
     "ASYNC_ISSUE_CYCLES",
     "QUEUE_HANDOFF_CYCLES",

@@ -33,6 +33,7 @@ from ..errors import NpuByocError
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
 from ..isa import MAX_REGIONS, Opcode, Status
 from . import driver_abi
+from .cycles import DEFAULT_MAX_CYCLES
 from .driver_abi import Buffer, RegionTable, Result, stream_array, stream_pointer
 from .machine import RunStatus
 
@@ -40,9 +41,10 @@ CSRC = Path(__file__).parent / "csrc"
 TEMPLATES = Path(__file__).parents[1] / "codegen" / "templates"
 CXXFLAGS = ["-O2", "-shared", "-fPIC", "-std=c++17"]
 DEFAULT_MAX_COMMANDS = 1 << 22  # the golden model's budget (Machine.run)
-# npu_submit's cycle budget (NPU_FUNCTIONAL_DEFAULT_MAX_CYCLES, the RTL simulator's default;
-# $NPU_FUNCTIONAL_MAX_CYCLES overrides it for npu_submit); run(max_cycles=None) has no limit.
-DEFAULT_MAX_CYCLES = 200_000_000
+# DEFAULT_MAX_CYCLES (cycles.py) is npu_submit's cycle budget (NPU_FUNCTIONAL_DEFAULT_MAX_CYCLES,
+# the RTL simulator's default) and run()'s; generated partitions pass their own to
+# npu_submit_budget (cycles.stream_budget); $NPU_FUNCTIONAL_MAX_CYCLES overrides both for the
+# library's entry points; run(max_cycles=None) has no limit.
 _UINT64_MAX = (1 << 64) - 1
 
 # HwConfig field -> the macro of npu_functional.cc that overrides it in npu_submit().

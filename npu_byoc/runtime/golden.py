@@ -191,15 +191,15 @@ def run_plan(plan: PartitionPlan, inputs: Sequence[np.ndarray], on_op=None) -> l
     return read_outputs(plan, regions)
 
 
-def run_stream(npu, plan: PartitionPlan, words, constants: bytes, inputs: Sequence[np.ndarray]):
+def run_stream(npu, plan: PartitionPlan, words, constants: bytes, inputs: Sequence[np.ndarray], **run_options):
     """The partition's command stream run by ``npu`` (stream machine, C model or RTL) once per
     image of its batch, as the generated entry point does; returns (regions, per-image statuses)
-    and stops at the first image that fails."""
+    and stops at the first image that fails. ``run_options`` go to ``npu.run`` (max_cycles)."""
     regions = allocate_regions(plan, inputs)
     regions[int(Region.CONST)] = np.frombuffer(constants, np.uint8).copy()
     statuses = []
     for n in range(plan.batch):
-        statuses.append(npu.run(words, image_regions(plan, regions, n)))
+        statuses.append(npu.run(words, image_regions(plan, regions, n), **run_options))
         if not statuses[-1].ok:
             break
     return regions, statuses

@@ -168,7 +168,7 @@ def verify(model: ModelRef, hw_fields: dict) -> dict:
     for this configuration under its build lock) with seeded random int8 inputs: the RTL's
     cycles against the analytic model's, its outputs against the golden model's."""
     from ..runtime import golden
-    from ..runtime.cycles import stream_cycles
+    from ..runtime.cycles import stream_budget, stream_cycles
     from ..runtime.verilator import VerilatorNpu
 
     hw = hw_of(hw_fields)
@@ -180,7 +180,8 @@ def verify(model: ModelRef, hw_fields: dict) -> dict:
         inputs = [rng.integers(np.iinfo(io.dtype).min, np.iinfo(io.dtype).max + 1, size=io.shape, dtype=io.dtype)
                   for io in plan.inputs]  # fmt: skip
         expected = golden.run_plan(plan, inputs)
-        regions, statuses = golden.run_stream(npu, plan, schedule.words(), schedule.constants, inputs)
+        regions, statuses = golden.run_stream(npu, plan, schedule.words(), schedule.constants, inputs,
+                                              max_cycles=stream_budget(schedule.steps, hw))  # as a model library
         status = statuses[-1]
         got = golden.read_outputs(plan, regions)
         diff = max((int(np.max(np.abs(g.astype(np.int64) - e.astype(np.int64)), initial=0))

@@ -109,7 +109,8 @@ void npu_subgraph_0(tvm::ffi::TensorView input0, tvm::ffi::TensorView output0) {
         {static_cast<unsigned char*>(data_of(output0)) + n * 64, 64},  // IO1: output 'output_0' (NHWC)
     };
     npu_result_t result;
-    if (npu_submit(k_stream, 71, regions, 4, &result) != NPU_STATUS_OK) {
+    // the cycle budget follows the work: the stream's estimate with a margin (cycles.stream_budget)
+    if (npu_submit_budget(k_stream, 71, regions, 4, 200000000ull, &result) != NPU_STATUS_OK) {
       TVM_FFI_THROW(RuntimeError) << "npu_subgraph_0: the NPU stopped with status " << npu_status_name(result.status)
                                   << " at command word " << result.word_index;
     }

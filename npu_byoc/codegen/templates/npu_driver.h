@@ -68,6 +68,13 @@ typedef struct npu_result {
 uint32_t npu_submit(const uint32_t *stream, size_t n_words, const npu_buffer_t *regions, size_t n_regions,
                     npu_result_t *result);
 
+/* As npu_submit with the run's cycle budget max_cycles (0: the backend's default): a run past it
+ * stops with NPU_STATUS_CYCLE_LIMIT. Generated partitions pass their stream's estimated cycles
+ * with a margin (npu_byoc.runtime.cycles.stream_budget), so the budget follows the work; the
+ * backend's environment override (NPU_FUNCTIONAL_MAX_CYCLES, NPU_VERILATOR_MAX_CYCLES) wins. */
+uint32_t npu_submit_budget(const uint32_t *stream, size_t n_words, const npu_buffer_t *regions, size_t n_regions,
+                           uint64_t max_cycles, npu_result_t *result);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -128,6 +128,7 @@ typedef enum npu_status {
     NPU_STATUS_INVALID_PARAMETER = 8,     /* register values an operation cannot run with (see the per-operation rules) */
     NPU_STATUS_MISSING_STOP = 9,          /* the stream ended (or a SET_REG lost its value word) before STOP; the index is the word count */
     NPU_STATUS_CYCLE_LIMIT = 10,          /* the harness stopped a run that exceeded its command or cycle budget */
+    NPU_STATUS_OUT_OF_MEMORY = 11,        /* the harness had no host memory for the run; the index is the command that needed it */
 } npu_status_t;
 
 /* ---- External memory regions (isa.Region) ---- */
@@ -353,6 +354,7 @@ static inline const char * npu_status_name(uint32_t status)
     case NPU_STATUS_INVALID_PARAMETER: return "INVALID_PARAMETER";
     case NPU_STATUS_MISSING_STOP: return "MISSING_STOP";
     case NPU_STATUS_CYCLE_LIMIT: return "CYCLE_LIMIT";
+    case NPU_STATUS_OUT_OF_MEMORY: return "OUT_OF_MEMORY";
     default: return "?";
     }
 }

@@ -103,8 +103,9 @@ typedef struct npu_functional_config {
 
 // As npu_submit() with configuration *config. kicks, if not NULL, receives 256 counters: the
 // kicks executed per opcode (the golden model's RunStatus.kicks). A configuration the model
-// cannot run (sram_bytes 0 or above 2^32, dma_bytes_per_cycle 0, or no host memory for the SRAM) gives
-// NPU_STATUS_CYCLE_LIMIT at word 0 without executing anything.
+// cannot run (sram_bytes 0 or above 2^32, dma_bytes_per_cycle 0) gives NPU_STATUS_CYCLE_LIMIT at
+// word 0 without executing anything. Host memory follows the stream's operands, not sram_bytes;
+// when the host has none left for a kick, the run stops there with NPU_STATUS_OUT_OF_MEMORY.
 uint32_t npu_functional_submit(const npu_functional_config_t *config, const uint32_t *stream, size_t n_words,
                                const npu_buffer_t *regions, size_t n_regions, npu_result_t *result,
                                uint64_t *kicks);
@@ -340,25 +341,56 @@ struct Region {
     uint64_t size = 0;
 };
 
-// The memory of one machine: the SRAM and the host-side scratch of the kernels, each sized
-// from sram_bytes (no operand can be larger than the SRAM).
+// Host memory that grows to what the stream touches, never to sram_bytes up front: a 4 GiB SRAM
+// whose stream uses 1 KiB costs about 1 KiB. New bytes are zero (the SRAM is zero-filled at the
+// start of a stream, like the golden model's). grow() is false when the host has no memory for n
+// elements (the run then stops with OUT_OF_MEMORY).
+template <typename T>
+class Grown {
+public:
+    Grown() = default;
+    Grown(const Grown &) = delete;
+    Grown &operator=(const Grown &) = delete;
+    ~Grown() { std::free(data_); }
+    bool grow(uint64_t n, uint64_t cap) {
+        if (n <= size_) return true;
+        // doubling (up to cap) keeps a stream that touches ever higher addresses linear
+        uint64_t want = std::max(n, std::min(cap, size_ * 2));
+        if (want > SIZE_MAX / sizeof(T)) return false;
+        void *p = std::realloc(data_, static_cast<size_t>(want) * sizeof(T));
+        if (p == nullptr) return false;
+        data_ = static_cast<T *>(p);
+        std::memset(data_ + size_, 0, static_cast<size_t>(want - size_) * sizeof(T));
+        size_ = want;
+        return true;
+    }
+    T *data() const { return data_; }
+
+private:
+    T *data_ = nullptr;
+    uint64_t size_ = 0;
+};
+
+// The memory of one machine: the SRAM and the host-side scratch of the kernels, each as large
+// as the operands of the stream's kicks so far (the SRAM: its highest byte touched).
 struct Scratch {
-    uint8_t *sram = nullptr;   // sram_bytes, zero-filled at the start of a stream
-    int16_t *x16 = nullptr;    // sram_bytes: an input tile as int16 (x - zero_point)
-    int16_t *w16 = nullptr;    // sram_bytes: a weight block as int16, output channel innermost
-    int32_t *table = nullptr;  // sram_bytes / 4 + 1: requantize records (bias, multiplier, shift)
-    uint32_t *acc32 = nullptr; // sram_bytes: per-channel accumulators (CONV, DWCONV, FC)
-    int64_t *acc64 = nullptr;  // sram_bytes: per-channel sums (pools, MEAN)
+    Grown<uint8_t> sram;    // the SRAM bytes touched
+    Grown<int16_t> x16;     // an input operand as int16 (x - zero_point)
+    Grown<int16_t> w16;     // a weight operand as int16, output channel innermost
+    Grown<int32_t> table;   // requantize records (bias, multiplier, shift) per output channel
+    Grown<uint32_t> acc32;  // per-channel accumulators (CONV, DWCONV, FC)
+    Grown<int64_t> acc64;   // per-channel sums (pools, MEAN)
 };
 
 constexpr uint32_t kOk = NPU_STATUS_OK;
+constexpr uint32_t kOutOfMemory = NPU_STATUS_OUT_OF_MEMORY;
 constexpr uint32_t kInvalidParameter = NPU_STATUS_INVALID_PARAMETER;
 
 inline uint32_t param_check(bool ok) { return ok ? kOk : kInvalidParameter; }
 
 class Machine {
 public:
-    Machine(const npu_functional_config_t &cfg, const Scratch &scratch) : cfg_(cfg), m_(scratch) {}
+    Machine(const npu_functional_config_t &cfg, Scratch &scratch) : cfg_(cfg), m_(scratch) {}
 
     void bind(const npu_buffer_t *regions, size_t n_regions) {
         for (size_t r = 0; r < n_regions && r < NPU_MAX_REGIONS; ++r) {
@@ -380,13 +412,19 @@ private:
     uint32_t command(const uint32_t *w, size_t n, size_t i, uint32_t *op_out, size_t *fault_index);
     uint32_t execute(uint32_t op);
 
-    // Checks (machine.py's helpers, same order)
-    uint32_t sram_span(uint64_t addr, uint64_t nbytes, Span *out) const {
+    // Checks (machine.py's helpers, same order). A span in range is backed by host memory
+    // from here on (pointers into the SRAM are taken after a kick's last sram_span).
+    uint32_t sram_span(uint64_t addr, uint64_t nbytes, Span *out) {
         const uint64_t size = cfg_.sram_bytes;
         if (nbytes > size || addr > size - nbytes) return NPU_STATUS_ADDRESS_OUT_OF_RANGE;
         out->lo = addr;
         out->hi = addr + nbytes;
-        return kOk;
+        return m_.sram.grow(out->hi, size) ? kOk : kOutOfMemory;
+    }
+    // Host scratch for a kick's operands of n elements (n <= sram_bytes: each is an SRAM operand).
+    template <typename T>
+    uint32_t scratch(Grown<T> &buf, uint64_t n) {
+        return buf.grow(std::max<uint64_t>(n, 1), cfg_.sram_bytes) ? kOk : kOutOfMemory;
     }
     static bool overlaps(const Span &out, const Span &in) { return !(out.hi <= in.lo || in.hi <= out.lo); }
     uint32_t check_int8(uint32_t reg) const {
@@ -416,14 +454,14 @@ private:
     uint32_t add();
     uint32_t mul();
     uint32_t binary_registers(Shape *out) const;
-    uint32_t binary_operands(uint64_t nbytes, uint64_t channels, Span *a, Span *b, Span *out) const;
+    uint32_t binary_operands(uint64_t nbytes, uint64_t channels, Span *a, Span *b, Span *out);
     uint32_t lut();
     uint32_t softmax();
 
     uint64_t kick_cycles(uint32_t opcode) const;
 
     const npu_functional_config_t &cfg_;
-    Scratch m_;
+    Scratch &m_;
     uint32_t regs_[256] = {};
     Region regions_[NPU_MAX_REGIONS];
 };
@@ -582,8 +620,8 @@ uint32_t Machine::dma(bool to_sram) {
     const int64_t s2 = s(NPU_REG_DMA_STRIDE2), s1 = s(NPU_REG_DMA_STRIDE1), s0 = s(NPU_REG_DMA_STRIDE0);
     if (n0 == 0 || n1 == 0 || n2 == 0) return NPU_STATUS_INVALID_PARAMETER;
     Span block;
-    if (sram_span(u(NPU_REG_DMA_SRAM_ADDR), sat_mul(sat_mul(n2, n1), n0), &block) != kOk)
-        return NPU_STATUS_ADDRESS_OUT_OF_RANGE;
+    const uint32_t st = sram_span(u(NPU_REG_DMA_SRAM_ADDR), sat_mul(sat_mul(n2, n1), n0), &block);
+    if (st != kOk) return st;
     // Lowest and highest external byte touched, exactly (counts <= 2^32, |strides| <= 2^31).
     __extension__ typedef __int128 wide;
     const uint64_t counts[3] = {n2, n1, n0};
@@ -598,7 +636,7 @@ uint32_t Machine::dma(bool to_sram) {
     const Region &buf = regions_[region];
     if (first < 0 || last >= static_cast<wide>(buf.size)) return NPU_STATUS_ADDRESS_OUT_OF_RANGE;
     // Every partial address lies in [first, last]: plain int64 arithmetic from here on.
-    uint8_t *sram = m_.sram + block.lo;
+    uint8_t *sram = m_.sram.data() + block.lo;
     for (uint64_t i2 = 0; i2 < n2; ++i2) {
         for (uint64_t i1 = 0; i1 < n1; ++i1) {
             const int64_t row = base + static_cast<int64_t>(i2) * s2 + static_cast<int64_t>(i1) * s1;
@@ -658,18 +696,22 @@ uint32_t Machine::mac(uint32_t opcode) {
     if ((st = sram_span(u(NPU_REG_OFM_ADDR), ofm.elements(), &out_span)) != kOk) return st;
     if (overlaps(out_span, in_span) || overlaps(out_span, w_span) || overlaps(out_span, rq_span))
         return NPU_STATUS_INVALID_PARAMETER;
+    if ((st = scratch(m_.table, 3 * ofm.c)) != kOk || (st = scratch(m_.x16, in_span.hi - in_span.lo)) != kOk ||
+        (st = scratch(m_.w16, w_span.hi - w_span.lo)) != kOk || (st = scratch(m_.acc32, ofm.c)) != kOk)
+        return st;
     // The requantize table: (bias, multiplier, shift) per output channel; every shift checked
     // before anything is written.
     const uint64_t channels = ofm.c;  // <= sram_bytes / 12: the table fits the SRAM
+    int32_t *const table = m_.table.data();
     for (uint64_t c = 0; c < channels; ++c) {
-        const uint8_t *rec = m_.sram + rq_span.lo + c * NPU_REQUANT_RECORD_BYTES;
-        m_.table[3 * c + 0] = read_le_i32(rec);
-        m_.table[3 * c + 1] = read_le_i32(rec + 4);
-        m_.table[3 * c + 2] = read_le_i32(rec + 8);
+        const uint8_t *rec = m_.sram.data() + rq_span.lo + c * NPU_REQUANT_RECORD_BYTES;
+        table[3 * c + 0] = read_le_i32(rec);
+        table[3 * c + 1] = read_le_i32(rec + 4);
+        table[3 * c + 2] = read_le_i32(rec + 8);
         uint64_t mantissa;
         int exponent;
-        if (opcode == NPU_OP_FC ? !fc_record(m_.table[3 * c + 1], m_.table[3 * c + 2], &mantissa, &exponent)
-                                : (m_.table[3 * c + 2] < -31 || m_.table[3 * c + 2] > 30))
+        if (opcode == NPU_OP_FC ? !fc_record(table[3 * c + 1], table[3 * c + 2], &mantissa, &exponent)
+                                : (table[3 * c + 2] < -31 || table[3 * c + 2] > 30))
             return NPU_STATUS_INVALID_PARAMETER;
     }
 
@@ -677,24 +719,24 @@ uint32_t Machine::mac(uint32_t opcode) {
     const int32_t zp_in = static_cast<int32_t>(s(NPU_REG_IFM_ZERO_POINT));
     const int32_t zp_out = static_cast<int32_t>(s(NPU_REG_OFM_ZERO_POINT));
     const int64_t act_min = s(NPU_REG_ACT_MIN), act_max = s(NPU_REG_ACT_MAX);
-    const uint8_t *x8 = m_.sram + in_span.lo;
+    const uint8_t *x8 = m_.sram.data() + in_span.lo;
     for (uint64_t k = 0, n = in_span.hi - in_span.lo; k < n; ++k)
-        m_.x16[k] = static_cast<int16_t>(as_i8(x8[k]) - zp_in);
+        m_.x16.data()[k] = static_cast<int16_t>(as_i8(x8[k]) - zp_in);
     // Weights with the output channel innermost, so that one input value updates a contiguous
     // run of accumulators: CONV [OC][KH][KW][IC] -> [KH][KW][IC][OC], DWCONV [C][KH][KW] ->
     // [KH][KW][C]. FC keeps [OC][IC] (long dot products along IC).
-    const uint8_t *w8 = m_.sram + w_span.lo;
+    const uint8_t *w8 = m_.sram.data() + w_span.lo;
     const uint64_t per_channel = (w_span.hi - w_span.lo) / channels;  // KH·KW·IC, KH·KW or IC
     if (opcode == NPU_OP_FC) {
-        for (uint64_t k = 0, n = w_span.hi - w_span.lo; k < n; ++k) m_.w16[k] = as_i8(w8[k]);
+        for (uint64_t k = 0, n = w_span.hi - w_span.lo; k < n; ++k) m_.w16.data()[k] = as_i8(w8[k]);
     } else {
         for (uint64_t c = 0; c < channels; ++c)
-            for (uint64_t t = 0; t < per_channel; ++t) m_.w16[t * channels + c] = as_i8(w8[c * per_channel + t]);
+            for (uint64_t t = 0; t < per_channel; ++t) m_.w16.data()[t * channels + c] = as_i8(w8[c * per_channel + t]);
     }
     // acc + bias, MBQM, + zero point, clamp: one output row of `channels` values.
     auto requantize = [&](const uint32_t *acc, uint8_t *out) {
         for (uint64_t c = 0; c < channels; ++c) {
-            const int32_t *rec = m_.table + 3 * c;
+            const int32_t *rec = table + 3 * c;
             const int32_t biased = wrap_i32(static_cast<uint64_t>(acc[c]) + static_cast<uint32_t>(rec[0]));
             int32_t scaled;
             if (opcode == NPU_OP_FC) {
@@ -709,10 +751,10 @@ uint32_t Machine::mac(uint32_t opcode) {
             out[c] = as_u8(clamp_i32(v, act_min, act_max));
         }
     };
-    uint8_t *out = m_.sram + out_span.lo;
-    const int16_t *x16 = m_.x16;
-    const int16_t *w16 = m_.w16;
-    uint32_t *acc = m_.acc32;  // one accumulator per output channel
+    uint8_t *out = m_.sram.data() + out_span.lo;
+    const int16_t *x16 = m_.x16.data();
+    const int16_t *w16 = m_.w16.data();
+    uint32_t *acc = m_.acc32.data();  // one accumulator per output channel
 
     if (opcode == NPU_OP_FC) {
         const uint64_t rows = ofm.w, depth = ifm.c;
@@ -770,14 +812,15 @@ uint32_t Machine::pool(bool average) {
     if ((st = sram_span(u(NPU_REG_IFM_ADDR), ifm.elements(), &in_span)) != kOk) return st;
     if ((st = sram_span(u(NPU_REG_OFM_ADDR), ofm.elements(), &out_span)) != kOk) return st;
     if (overlaps(out_span, in_span)) return NPU_STATUS_INVALID_PARAMETER;
+    if ((st = scratch(m_.acc64, ifm.c)) != kOk) return st;
 
     const int64_t act_min = s(NPU_REG_ACT_MIN), act_max = s(NPU_REG_ACT_MAX);
     const int64_t H = static_cast<int64_t>(ifm.h), W = static_cast<int64_t>(ifm.w);
     const int64_t KH = static_cast<int64_t>(win.kh), KW = static_cast<int64_t>(win.kw);
     const uint64_t C = ifm.c;
-    const uint8_t *x = m_.sram + in_span.lo;
-    uint8_t *out = m_.sram + out_span.lo;
-    int64_t *acc = m_.acc64;  // one per channel (C <= sram_bytes)
+    const uint8_t *x = m_.sram.data() + in_span.lo;
+    uint8_t *out = m_.sram.data() + out_span.lo;
+    int64_t *acc = m_.acc64.data();  // one per channel
     for (uint64_t oy = 0; oy < ofm.h; ++oy) {
         const int64_t y0 = static_cast<int64_t>(oy * win.sh) - static_cast<int64_t>(win.pt);
         const int64_t ky0 = y0 < 0 ? -y0 : 0, ky1 = (H - y0 < KH) ? H - y0 : KH;
@@ -831,20 +874,21 @@ uint32_t Machine::mean() {
     if ((st = sram_span(u(NPU_REG_IFM_ADDR), ifm.elements(), &in_span)) != kOk) return st;
     if ((st = sram_span(u(NPU_REG_OFM_ADDR), ifm.c, &out_span)) != kOk) return st;
     if (overlaps(out_span, in_span)) return NPU_STATUS_INVALID_PARAMETER;
+    if ((st = scratch(m_.acc64, ifm.c)) != kOk) return st;
 
     const int64_t zp_in = s(NPU_REG_IFM_ZERO_POINT), zp_out = s(NPU_REG_OFM_ZERO_POINT);
     const int32_t multiplier = static_cast<int32_t>(s(NPU_REG_OFM_MULTIPLIER));
     const int32_t shift = static_cast<int32_t>(s(NPU_REG_OFM_SHIFT));
     const int64_t act_min = s(NPU_REG_ACT_MIN), act_max = s(NPU_REG_ACT_MAX);
     const uint64_t C = ifm.c;
-    const uint8_t *x = m_.sram + in_span.lo;
-    int64_t *total = m_.acc64;  // one per channel; n * C <= 2^32 elements: |total| < 2^39
+    const uint8_t *x = m_.sram.data() + in_span.lo;
+    int64_t *total = m_.acc64.data();  // one per channel; n * C <= 2^32 elements: |total| < 2^39
     for (uint64_t c = 0; c < C; ++c) total[c] = 0;
     for (uint64_t p = 0; p < n; ++p) {
         const uint8_t *xr = x + p * C;
         for (uint64_t c = 0; c < C; ++c) total[c] += as_i8(xr[c]);
     }
-    uint8_t *out = m_.sram + out_span.lo;
+    uint8_t *out = m_.sram.data() + out_span.lo;
     for (uint64_t c = 0; c < C; ++c) {
         const int32_t acc = wrap_i32_signed(static_cast<int64_t>(wrap_i32_signed(total[c])) -
                                             zp_in * static_cast<int64_t>(n));
@@ -882,9 +926,9 @@ uint32_t Machine::add() {
     const int32_t so = static_cast<int32_t>(s(NPU_REG_OFM_SHIFT));
     const int ls = static_cast<int>(left_shift);
     const int64_t act_min = s(NPU_REG_ACT_MIN), act_max = s(NPU_REG_ACT_MAX);
-    const uint8_t *a = m_.sram + a_span.lo;
-    const uint8_t *b = m_.sram + b_span.lo;
-    uint8_t *out = m_.sram + out_span.lo;
+    const uint8_t *a = m_.sram.data() + a_span.lo;
+    const uint8_t *b = m_.sram.data() + b_span.lo;
+    uint8_t *out = m_.sram.data() + out_span.lo;
     for (uint64_t k = 0; k < nbytes; ++k) {
         const int32_t sa = wrap_i32(static_cast<uint64_t>(as_i8(a[k]) - zp1) << ls);
         const int32_t sb = wrap_i32(static_cast<uint64_t>(as_i8(b[k % b_mod]) - zp2) << ls);
@@ -909,7 +953,7 @@ uint32_t Machine::binary_registers(Shape *out) const {
 
 // ADD, MUL: IFM2_BROADCAST is 0 (IFM2 has the OFM shape) or 1 (IFM2 is OFM_C bytes); then the
 // operand ranges in order (IFM, IFM2, OFM) and the output overlapping an input.
-uint32_t Machine::binary_operands(uint64_t nbytes, uint64_t channels, Span *a, Span *b, Span *out) const {
+uint32_t Machine::binary_operands(uint64_t nbytes, uint64_t channels, Span *a, Span *b, Span *out) {
     const uint64_t broadcast = u(NPU_REG_IFM2_BROADCAST);
     if (broadcast > 1) return NPU_STATUS_INVALID_PARAMETER;
     uint32_t st;
@@ -938,9 +982,9 @@ uint32_t Machine::mul() {
     const int32_t mo = static_cast<int32_t>(s(NPU_REG_OFM_MULTIPLIER));
     const int32_t so = static_cast<int32_t>(s(NPU_REG_OFM_SHIFT));
     const int64_t act_min = s(NPU_REG_ACT_MIN), act_max = s(NPU_REG_ACT_MAX);
-    const uint8_t *a = m_.sram + a_span.lo;
-    const uint8_t *b = m_.sram + b_span.lo;
-    uint8_t *out = m_.sram + out_span.lo;
+    const uint8_t *a = m_.sram.data() + a_span.lo;
+    const uint8_t *b = m_.sram.data() + b_span.lo;
+    uint8_t *out = m_.sram.data() + out_span.lo;
     for (uint64_t k = 0; k < nbytes; ++k) {
         // |(x - zp1)(y - zp2)| <= 255^2: exact in int32
         const int32_t prod = static_cast<int32_t>((as_i8(a[k]) - zp1) * (as_i8(b[k % b_mod]) - zp2));
@@ -963,9 +1007,9 @@ uint32_t Machine::lut() {
     if ((st = sram_span(u(NPU_REG_LUT_ADDR), 256, &table_span)) != kOk) return st;
     if ((st = sram_span(u(NPU_REG_OFM_ADDR), nbytes, &out_span)) != kOk) return st;
     if (overlaps(out_span, in_span) || overlaps(out_span, table_span)) return NPU_STATUS_INVALID_PARAMETER;
-    const uint8_t *x = m_.sram + in_span.lo;
-    const uint8_t *table = m_.sram + table_span.lo;
-    uint8_t *out = m_.sram + out_span.lo;
+    const uint8_t *x = m_.sram.data() + in_span.lo;
+    const uint8_t *table = m_.sram.data() + table_span.lo;
+    uint8_t *out = m_.sram.data() + out_span.lo;
     for (uint64_t k = 0; k < nbytes; ++k) out[k] = table[x[k] ^ 0x80u];  // entry x + 128 of int8 x
     return kOk;
 }
@@ -984,11 +1028,11 @@ uint32_t Machine::softmax() {
     if ((st = sram_span(u(NPU_REG_LUT_ADDR), NPU_SOFTMAX_TABLE_BYTES, &table_span)) != kOk) return st;
     if ((st = sram_span(u(NPU_REG_OFM_ADDR), nbytes, &out_span)) != kOk) return st;
     if (overlaps(out_span, in_span) || overlaps(out_span, table_span)) return NPU_STATUS_INVALID_PARAMETER;
-    const uint8_t *table = m_.sram + table_span.lo;
+    const uint8_t *table = m_.sram.data() + table_span.lo;
     const uint64_t channels = shp.c;
     for (uint64_t row = 0; row < nbytes / channels; ++row) {
-        const uint8_t *x = m_.sram + in_span.lo + row * channels;
-        uint8_t *out = m_.sram + out_span.lo + row * channels;
+        const uint8_t *x = m_.sram.data() + in_span.lo + row * channels;
+        uint8_t *out = m_.sram.data() + out_span.lo + row * channels;
         int32_t max = -128;
         for (uint64_t k = 0; k < channels; ++k) max = std::max<int32_t>(max, as_i8(x[k]));
         int32_t sum = 0;  // < 2^31: at most NPU_SOFTMAX_MAX_CHANNELS terms of at most 2^19
@@ -1075,35 +1119,33 @@ extern "C" uint32_t npu_functional_submit(const npu_functional_config_t *config,
         return res->status;
     if (stream == nullptr) n_words = 0;
     if (regions == nullptr) n_regions = 0;
-    // The machine state of this call (so concurrent calls share nothing): the SRAM, zero-filled
-    // like the golden model's, and the kernels' scratch (touched only as far as used).
-    const size_t n = static_cast<size_t>(config->sram_bytes);
-    std::unique_ptr<uint8_t[]> sram(new (std::nothrow) uint8_t[n]());
-    std::unique_ptr<int16_t[]> x16(new (std::nothrow) int16_t[n]);
-    std::unique_ptr<int16_t[]> w16(new (std::nothrow) int16_t[n]);
-    std::unique_ptr<int32_t[]> table(new (std::nothrow) int32_t[n / 4 + 1]);
-    std::unique_ptr<uint32_t[]> acc32(new (std::nothrow) uint32_t[n]);
-    std::unique_ptr<int64_t[]> acc64(new (std::nothrow) int64_t[n]);
-    if (!sram || !x16 || !w16 || !table || !acc32 || !acc64) return res->status;
-    const Scratch scratch{sram.get(), x16.get(), w16.get(), table.get(), acc32.get(), acc64.get()};
+    // The machine state of this call (so concurrent calls share nothing): the SRAM and the
+    // kernels' scratch, allocated as the stream touches them (Grown).
+    Scratch scratch;
     Machine machine(*config, scratch);
     machine.bind(regions, n_regions);
     machine.run(stream, n_words, res, kicks);
     return res->status;
 }
 
-static uint64_t default_max_cycles() {
+// The run's cycle budget: $NPU_FUNCTIONAL_MAX_CYCLES if set, else the caller's (0: the default).
+static uint64_t budget(uint64_t max_cycles) {
     const char *env = std::getenv("NPU_FUNCTIONAL_MAX_CYCLES");
     if (env && *env) {
         char *end = nullptr;
         unsigned long long v = std::strtoull(env, &end, 10);
         if (end && *end == '\0' && v > 0) return v;
     }
-    return NPU_FUNCTIONAL_DEFAULT_MAX_CYCLES;
+    return max_cycles ? max_cycles : NPU_FUNCTIONAL_DEFAULT_MAX_CYCLES;
 }
 
 extern "C" uint32_t npu_submit(const uint32_t *stream, size_t n_words, const npu_buffer_t *regions, size_t n_regions,
                                npu_result_t *result) {
+    return npu_submit_budget(stream, n_words, regions, n_regions, 0, result);
+}
+
+extern "C" uint32_t npu_submit_budget(const uint32_t *stream, size_t n_words, const npu_buffer_t *regions,
+                                      size_t n_regions, uint64_t max_cycles, npu_result_t *result) {
     const npu_functional_config_t config = {
         NPU_FUNCTIONAL_SRAM_BYTES,
         NPU_FUNCTIONAL_ARRAY_ROWS,
@@ -1118,7 +1160,7 @@ extern "C" uint32_t npu_submit(const uint32_t *stream, size_t n_words, const npu
         NPU_FUNCTIONAL_DMA_BYTES_PER_CYCLE,
         NPU_FUNCTIONAL_DMA_QUEUE_DEPTH,
         uint64_t{1} << 22,  // the golden model's command budget
-        default_max_cycles(),
+        budget(max_cycles),
     };
     return npu_functional_submit(&config, stream, n_words, regions, n_regions, result, nullptr);
 }
