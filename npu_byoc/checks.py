@@ -16,7 +16,7 @@ import numpy as np
 from . import limits, softmax
 from .hwconfig import HwConfig
 from .isa import SHIFT_MAX, SHIFT_MIN, SOFTMAX_MAX_CHANNELS
-from .qops import QAdd, QConv2D, QFullyConnected, QMean, QOp, QPool2D, QTensor
+from .qops import QAdd, QConv2D, QConvolution, QFullyConnected, QMean, QOp, QPool2D, QTensor
 from .requant import fc_scale, weighted_requant
 
 Check = Callable[[QOp, HwConfig], "str | None"]
@@ -301,6 +301,25 @@ def requant_in_range(op: QOp, hw: HwConfig) -> str | None:
     return None
 
 
+def requant_left_shift_fits(op: QOp, hw: HwConfig) -> str | None:
+    """In an ONNX or Relax model, a requantize with a left shift (effective scale s_in * s_w / s_out of 1 or more; a MEAN's s_in / s_out) runs when no input can overflow int32 in it: worst-case accumulator (sum |w| * max|x - zp| + |bias|) * 2^shift < 2^31. The NPU wraps there as TFLite's reference does (TFLite models keep it); onnxruntime and TVM saturate."""
+    if getattr(op, "left_shift_overflow", "wrap") == "wrap":
+        return None
+    if isinstance(op, QConvolution) and weighted_requant(op)[1].max() <= 0:
+        return None  # right shifts only: nothing to overflow
+    from .errors import LoweringError
+    from .patterns import Reject
+
+    try:
+        where = limits.left_shift_wrap(limits.lower_alone(op, hw))
+    except (limits.ShapeError, Reject, LoweringError, ValueError):
+        return None  # lowers_and_fits says why it cannot be lowered
+    if where is None:
+        return None
+    return (f"{where}: the NPU wraps there as TFLite's reference kernel does, this model's runtime "
+            "(onnxruntime, TVM) saturates; results would differ by up to 255 LSB")
+
+
 def pool_window(op: QPool2D, hw: HwConfig) -> str | None:
     """Pool window at most max_pool_window, stride at most max_pool_stride, dilation 1."""
     if max(op.pool_size) > hw.max_pool_window:
@@ -453,4 +472,4 @@ COMMON: tuple[Check, ...] = (
 )  # fmt: skip
 # Checked after an entry's own checks (the op must be otherwise valid to be lowered alone).
 FINAL: tuple[Check, ...] = (lowers_and_fits,)
-WEIGHTED: tuple[Check, ...] = (weights_int8, weights_symmetric, accumulator_fits, requant_in_range)
+WEIGHTED: tuple[Check, ...] = (weights_int8, weights_symmetric, accumulator_fits, requant_in_range, requant_left_shift_fits)

@@ -154,11 +154,13 @@ def test_ceil_mode_pool_feeds_the_next_op(runner):
     assert out.offloaded == [False, True]  # ceil mode stays on the CPU, the conv after it does not
 
 
-def test_mean_left_shift_wrap_is_an_expected_class(runner):
+@pytest.mark.parametrize("origin", ["tflite", "relax"])
+def test_mean_left_shift_wrap_is_an_expected_class(runner, origin):
     """Found by the campaign: s_in / s_out = 1.3e7 over 224 elements gives MEAN a requantize
     left shift of 17; sum << 17 wraps int32 as in TFLite, TVM saturates: 255 LSB apart, counted
-    under its own class (docs/fuzz.md), not as a mismatch."""
-    spec = {'seed': 3831714385,
+    under its own class (docs/fuzz.md), not as a mismatch, in a TFLite-origin case. A Relax
+    module's reference is TVM's saturating build: the MEAN stays on the CPU with the reason."""
+    spec = {'seed': 3831714385, 'origin': origin,
             'layout': 'NHWC',
             'input': {'shape': [1, 14, 16, 14], 'scale': 0.41957929730415344, 'zp': -127},
             'input_mode': 'uniform',
@@ -168,9 +170,28 @@ def test_mean_left_shift_wrap_is_an_expected_class(runner):
                      'out_scale_ratio': 7.843152177053537e-08,
                      'out_zp': 2,
                      'clamp': {'kind': 'none'}}]}  # fmt: skip
-    out = runner.run(spec)
+    _assert_wrap_class_or_refusal(runner.run(spec), origin)
+
+
+def _assert_wrap_class_or_refusal(out, origin):
     assert out.ok, out.mismatches
-    assert out.max_cpu_lsb > 1 and out.expected == ["TFLite requantize left shift wraps on overflow"]
+    if origin == "tflite":
+        assert out.offloaded == [True]
+        assert out.max_cpu_lsb > 1 and out.expected == ["TFLite requantize left shift wraps on overflow"]
+    else:
+        assert out.offloaded == [False] and not out.expected
+        assert "requantize left shift" in out.reasons[0] and "saturates" in out.reasons[0]
+
+
+@pytest.mark.parametrize("origin", ["tflite", "relax"])
+def test_transpose_conv_left_shift_wrap_is_an_expected_class(runner, origin):
+    """``npu-byoc fuzz --count 1 --seed 11004`` failed: a TRANSPOSE_CONV with output scale 1e-11
+    (requantize shifts up to +22) wraps like a conv, but the wrap class named conv, depthwise
+    and MEAN only. The class now asks the partition check's own worst case
+    (limits.left_shift_wrap, per transposed-conv phase)."""
+    spec = generators.random_spec(campaign.case_seed(11004, 0))
+    assert spec["ops"][0]["kind"] == "transpose_conv"
+    _assert_wrap_class_or_refusal(runner.run({**spec, "origin": origin}), origin)
 
 
 def _refusals(mod):
