@@ -1086,7 +1086,7 @@ def _is_depthwise(op: QConv2D) -> bool:
     return op.groups > 1 and op.groups == op.in_channels
 
 
-_CONV_CHECKS = (*C.COMMON, *C.WEIGHTED, C.conv_groups, C.conv_kernel, C.conv_stride, C.conv_dilation, C.conv_padding, C.conv_channels)
+_CONV_CHECKS = (*C.COMMON, *C.WEIGHTED, C.requant_left_shift_fits, C.conv_groups, C.conv_kernel, C.conv_stride, C.conv_dilation, C.conv_padding, C.conv_channels)
 
 _CONV_CONVENTIONS = tuple(_qdq_weighted("relax.nn.conv2d", padded=True)
                           + _qdq_weighted("relax.nn.conv2d") + _zp_weighted("relax.nn.conv2d")
@@ -1144,7 +1144,7 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
         anchor_ops=("relax.nn.conv2d_transpose",),
         conventions=tuple(_qdq_weighted("relax.nn.conv2d_transpose")),
         extract=_extract_transpose_conv,
-        checks=(*C.COMMON, *C.WEIGHTED, C.transpose_conv_form, C.transpose_conv_stride, C.transpose_conv_kernel,
+        checks=(*C.COMMON, *C.WEIGHTED, C.requant_left_shift_fits, C.transpose_conv_form, C.transpose_conv_stride, C.transpose_conv_kernel,
                 C.transpose_conv_channels),
     ),
     NpuPattern(

@@ -194,6 +194,25 @@ def test_transpose_conv_left_shift_wrap_is_an_expected_class(runner, origin):
     _assert_wrap_class_or_refusal(runner.run({**spec, "origin": origin}), origin)
 
 
+def test_nchw_softmaxes_are_placed_alike_alone_and_in_the_model(runner):
+    """``npu-byoc fuzz --count 300 --seed 990011`` failed 1 LSB "fused vs per-op" (case 233):
+    softmax, softmax (beta), max pool, softmax over the last axis of NCHW tensors. Alone each
+    softmax was its own NHWC-held partition and ran on the NPU; in the model it shared the max
+    pool's NCHW partition, where lowering refused a softmax over W and the fallback sent all three
+    to TVM's float softmax. Lowering now runs the NPU's SOFTMAX over a view whose channels are the
+    model's last axis, so the model is one NPU partition equal to the ops one at a time."""
+    from npu_byoc.partition import npu_functions, partition_for_npu, partition_log
+
+    spec = generators.random_spec(campaign.case_seed(990011, 233))
+    assert spec["layout"] == "NCHW"
+    assert [o["kind"] for o in spec["ops"]] == ["softmax", "softmax", "max_pool", "softmax"]
+    part = partition_for_npu(builder.build(spec).mod)
+    assert all(d.accepted for d in partition_log(part)) and len(npu_functions(part)) == 1
+    out = runner.run(spec)
+    assert out.ok, out.mismatches
+    assert out.placement == "npu" and out.offloaded == [True] * 4
+
+
 def _refusals(mod):
     from npu_byoc.patterns import npu_functions, partition_for_npu, partition_log
 
