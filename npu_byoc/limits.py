@@ -167,16 +167,16 @@ def left_shift_wrap(npu_op) -> str | None:
 
     if isinstance(npu_op, TransposeConv2D):  # each output phase sums only its own taps
         return next(filter(None, map(left_shift_wrap, npu_op.phases)), None)
+    if not isinstance(npu_op, (Conv2D, DepthwiseConv2D, Mean)):
+        return None
     zp = int(npu_op.ifm_zero_point)
     max_x = max(127 - zp, zp + 128)
     if isinstance(npu_op, (Conv2D, DepthwiseConv2D)):
         w = np.abs(npu_op.weights.astype(np.int64)).reshape(npu_op.weights.shape[0], -1).sum(axis=1)
         worst = w * max_x + np.abs(npu_op.bias.astype(np.int64))
-    elif isinstance(npu_op, Mean):
+    else:  # MEAN
         h, w, _ = npu_op.ifm.shape
         worst = np.asarray([h * w * max_x], np.int64)
-    else:
-        return None
     shift = np.broadcast_to(np.asarray(npu_op.shift, np.int64), worst.shape)
     wraps = (shift > 0) & ((worst << np.maximum(shift, 0)) >= 2**31)
     if not wraps.any():
