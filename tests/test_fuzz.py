@@ -194,6 +194,19 @@ def test_transpose_conv_left_shift_wrap_is_an_expected_class(runner, origin):
     _assert_wrap_class_or_refusal(runner.run({**spec, "origin": origin}), origin)
 
 
+def test_tflite_origin_case_with_a_host_graph_runs(runner):
+    """A TFLite-origin case carries its model's inputs (fuzz --count 20 --seed 11004 crashed:
+    "the model takes 0 input(s)") when an op stays on the CPU and the model runs whole."""
+    spec = {'seed': 19827201, 'layout': 'NHWC', 'origin': 'tflite',
+            'input': {'shape': [1, 1, 1, 1], 'scale': 1.7545253038406372, 'zp': 0}, 'input_mode': 'uniform',
+            'ops': [{'kind': 'avg_pool', 'convention': 'qdq', 'pool': [1, 1], 'strides': [1, 1],
+                     'padding': [0, 0, 0, 1], 'ceil_mode': False, 'count_include_pad': True,
+                     'int_clip': {'kind': 'none'}}]}  # fmt: skip
+    out = runner.run(spec)
+    assert out.ok, out.mismatches
+    assert out.offloaded == [False]
+
+
 def test_nchw_softmaxes_are_placed_alike_alone_and_in_the_model(runner):
     """``npu-byoc fuzz --count 300 --seed 990011`` failed 1 LSB "fused vs per-op" (case 233):
     softmax, softmax (beta), max pool, softmax over the last axis of NCHW tensors. Alone each

@@ -113,3 +113,28 @@ def test_onnx_conv_whose_left_shift_cannot_overflow_stays_on_the_npu(tmp_path):
     finally:
         W = saved
     assert all(d.accepted for d in partition_log(partition_for_npu(mod)))
+
+
+def test_tflite_file_keeps_a_reachable_wrap_on_the_npu(tmp_path):
+    """A real TFLite file: tiny_cnn_int8's first CONV_2D with its output scale divided by 2^24
+    (requantize shift about +16: the worst case wraps). TFLite's reference wraps there as the
+    NPU does, so it stays on the NPU; the same conv from an ONNX or Relax model would not."""
+    import tflite
+
+    from npu_byoc.codegen.lower import lower_partition
+    from npu_byoc.limits import left_shift_wrap
+    from npu_byoc.partition import npu_functions
+
+    from .conftest import model_path
+
+    buf = bytearray(open(model_path("tiny_cnn_int8.tflite"), "rb").read())
+    sg = tflite.Model.GetRootAsModel(buf, 0).Subgraphs(0)
+    sg.Tensors(sg.Operators(0).Outputs(0)).Quantization().ScaleAsNumpy()[:] /= 2.0**24  # a view into buf
+    path = tmp_path / "wraps.tflite"
+    path.write_bytes(bytes(buf))
+    part = partition_for_npu(npu_byoc.load_model(str(path)))
+    first = partition_log(part)[0]
+    assert (first.pattern, first.accepted) == ("npu.conv2d", True)
+    # the only op with a left shift: the ops reading its output see their scales divided
+    ops = [op for name, f in npu_functions(part).items() for op in lower_partition(name, f).ops]
+    assert [op.kind for op in ops if left_shift_wrap(op)] == ["conv2d"]

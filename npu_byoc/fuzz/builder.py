@@ -15,7 +15,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from ..frontend import MODEL_INFO_ATTR, ModelInfo
+from ..frontend import MODEL_INFO_ATTR, ModelInfo, annotate_provenance, model_info
 from ..relax_utils import shape_of
 from .generators import InvalidSpec, Tensor, infer_shape, weights
 
@@ -291,7 +291,8 @@ def build(spec: dict, *, detached: bool = False) -> Built:
         raise InvalidSpec(str(err).splitlines()[0] if str(err) else "TVM refused the op") from None
     mod = bb.get()
     if spec.get("origin") == "tflite" and not detached:  # partitioned with TFLite's numerics
-        mod = mod.with_attr(MODEL_INFO_ATTR, ModelInfo("<fuzz case>", "tflite", (), ()).to_json())
+        info = model_info(annotate_provenance(mod, "<fuzz case>"))  # its inputs and outputs
+        mod = mod.with_attr(MODEL_INFO_ATTR, ModelInfo(info.path, "tflite", info.inputs, info.outputs).to_json())
     return Built(mod, tensors, ctx.roles, ctx.b_operands)
 
 
