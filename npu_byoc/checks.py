@@ -311,9 +311,10 @@ def requant_left_shift_fits(op: QOp, hw: HwConfig) -> str | None:
     from .patterns import Reject
 
     try:
-        where = limits.left_shift_wrap(limits.lower_alone(op, hw))
+        npu_op = limits.lower_alone(op, hw)
     except (limits.ShapeError, Reject, LoweringError, ValueError):
         return None  # lowers_and_fits says why it cannot be lowered
+    where = None if limits.shift_reason(npu_op) else limits.left_shift_wrap(npu_op)  # else: out of range, said so
     if where is None:
         return None
     return (f"{where}: the NPU wraps there as TFLite's reference kernel does, this model's runtime "
