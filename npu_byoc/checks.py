@@ -16,7 +16,7 @@ import numpy as np
 from . import limits, softmax
 from .hwconfig import HwConfig
 from .isa import SHIFT_MAX, SHIFT_MIN, SOFTMAX_MAX_CHANNELS
-from .qops import QAdd, QConv2D, QFullyConnected, QMean, QOp, QPool2D, QTensor
+from .qops import QAdd, QConv2D, QConvolution, QFullyConnected, QMean, QOp, QPool2D, QTensor
 from .requant import fc_scale, weighted_requant
 
 Check = Callable[[QOp, HwConfig], "str | None"]
@@ -299,6 +299,26 @@ def requant_in_range(op: QOp, hw: HwConfig) -> str | None:
             "(output scale too small or too large for the input and weight scales)"
         )
     return None
+
+
+def requant_left_shift_fits(op: QOp, hw: HwConfig) -> str | None:
+    """In an ONNX or Relax model, a requantize left shift (effective scale of 1 or more) runs when no input can overflow int32 in it: worst-case accumulator * 2^shift < 2^31, the accumulator being sum |w| * max|x - zp| + |bias| (a transposed conv: per output phase; a MEAN: n * max|x - zp|). The NPU wraps there as TFLite's reference does, which TFLite models keep; onnxruntime and TVM saturate (docs/numerics.md §3)."""
+    if getattr(op, "left_shift_overflow", "wrap") == "wrap":
+        return None
+    if isinstance(op, QConvolution) and weighted_requant(op)[1].max() <= 0:
+        return None  # right shifts only: nothing to overflow
+    from .errors import LoweringError
+    from .patterns import Reject
+
+    try:
+        npu_op = limits.lower_alone(op, hw)
+    except (limits.ShapeError, Reject, LoweringError, ValueError):
+        return None  # lowers_and_fits says why it cannot be lowered
+    where = None if limits.shift_reason(npu_op) else limits.left_shift_wrap(npu_op)  # else: out of range, said so
+    if where is None:
+        return None
+    return (f"{where}: the NPU wraps there as TFLite's reference kernel does, this model's runtime "
+            "(onnxruntime, TVM) saturates; results would differ by up to 255 LSB")
 
 
 def pool_window(op: QPool2D, hw: HwConfig) -> str | None:

@@ -192,6 +192,34 @@ def unit_reason(npu_op, hw: HwConfig) -> str | None:
     return None
 
 
+def left_shift_wrap(npu_op) -> str | None:
+    """Where a lowered op's requantize can wrap: the worst-case int32 accumulator (conv,
+    depthwise, each transposed-conv phase: sum |w| · max|x − zp| + |bias|; MEAN: n · max|x − zp|)
+    times 2^shift for a positive (left) shift reaches 2^31. None: no input can wrap it. Fully
+    connected multiplies by a double below 1 and ADD / MUL shifts are bounded: never."""
+    from .codegen.npu_ops import Conv2D, DepthwiseConv2D, Mean, TransposeConv2D
+
+    if isinstance(npu_op, TransposeConv2D):  # each output phase sums only its own taps
+        return next(filter(None, map(left_shift_wrap, npu_op.phases)), None)
+    if not isinstance(npu_op, (Conv2D, DepthwiseConv2D, Mean)):
+        return None
+    zp = int(npu_op.ifm_zero_point)
+    max_x = max(127 - zp, zp + 128)
+    if isinstance(npu_op, (Conv2D, DepthwiseConv2D)):
+        w = np.abs(npu_op.weights.astype(np.int64)).reshape(npu_op.weights.shape[0], -1).sum(axis=1)
+        worst = w * max_x + np.abs(npu_op.bias.astype(np.int64))
+    else:  # MEAN
+        h, w, _ = npu_op.ifm.shape
+        worst = np.asarray([h * w * max_x], np.int64)
+    shift = np.broadcast_to(np.asarray(npu_op.shift, np.int64), worst.shape)
+    wraps = (shift > 0) & ((worst << np.maximum(shift, 0)) >= 2**31)
+    if not wraps.any():
+        return None
+    c = int(np.argmax(wraps))
+    return (f"requantize left shift {int(shift[c])} (channel {c}): the worst-case accumulator {int(worst[c])} "
+            f"times 2^{int(shift[c])} overflows int32")
+
+
 def lowering_reason(op, hw: HwConfig) -> str | None:
     """Why ``op``, lowered alone, cannot run: lowering refuses it, a shift is out of range, a
     lowered kick breaks a unit limit of ``hw`` (:func:`unit_reason`), or the scheduler cannot
@@ -211,4 +239,4 @@ def lowering_reason(op, hw: HwConfig) -> str | None:
 
 
 __all__ = ["ShapeError", "channel_broadcast", "binary_layout", "batch_reason", "batch_of", "per_image", "rank_reason", "hwc", "register_reason", "lower_alone", "shift_reason", "unit_reason",
-           "lowering_reason"]  # fmt: skip
+           "left_shift_wrap", "lowering_reason"]  # fmt: skip

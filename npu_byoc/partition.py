@@ -25,10 +25,12 @@ from tvm.relax.transform import FusionPattern, PatternCheckContext
 from . import lut_ops
 from .hwconfig import DEFAULT_CONFIG, HwConfig
 from .patterns import (
-    _DTYPE_RANGE, _NOT_MINE, CODEGEN_NAME, LAYER_ATTR, NUMERICS_ATTR, PARTITION_LOG_ATTR, PATTERN_TABLE, PATTERNS_BY_NAME,
+    _DTYPE_RANGE, _NOT_MINE, CODEGEN_NAME, LAYER_ATTR, LEFT_SHIFT_ATTR, NUMERICS_ATTR, PARTITION_LOG_ATTR, PATTERN_TABLE,
+    PATTERNS_BY_NAME,
     Convention, NpuPattern, Reject,
 )  # fmt: skip
 from .qops import QOp
+from .requant import left_shift_overflow_for
 from .relax_utils import Constant, constant_value, dtype_of, int_list, op_name, prim_value, shape_of
 from .uint8 import activations_label
 
@@ -47,9 +49,11 @@ class Decision:
 
 
 class _Recorder:
-    def __init__(self, hw: HwConfig, denied: Mapping | None = None, numerics: str = lut_ops.DEFAULT_NUMERICS):
+    def __init__(self, hw: HwConfig, denied: Mapping | None = None, numerics: str = lut_ops.DEFAULT_NUMERICS,
+                 left_shift_overflow: str = "wrap"):
         self.hw = hw
         self.numerics = numerics
+        self.left_shift_overflow = left_shift_overflow
         self.decisions: list[Decision] = []
         self._seen: set = set()
         self._last_layer: str | None = None
@@ -70,13 +74,13 @@ class _Recorder:
             unique, k = f"{name}#{k}", k + 1
         self._layers.add(unique)
         self.layer_keys[unique] = self._last_key
-        return {LAYER_ATTR: unique, NUMERICS_ATTR: self.numerics}
+        return {LAYER_ATTR: unique, NUMERICS_ATTR: self.numerics, LEFT_SHIFT_ATTR: self.left_shift_overflow}
 
     def check_fn(self, entry: NpuPattern, convention: Convention):
         def check(ctx: PatternCheckContext) -> bool:
             bindings = dict(ctx.matched_bindings)
             root_var = ctx.value_to_bound_var.get(ctx.matched_expr) if ctx.value_to_bound_var else None
-            op, reason = entry.evaluate(ctx.matched_expr, bindings, self.hw, self.numerics)
+            op, reason = entry.evaluate(ctx.matched_expr, bindings, self.hw, self.numerics, self.left_shift_overflow)
             if reason == _NOT_MINE:
                 return False
             reason = reason or _shared_pad_reason(ctx, bindings)
@@ -415,8 +419,9 @@ def partition_for_npu(
 
     info = model_info(mod)
     numerics = lut_ops.numerics_for(info.format if info else None)
+    overflow = left_shift_overflow_for(info.format if info else None)
     mod = canonicalise(mod)  # once: every fallback round partitions the same canonical module
-    return partition_until_lowerable(mod, lambda denied: _partition_once(mod, table, hw, denied, numerics), hw)
+    return partition_until_lowerable(mod, lambda denied: _partition_once(mod, table, hw, denied, numerics, overflow), hw)
 
 
 def canonicalise(mod: tvm.IRModule) -> tvm.IRModule:
@@ -425,10 +430,11 @@ def canonicalise(mod: tvm.IRModule) -> tvm.IRModule:
     return split_shared_dequantize(floor_max_pool_pads(compose_gathers(split_to_slices(mod))))
 
 
-def _partition_once(mod: tvm.IRModule, table: list[NpuPattern], hw: HwConfig, denied: Mapping, numerics: str):
+def _partition_once(mod: tvm.IRModule, table: list[NpuPattern], hw: HwConfig, denied: Mapping, numerics: str,
+                    left_shift_overflow: str = "wrap"):
     """One partitioning of the canonical ``mod`` with the matches in ``denied`` kept on the CPU:
     (module, recorder)."""
-    recorder = _Recorder(hw, denied, numerics)
+    recorder = _Recorder(hw, denied, numerics, left_shift_overflow)
     seq = tvm.transform.Sequential(
         [
             relax.transform.FuseOpsByPattern(
@@ -543,7 +549,8 @@ def extract_composite(composite: relax.Function, hw: HwConfig = DEFAULT_CONFIG) 
     bindings = {b.var: b.value for block in composite.body.blocks for b in block.bindings}
     root = composite.body.body
     numerics = str(composite.attrs[NUMERICS_ATTR]) if NUMERICS_ATTR in composite.attrs else lut_ops.DEFAULT_NUMERICS
-    op, reason = entry.evaluate(root, bindings, hw, numerics)
+    overflow = str(composite.attrs[LEFT_SHIFT_ATTR]) if LEFT_SHIFT_ATTR in composite.attrs else "wrap"
+    op, reason = entry.evaluate(root, bindings, hw, numerics, overflow)
     if op is None or (reason and reason != _NOT_MINE):
         raise Reject(reason or f"{name}: extraction failed")
     return op

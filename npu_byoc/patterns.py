@@ -37,6 +37,7 @@ from .relax_utils import NotConstant, const_eval, dtype_of, int_list, op_name, p
 PARTITION_LOG_ATTR = "npu_byoc.partition_log"
 LAYER_ATTR = "npu_byoc.layer"  # on each composite: the source operator it offloads
 NUMERICS_ATTR = "npu_byoc.numerics"  # on each composite: whose arithmetic it replicates (lut_ops)
+LEFT_SHIFT_ATTR = "npu_byoc.left_shift_overflow"  # on each composite: the model's requant.LEFT_SHIFT_OVERFLOW
 CODEGEN_NAME = "npu"
 
 
@@ -81,21 +82,26 @@ class NpuPattern:
         return self.checks if self.view else (*self.checks, *C.FINAL)
 
     def evaluate(
-        self, root, bindings: Mapping, hw: HwConfig = DEFAULT_CONFIG, numerics: str = lut_ops.DEFAULT_NUMERICS
+        self, root, bindings: Mapping, hw: HwConfig = DEFAULT_CONFIG, numerics: str = lut_ops.DEFAULT_NUMERICS,
+        left_shift_overflow: str = "wrap",
     ) -> tuple[QOp | None, str | None]:
-        """Extract and check a match: (op, None) if the NPU runs it, else (op or None, reason)."""
-        op, reason = self._evaluate(root, bindings, hw, numerics)
+        """Extract and check a match: (op, None) if the NPU runs it, else (op or None, reason).
+        ``left_shift_overflow``: what the model's runtime does when a requantize left shift
+        overflows (requant.left_shift_overflow_for)."""
+        op, reason = self._evaluate(root, bindings, hw, numerics, left_shift_overflow)
         if reason and reason != _NOT_MINE and self.subject is not None:
             reason = f"{self.subject(numerics)}: {reason}"
         return op, reason
 
-    def _evaluate(self, root, bindings, hw, numerics):
+    def _evaluate(self, root, bindings, hw, numerics, left_shift_overflow="wrap"):
         try:
             op = int8_equivalent(self.extract(root, bindings))
         except Reject as err:
             return None, str(err)
         if hasattr(op, "numerics"):  # records whose meaning depends on the source runtime
             op = replace(op, numerics=numerics)
+        if hasattr(op, "left_shift_overflow"):
+            op = replace(op, left_shift_overflow=left_shift_overflow)
         if not self.applies(op):
             return op, _NOT_MINE
         for check in self.all_checks:
@@ -1080,7 +1086,7 @@ def _is_depthwise(op: QConv2D) -> bool:
     return op.groups > 1 and op.groups == op.in_channels
 
 
-_CONV_CHECKS = (*C.COMMON, *C.WEIGHTED, C.conv_groups, C.conv_kernel, C.conv_stride, C.conv_dilation, C.conv_padding, C.conv_channels)
+_CONV_CHECKS = (*C.COMMON, *C.WEIGHTED, C.requant_left_shift_fits, C.conv_groups, C.conv_kernel, C.conv_stride, C.conv_dilation, C.conv_padding, C.conv_channels)
 
 _CONV_CONVENTIONS = tuple(_qdq_weighted("relax.nn.conv2d", padded=True)
                           + _qdq_weighted("relax.nn.conv2d") + _zp_weighted("relax.nn.conv2d")
@@ -1138,7 +1144,7 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
         anchor_ops=("relax.nn.conv2d_transpose",),
         conventions=tuple(_qdq_weighted("relax.nn.conv2d_transpose")),
         extract=_extract_transpose_conv,
-        checks=(*C.COMMON, *C.WEIGHTED, C.transpose_conv_form, C.transpose_conv_stride, C.transpose_conv_kernel,
+        checks=(*C.COMMON, *C.WEIGHTED, C.requant_left_shift_fits, C.transpose_conv_form, C.transpose_conv_stride, C.transpose_conv_kernel,
                 C.transpose_conv_channels),
     ),
     NpuPattern(
@@ -1183,7 +1189,7 @@ PATTERN_TABLE: tuple[NpuPattern, ...] = (
         anchor_ops=("relax.mean",),
         conventions=_mean_conventions(),
         extract=_extract_mean,
-        checks=(*C.COMMON, C.mean_spatial),
+        checks=(*C.COMMON, C.mean_spatial, C.requant_left_shift_fits),
     ),
     NpuPattern(
         name="npu.add",

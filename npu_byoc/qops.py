@@ -61,6 +61,9 @@ class QConvolution:
     weight_per_tensor: bool = False
     # "uint8": the model's weights are uint8 with zero point 128, held here as int8 (zero point 0).
     weight_source_dtype: str | None = None
+    # What the model's own runtime does when the requantize left shift overflows int32
+    # (requant.LEFT_SHIFT_OVERFLOW): "wrap" (TFLite, as the NPU) or "saturate" (onnxruntime, TVM).
+    left_shift_overflow: str = "wrap"
 
     @property
     def in_channels(self) -> int:
@@ -172,6 +175,7 @@ class QMean:
     act_min: int
     act_max: int
     convention: str = ""
+    left_shift_overflow: str = "wrap"  # as QConvolution's
     # The Relax expressions of the quantized inputs, in the order of the record's inputs
     # (lowering maps them to the composite's arguments). Not part of the op's meaning.
     operands: tuple = field(default=(), compare=False, repr=False)

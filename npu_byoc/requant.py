@@ -8,6 +8,18 @@ import numpy as np
 from . import numerics as nx
 from .qops import QConvolution, QFullyConnected, QTensor
 
+# What each source format's reference does when MultiplyByQuantizedMultiplier's x · 2^left
+# overflows int32 (docs/numerics.md §3): TFLite's C++ wraps, as the NPU does; onnxruntime and
+# TVM's CPU build (a Relax module's own meaning) requantize in float and saturate. Ops of a
+# saturating model whose worst case can overflow stay on the CPU (checks.requant_left_shift_fits).
+LEFT_SHIFT_OVERFLOW = {"tflite": "wrap", "onnx": "saturate", "relax": "saturate"}
+
+
+def left_shift_overflow_for(model_format: str | None) -> str:
+    """"wrap" or "saturate" for a model's source format (a module built in Python, no format:
+    a Relax module, whose reference is TVM's CPU build)."""
+    return LEFT_SHIFT_OVERFLOW.get(model_format or "relax", "saturate")
+
 
 def _from_acc_scale(acc_scale: np.ndarray, out: QTensor) -> tuple[np.ndarray, np.ndarray]:
     """Per-channel (multiplier, shift) for effective scale acc_scale[c] / s_out, where

@@ -154,11 +154,13 @@ def test_ceil_mode_pool_feeds_the_next_op(runner):
     assert out.offloaded == [False, True]  # ceil mode stays on the CPU, the conv after it does not
 
 
-def test_mean_left_shift_wrap_is_an_expected_class(runner):
+@pytest.mark.parametrize("origin", ["tflite", "relax"])
+def test_mean_left_shift_wrap_is_an_expected_class(runner, origin):
     """Found by the campaign: s_in / s_out = 1.3e7 over 224 elements gives MEAN a requantize
     left shift of 17; sum << 17 wraps int32 as in TFLite, TVM saturates: 255 LSB apart, counted
-    under its own class (docs/fuzz.md), not as a mismatch."""
-    spec = {'seed': 3831714385,
+    under its own class (docs/fuzz.md), not as a mismatch, in a TFLite-origin case. A Relax
+    module's reference is TVM's saturating build: the MEAN stays on the CPU with the reason."""
+    spec = {'seed': 3831714385, 'origin': origin,
             'layout': 'NHWC',
             'input': {'shape': [1, 14, 16, 14], 'scale': 0.41957929730415344, 'zp': -127},
             'input_mode': 'uniform',
@@ -168,9 +170,60 @@ def test_mean_left_shift_wrap_is_an_expected_class(runner):
                      'out_scale_ratio': 7.843152177053537e-08,
                      'out_zp': 2,
                      'clamp': {'kind': 'none'}}]}  # fmt: skip
+    _assert_wrap_class_or_refusal(runner.run(spec), origin)
+
+
+def _assert_wrap_class_or_refusal(out, origin):
+    assert out.ok, out.mismatches
+    if origin == "tflite":
+        assert out.offloaded == [True]
+        assert out.max_cpu_lsb > 1 and out.expected == ["TFLite requantize left shift wraps on overflow"]
+    else:
+        assert out.offloaded == [False] and not out.expected
+        assert "requantize left shift" in out.reasons[0] and "saturates" in out.reasons[0]
+
+
+@pytest.mark.parametrize("origin", ["tflite", "relax"])
+def test_transpose_conv_left_shift_wrap_is_an_expected_class(runner, origin):
+    """``npu-byoc fuzz --count 1 --seed 11004`` failed: a TRANSPOSE_CONV with output scale 1e-11
+    (requantize shifts up to +22) wraps like a conv, but the wrap class named conv, depthwise
+    and MEAN only. The class now asks the partition check's own worst case
+    (limits.left_shift_wrap, per transposed-conv phase)."""
+    spec = generators.random_spec(campaign.case_seed(11004, 0))
+    assert spec["ops"][0]["kind"] == "transpose_conv"
+    _assert_wrap_class_or_refusal(runner.run({**spec, "origin": origin}), origin)
+
+
+def test_tflite_origin_case_with_a_host_graph_runs(runner):
+    """A TFLite-origin case carries its model's inputs (fuzz --count 20 --seed 11004 crashed:
+    "the model takes 0 input(s)") when an op stays on the CPU and the model runs whole."""
+    spec = {'seed': 19827201, 'layout': 'NHWC', 'origin': 'tflite',
+            'input': {'shape': [1, 1, 1, 1], 'scale': 1.7545253038406372, 'zp': 0}, 'input_mode': 'uniform',
+            'ops': [{'kind': 'avg_pool', 'convention': 'qdq', 'pool': [1, 1], 'strides': [1, 1],
+                     'padding': [0, 0, 0, 1], 'ceil_mode': False, 'count_include_pad': True,
+                     'int_clip': {'kind': 'none'}}]}  # fmt: skip
     out = runner.run(spec)
     assert out.ok, out.mismatches
-    assert out.max_cpu_lsb > 1 and out.expected == ["TFLite requantize left shift wraps on overflow"]
+    assert out.offloaded == [False]
+
+
+def test_nchw_softmaxes_are_placed_alike_alone_and_in_the_model(runner):
+    """``npu-byoc fuzz --count 300 --seed 990011`` failed 1 LSB "fused vs per-op" (case 233):
+    softmax, softmax (beta), max pool, softmax over the last axis of NCHW tensors. Alone each
+    softmax was its own NHWC-held partition and ran on the NPU; in the model it shared the max
+    pool's NCHW partition, where lowering refused a softmax over W and the fallback sent all three
+    to TVM's float softmax. Lowering now runs the NPU's SOFTMAX over a view whose channels are the
+    model's last axis, so the model is one NPU partition equal to the ops one at a time."""
+    from npu_byoc.partition import npu_functions, partition_for_npu, partition_log
+
+    spec = generators.random_spec(campaign.case_seed(990011, 233))
+    assert spec["layout"] == "NCHW"
+    assert [o["kind"] for o in spec["ops"]] == ["softmax", "softmax", "max_pool", "softmax"]
+    part = partition_for_npu(builder.build(spec).mod)
+    assert all(d.accepted for d in partition_log(part)) and len(npu_functions(part)) == 1
+    out = runner.run(spec)
+    assert out.ok, out.mismatches
+    assert out.placement == "npu" and out.offloaded == [True] * 4
 
 
 def _refusals(mod):

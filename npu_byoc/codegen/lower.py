@@ -305,12 +305,14 @@ def _lower_softmax(name: str, op: QSoftmax, ifms: list[TensorRef], ofm: TensorRe
     return Softmax(name=name, ifm=ifms[0], ofm=ofm, table=softmax.exp_table(op.input.scale, op.beta))
 
 
-# Records whose meaning is laid out NHWC, and why they cannot run in a partition that holds its
-# 4-D tensors NCHW (there the NPU's channels are the model's axis 1).
-NHWC_ONLY: dict[type, str] = {
-    QSoftmax: "softmax over the last axis of a 4-D tensor the partition holds {layout}: the NPU computes it over "
-              "channels, axis 1 there",
-}  # fmt: skip
+def last_axis_as_channels(ref: TensorRef) -> TensorRef:
+    """``ref`` (H, W, C) seen as (H, C, W) in place: a strided view whose channels are the W axis.
+    A partition that holds its tensors NCHW maps the model's last axis to W (limits.hwc), and the
+    NPU's SOFTMAX runs over channels: through this view it runs over the model's last axis, so a
+    softmax is placed alike whatever the layout of the ops it shares a partition with."""
+    s_h, s_w, s_c = ref.strides
+    h, w, c = ref.shape
+    return TensorRef(ref.name, ref.region, ref.offset, (h, c, w), ref.layout, ref.pitch, (s_h, s_c, s_w))
 
 
 LOWERINGS: dict[type, Callable[[str, QOp, list[TensorRef], TensorRef], NpuOp]] = {
@@ -593,8 +595,6 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         shape = shape_of(b.var)
         try:
             hwc_shape = hwc(per_image(shape, batch), layout)
-            if type(qop) in NHWC_ONLY and len(shape) == 4 and layout != "NHWC":
-                raise Reject(NHWC_ONLY[type(qop)].format(layout=layout))
             if type(qop) is QGather:  # its index map is laid out as it says, or as the partition
                 if len(shape) == 4 and qop.layout not in (None, model_layout):
                     raise Reject(f"gather laid out {qop.layout} in a partition that holds its tensors {model_layout}")
@@ -631,7 +631,10 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
                     feature_orders.append((len(ops), fc_outputs[b.var]))
             if getattr(qop, "constant", None) is not None:
                 ifms.append(_constant_operand(layer, qop, model_layout, constants))
-            op = LOWERINGS[type(qop)](layer, qop, ifms, ofm)
+            if type(qop) is QSoftmax and layout == "NCHW" and len(shape) >= 3:
+                op = LOWERINGS[QSoftmax](layer, qop, [last_axis_as_channels(ifms[0])], last_axis_as_channels(ofm))
+            else:
+                op = LOWERINGS[type(qop)](layer, qop, ifms, ofm)
         except Reject as err:
             raise LoweringError(f"{name}: layer '{layer}': {err}", layer=layer, reason=str(err)) from None
         except KeyError as err:

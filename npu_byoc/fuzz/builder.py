@@ -15,6 +15,7 @@ import numpy as np
 import tvm
 from tvm import relax
 
+from ..frontend import MODEL_INFO_ATTR, ModelInfo, annotate_provenance, model_info
 from ..relax_utils import shape_of
 from .generators import InvalidSpec, Tensor, infer_shape, weights
 
@@ -288,7 +289,11 @@ def build(spec: dict, *, detached: bool = False) -> Built:
             bb.emit_func_output(gv, params=ctx.params)
     except Exception as err:  # noqa: BLE001 - shapes TVM's ops refuse (a shrink went too far)
         raise InvalidSpec(str(err).splitlines()[0] if str(err) else "TVM refused the op") from None
-    return Built(bb.get(), tensors, ctx.roles, ctx.b_operands)
+    mod = bb.get()
+    if spec.get("origin") == "tflite" and not detached:  # partitioned with TFLite's numerics
+        info = model_info(annotate_provenance(mod, "<fuzz case>"))  # its inputs and outputs
+        mod = mod.with_attr(MODEL_INFO_ATTR, ModelInfo(info.path, "tflite", info.inputs, info.outputs).to_json())
+    return Built(mod, tensors, ctx.roles, ctx.b_operands)
 
 
 def random_inputs(spec: dict, built: Built) -> list[np.ndarray]:

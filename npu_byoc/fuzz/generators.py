@@ -372,7 +372,14 @@ def random_spec(seed: int, kinds: tuple[str, ...] = OP_KINDS) -> dict:
         spec["ops"].append(op)
     if not spec["ops"]:
         return random_spec(seed + 1_000_003, kinds)
+    # The model's source format decides what a requantize left shift does on overflow (TFLite
+    # wraps, a Relax module's TVM saturates: requant.LEFT_SHIFT_OVERFLOW). Its own generator, so
+    # the ops of a seed are the same as before the origin was drawn.
+    spec["origin"] = str(np.random.default_rng([seed, 0x0816]).choice(ORIGINS))
     return spec
+
+
+ORIGINS = ("relax", "tflite")  # builder.build marks a "tflite" case's module with that format
 
 
 def _infer(op: dict, t: Tensor, layout: str, spec: dict, rng) -> Tensor:

@@ -38,9 +38,10 @@ import tvm
 from tvm import relax
 
 from ..codegen.lower import PartitionPlan, lower_module
-from ..codegen.npu_ops import Conv2D, DepthwiseConv2D, Mean, NpuOp
+from ..codegen.npu_ops import NpuOp
 from ..codegen.schedule import schedule_partition
 from ..hwconfig import DEFAULT_CONFIG, HwConfig
+from ..limits import left_shift_wrap
 from ..partition import npu_functions, partition_for_npu, partition_log
 from ..runtime import golden
 from ..tvm_legalize import register as _register_legalizations
@@ -58,23 +59,14 @@ STREAM_BACKENDS = ("functional", "verilator")
 # per op; ``None`` where the usual 1 LSB holds.
 
 
-def _left_shift_wrap(op: NpuOp) -> tuple[str, int] | None:
-    """TFLite's MultiplyByQuantizedMultiplier shifts the int32 accumulator (a conv sum, a MEAN's
-    sum) left *before* the multiply and wraps on overflow (the golden model follows it
-    bit-exactly); TVM computes in float and saturates. When |acc| · 2^shift can reach 2^31 the
-    two differ arbitrarily. Fully connected multiplies by its double scale (no shift, no wrap)."""
-    zp = getattr(op, "ifm_zero_point", 0)
-    max_x = max(127 - zp, zp + 128)
-    if isinstance(op, (Conv2D, DepthwiseConv2D)):
-        w = np.abs(op.weights.astype(np.int64)).reshape(op.weights.shape[0], -1).sum(axis=1)
-        worst = w * max_x + np.abs(op.bias.astype(np.int64))
-    elif isinstance(op, Mean):
-        h, w, _ = op.inputs[0].shape
-        worst = np.asarray([h * w * max_x], np.int64)
-    else:
-        return None
-    shift = np.asarray(op.shift, np.int64)
-    if np.any(worst << np.maximum(shift, 0) >= 2**31):
+def _left_shift_wrap(op: NpuOp, origin: str) -> tuple[str, int] | None:
+    """TFLite's MultiplyByQuantizedMultiplier shifts the int32 accumulator (a conv, depthwise or
+    transposed-conv sum, a MEAN's sum) left *before* the multiply and wraps on overflow (the
+    golden model follows it bit-exactly); TVM computes in float and saturates. When the worst
+    case can wrap (limits.left_shift_wrap, the partition check's own test) the two differ
+    arbitrarily. Only a TFLite-origin case keeps such an op on the NPU: a Relax one refuses it
+    (checks.requant_left_shift_fits), so no class applies there."""
+    if origin == "tflite" and left_shift_wrap(op):
         return "TFLite requantize left shift wraps on overflow", 255
     return None
 
@@ -90,9 +82,10 @@ EXPECTED: dict[tuple[str, str | None], Callable] = {
 }
 
 
-def tolerance(op: dict, npu_op: NpuOp | None, t_in: gen.Tensor, t_out: gen.Tensor) -> tuple[int, str | None]:
+def tolerance(op: dict, npu_op: NpuOp | None, t_in: gen.Tensor, t_out: gen.Tensor,
+              origin: str = "relax") -> tuple[int, str | None]:  # fmt: skip
     """LSB allowed between the golden model and TVM's CPU result of ``op`` (and the class)."""
-    found = _left_shift_wrap(npu_op) if npu_op is not None else None
+    found = _left_shift_wrap(npu_op, origin) if npu_op is not None else None
     rule = EXPECTED.get((op["kind"], op.get("convention")))
     if found is None and rule is not None:
         found = rule(npu_op, t_in, t_out)
@@ -330,15 +323,16 @@ class Runner:
                     value = cpu_value
             if offloaded and cpu_value is not None:
                 npu_op = next(iter(plans.values())).ops[0] if len(plans) == 1 and plans else None
-                self._compare_cpu(k, op, npu_op, built, value, cpu_value, out)
+                self._compare_cpu(k, op, npu_op, built, value, cpu_value, out, spec.get("origin", "relax"))
             elif cpu_value is not None and not np.array_equal(value, cpu_value):  # refused: CPU vs CPU, trivially
                 out.mismatches.append(Mismatch("refused-cpu", f"op {k} ({op_label(op)}) stayed on the CPU, yet the "
                                                               "partitioned model's result differs from TVM's"))  # fmt: skip
             values[k + 1] = value
         return values[len(ops)]
 
-    def _compare_cpu(self, k: int, op: dict, npu_op, built: builder.Built, value, cpu_value, out: Outcome) -> None:
-        tol, cls = tolerance(op, npu_op, built.tensors[k], built.tensors[k + 1])
+    def _compare_cpu(self, k: int, op: dict, npu_op, built: builder.Built, value, cpu_value, out: Outcome,
+                     origin: str = "relax") -> None:  # fmt: skip
+        tol, cls = tolerance(op, npu_op, built.tensors[k], built.tensors[k + 1], origin)
         d = int(np.max(np.abs(value.astype(np.int32) - cpu_value.astype(np.int32)), initial=0))
         out.max_cpu_lsb = max(out.max_cpu_lsb, d)
         if d > 1 and cls:
@@ -381,7 +375,7 @@ def _one_op_case(spec: dict, k: int, built: builder.Built, values, inputs):
         else:
             one_inputs.append(inputs[i])
     one = {"seed": spec["seed"], "layout": spec["layout"], "input": {"shape": list(t.shape), "scale": t.scale, "zp": t.zp},
-           "ops": [op]}  # fmt: skip
+           "ops": [op], "origin": spec.get("origin", "relax")}  # fmt: skip
     return one, one_inputs
 
 
