@@ -366,7 +366,13 @@ def _seed_folder(src: Path, work: Path) -> Path:
     return make_seed(src, work.parent / "seeds")
 
 
-def make_case(i: int, seed: int, files: list[Path], work: Path, families=FAMILIES) -> FileCase:
+def _choose(rng, names, only):
+    names = [n for n in names if only is None or n in only] or list(names)
+    return names[int(rng.integers(0, len(names)))]
+
+
+def make_case(i: int, seed: int, files: list[Path], work: Path, families=FAMILIES, only=None) -> FileCase:
+    """Case ``i``: a family, a fixture and a mutation (``only``: a subset of mutation names)."""
     rng = np.random.default_rng([seed, i])
     family = families[int(rng.integers(0, len(families)))]
     case_dir = work / f"case-{i}"
@@ -376,7 +382,7 @@ def make_case(i: int, seed: int, files: list[Path], work: Path, families=FAMILIE
         pool = [p for p in files if p.suffix == f".{family}"] or files
         src = pool[int(rng.integers(0, len(pool)))]
         mutators = MUTATORS[src.suffix]
-        name = list(mutators)[int(rng.integers(0, len(mutators)))]
+        name = _choose(rng, mutators, only)
         try:
             data, what = mutators[name](src.read_bytes(), rng)
         except Exception as err:  # noqa: BLE001 - the field edit itself did not parse: mutate bytes
@@ -396,8 +402,7 @@ def make_case(i: int, seed: int, files: list[Path], work: Path, families=FAMILIE
             folder = _seed_folder(src, work)
             if (folder / "model.json").exists():
                 break
-        names = [*files_relax.MUTATORS, *BYTE_MUTATORS]
-        name = names[int(rng.integers(0, len(names)))]
+        name = _choose(rng, [*files_relax.MUTATORS, *BYTE_MUTATORS], only)
         seed_json = (folder / "model.json").read_text()
         if name in BYTE_MUTATORS:
             data, what = BYTE_MUTATORS[name](seed_json.encode(), rng)
@@ -417,7 +422,7 @@ def make_case(i: int, seed: int, files: list[Path], work: Path, families=FAMILIE
     pool = [p for p in files if p.suffix == ".onnx"]
     src = pool[int(rng.integers(0, len(pool)))]
     folder = _seed_folder(src, work)
-    name = list(ext.MUTATORS)[int(rng.integers(0, len(ext.MUTATORS)))]
+    name = _choose(rng, ext.MUTATORS, only)
     built = ext.build(src, case_dir, name, rng)
     run = _run_command(case_dir, seed_inputs(folder))
     first = run if built.always_run else [["coverage", "--format", "json"], ["partition"], run][int(rng.integers(0, 3))]
@@ -447,7 +452,7 @@ def check_case(case: FileCase, timeout: float) -> tuple[str, str, list[str]]:
 
 
 def run_files(count: int, seed: int, out_dir: Path, fixtures: Path | None = None, timeout: float = 120.0,
-              progress=sys.stderr, families=FAMILIES) -> FileTally:  # fmt: skip
+              progress=sys.stderr, families=FAMILIES, only=None) -> FileTally:  # fmt: skip
     """``count`` mutated model files, each checked in subprocesses; failures kept under
     ``out_dir/files``, seeds cached under ``out_dir/seeds``."""
     files = fixture_files(fixtures or default_fixtures())
@@ -456,7 +461,7 @@ def run_files(count: int, seed: int, out_dir: Path, fixtures: Path | None = None
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     for i in range(count):
-        case = make_case(i, seed, files, work, families)
+        case = make_case(i, seed, files, work, families, only)
         verdict, stderr, argv = check_case(case, timeout)
         tally.cases += 1
         tally.per_family[case.family] += 1

@@ -149,7 +149,8 @@ def _special(model, t, folder, outside, cwd, size, rng) -> Built:
         (folder / "empty.bin").write_bytes(b"")
         loc = "empty.bin"
     _set(t, "location", loc)
-    return Built(folder / "model.onnx", cwd, f"tensor {t.name!r} location = a {how}", f"a {how} as data")
+    what = {"fifo": "a FIFO", "folder": "a folder", "missing": "a missing file", "empty": "an empty file"}[how]
+    return Built(folder / "model.onnx", cwd, f"tensor {t.name!r} location = {what}", f"{what} as data")
 
 
 def _offset_length(model, t, folder, outside, cwd, size, rng) -> Built:

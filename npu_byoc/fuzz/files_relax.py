@@ -410,7 +410,7 @@ def planted_code(doc, rng, ctx):
         pwn = relax.Var("pwn", relax.ObjectType())
         body = relax.SeqExpr([relax.BindingBlock([relax.VarBinding(pwn, call)]), *main.body.blocks], main.body.body)
         new = relax.Function(main.params, body, main.ret_ty, is_pure=False, attrs=main.attrs)
-        out = tvm.IRModule({"main": new}, attrs=mod.attrs)
+        out = relax.transform.Normalize()(tvm.IRModule({"main": new}, attrs=mod.attrs))  # typed, as TVM would save it
         what, why = "main calls rpc.CreatePipeClient (touch a marker)", "an ExternFunc call"
     else:
         x = main.params[0]
