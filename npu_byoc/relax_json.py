@@ -283,7 +283,8 @@ def _rebuild_main(path: Path, main):
         bb.emit_func_output(_arg(path, body.body, env))
     func = bb.get()["main"]
     if not tvm_ffi_equal(func.ret_ty, main.ret_ty):
-        raise _refuse(path, f"'main' declares return type {_type_text(main.ret_ty)}, but returns {_type_text(func.ret_ty)}")
+        declared, inferred = _two_types(main.ret_ty, func.ret_ty)
+        raise _refuse(path, f"'main' declares return type {declared}, but returns {inferred}")
     return func
 
 
@@ -299,7 +300,8 @@ def _emit(path: Path, bb, binding, env: dict, dataflow: bool):
     else:
         new = bb.emit(value, name_hint=var.name)
     if not tvm_ffi_equal(var.ty, new.ty):
-        raise _refuse(path, f"binding {var.name!r} declares type {_type_text(var.ty)}, but its value has {_type_text(new.ty)}")
+        declared, inferred = _two_types(var.ty, new.ty)
+        raise _refuse(path, f"binding {var.name!r} declares type {declared}, but its value has {inferred}")
     return new
 
 
@@ -360,6 +362,28 @@ def tvm_ffi_equal(a, b) -> bool:
     import tvm_ffi
 
     return bool(tvm_ffi.structural_equal(a, b, map_free_vars=True))
+
+
+def _two_types(declared, inferred) -> tuple[str, str]:
+    """Two types that differ, as texts that differ: the rank fields too when the dtype and
+    dimensions print the same (a file can make them disagree with the dimensions)."""
+    a, b = _type_text(declared), _type_text(inferred)
+    if a == b:
+        a, b = _type_ranks(declared), _type_ranks(inferred)
+    if a == b:
+        a, b = a + " (differing in a field not shown)", b
+    return a, b
+
+
+def _type_ranks(t) -> str:
+    from tvm import relax
+
+    if isinstance(t, relax.TupleType):
+        return "(" + ", ".join(_type_ranks(f) for f in t.fields) + ")"
+    if not isinstance(t, relax.TensorType):
+        return _type_text(t)
+    shape_ndim = getattr(getattr(t.shape, "ty", None), "ndim", None)
+    return f"{_type_text(t)} (ndim {int(t.ndim)}, its shape's ndim {shape_ndim})"
 
 
 def _type_text(t) -> str:

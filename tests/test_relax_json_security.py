@@ -308,3 +308,19 @@ def test_frontend_output_is_accepted(tmp_path, name):
     loaded = npu_byoc.load_model(_save(tmp_path, mod))
     assert tvm_ffi.structural_equal(loaded["main"].ret_ty, mod["main"].ret_ty)
     assert len(loaded["main"].body.blocks[0].bindings) == len(mod["main"].body.blocks[0].bindings)
+
+
+def test_rank_field_lie_is_named(tmp_path):
+    """A shape type whose ndim disagrees with its dimensions (found by `npu-byoc fuzz --mode
+    files`): the refusal shows the rank fields, not two identical-looking types."""
+    path = _save(tmp_path, _small_module())
+
+    def edit(nodes):  # the reshape's result type (the parameter's types are taken as declared)
+        shape_type = [n for n in nodes if n["type"] == "relax.ShapeType" and n["data"]["ndim"] == 2][-1]
+        shape_type["data"]["ndim"] = -7
+
+    _nodes_edit(path, edit)
+    with pytest.raises(ModelLoadError) as err:
+        npu_byoc.load_model(path)
+    message = str(err.value)
+    assert "its shape's ndim -7" in message and "its shape's ndim 2" in message, message
