@@ -119,6 +119,11 @@ def test_type_lie_is_a_private_copy(tmp_path, seed_json):
         (ChildResult(-11), "x", False, "signal 11"),
         (ChildResult(None), None, False, "hang"),
         (ChildResult(1, "terminate called after throwing an instance of 'std::bad_alloc'\n"), None, False, "out of memory"),
+        (ChildResult(-6, "terminate called after throwing an instance of 'std::bad_alloc'\n"), None, False,
+         "out of memory (signal 6)"),
+        (ChildResult(1, "Traceback (most recent call last):\n  File ...\nMemoryError\n"), None, False,
+         "out of memory (traceback)"),
+        (ChildResult(2, "npu-byoc: error: m.onnx: out of memory (MemoryError)\n"), None, False, "clean error"),
     ],
 )  # fmt: skip
 def test_classify(result, must_refuse, must_load, verdict):

@@ -266,17 +266,18 @@ def judge(returncode: int | None, stderr: str) -> str:
     """'ok', 'clean error', or what broke the one-clean-line rule."""
     if returncode is None:
         return "hang"
+    # An allocation refused under the child's RLIMIT_AS: named as such (a clean line that says
+    # "out of memory" is a clean error, not this).
+    oom = "std::bad_alloc" in stderr
     if returncode < 0:
-        return f"signal {-returncode}"
+        return f"out of memory (signal {-returncode})" if oom else f"signal {-returncode}"
     lines = [line for line in stderr.splitlines() if line.strip()]
     if "Traceback (most recent call last)" in stderr:
-        return "traceback"
-    if "MemoryError" in stderr or "std::bad_alloc" in stderr:
-        return "out of memory"
+        return "out of memory (traceback)" if lines and lines[-1].startswith("MemoryError") else "traceback"
     if returncode == 0:
         return "ok"
     if returncode != 2:
-        return f"exit status {returncode}"
+        return "out of memory" if oom else f"exit status {returncode}"
     if lines and lines[0].startswith("npu-byoc: error: ") and len(lines) > 1 and all(map(_TVM_WARNING.match, lines[1:])):
         return "tvm warning after the error"  # issue 10: e.g. "BlockBuilder destroyed with remaining blocks!"
     if len(lines) != 1 or not lines[0].startswith("npu-byoc: error: "):
