@@ -187,3 +187,12 @@ def test_onnx_external_data_cases(tmp_path, mutation, outcome):
         assert tally.refused_as_required == 1
     else:
         assert tally.outcomes == {"ok": 1}
+
+
+def test_relax_small_campaign(tmp_path):
+    """Two random Relax cases (any mutation, any command) keep every rule; the seed is cached
+    once in the output directory."""
+    tally = run_files(2, 22, tmp_path, progress=None, families=("relax",))
+    assert tally.cases == 2 and tally.per_family == {"relax": 2}
+    assert not tally.failures, tally.to_text(22)
+    assert list((tmp_path / "seeds").glob("*/model.json"))
