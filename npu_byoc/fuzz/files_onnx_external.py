@@ -46,9 +46,10 @@ def _pick(rng, items):
     return items[int(rng.integers(0, len(items)))] if items else None
 
 
-def save_external(src: Path, case: Path) -> tuple:
-    """``src`` saved under ``case/model`` with every tensor in ``weights.bin``; returns the model
-    proto as saved (external references, no bytes)."""
+def save_external(src: Path, case: Path, attributes: bool = False):
+    """``src`` saved under ``case/model`` with every initializer (and with ``attributes``, every
+    Constant's tensor) in ``weights.bin``; returns the model proto as saved (external
+    references, no bytes)."""
     import onnx
 
     folder = case / "model"
@@ -57,11 +58,12 @@ def save_external(src: Path, case: Path) -> tuple:
     from onnx import numpy_helper
 
     model = onnx.load_from_string(src.read_bytes())
-    for t in model.graph.initializer:  # typed fields (int32_data, ...) to raw bytes: only those go external
+    tensors = [*model.graph.initializer, *(a.t for n in model.graph.node for a in n.attribute if a.HasField("t"))]
+    for t in tensors:  # typed fields (int32_data, ...) to raw bytes: only those go external
         if not t.HasField("raw_data") and t.data_type != onnx.TensorProto.STRING:
             t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t), t.name))
     onnx.save_model(model, str(folder / "model.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
-                    location=DATA, size_threshold=0)  # fmt: skip
+                    location=DATA, size_threshold=0, convert_attribute=attributes)  # fmt: skip
     return onnx.load(str(folder / "model.onnx"), load_external_data=False)
 
 
@@ -86,7 +88,7 @@ def _get(tensor, key: str, default: str = "") -> str:
 
 
 def build(src: Path, case: Path, name: str, rng) -> Built:
-    model = save_external(src, case)
+    model = save_external(src, case, attributes=bool(rng.random() < 0.5))
     folder, outside, cwd = case / "model", case / "outside", case / "cwd"
     data = folder / DATA
     if not data.exists():
