@@ -1,14 +1,19 @@
-"""Files mode: mutated model files must give success or one clean line, never a crash.
+"""Files mode: mutated model files must give success or one clean line, never a crash, never
+run code or read a file the model does not own.
 
-Each case takes a committed fixture model (``.tflite`` / ``.onnx``), mutates it and runs
-``npu-byoc coverage`` (import, validation, partition) or ``npu-byoc partition`` on it in a
-subprocess with a timeout. The one-clean-line rule: exit status 0, or exit status 2 with
-exactly one line on stderr, ``npu-byoc: error: ...``. A traceback, another exit status, a
-signal (negative status) or the timeout is a failure; the mutated file is kept under
-``--out`` with the command that reproduces it.
+Each case takes one family (:data:`FAMILIES`): a committed fixture model (``.tflite`` /
+``.onnx``) mutated here; a fixture saved as a Relax ``.json`` and mutated through its object
+graph (:mod:`.files_relax`); or an ONNX fixture saved with external data and its references or
+data file mutated (:mod:`.files_onnx_external`). It runs ``npu-byoc coverage`` / ``partition``
+/ ``run --backend cpu`` on the result in a subprocess with a timeout and a memory limit. The
+one-clean-line rule: exit status 0, or exit status 2 with exactly one line on stderr,
+``npu-byoc: error: ...``. A traceback, another exit status, a signal (negative status) or the
+timeout is a failure; so is a planted command's marker file, a secret's bytes in the output, a
+hostile file that was accepted (:func:`classify`). The mutated files are kept under ``--out``
+with the command that reproduces them.
 
-Mutations (``MUTATORS``): byte flips, truncation, a zeroed or duplicated chunk, and
-field-level edits through the file's own structure — a tensor's dimension, a quantization
+Mutations of TFLite / ONNX (``MUTATORS``): byte flips, truncation, a zeroed or duplicated chunk,
+and field-level edits through the file's own structure — a tensor's dimension, a quantization
 scale or zero point, a name (newline, quotes, ``*/``, invalid UTF-8) — in place in the
 FlatBuffer (TFLite) or through the ``onnx`` protobuf API (ONNX; invalid UTF-8 in the bytes).
 """
