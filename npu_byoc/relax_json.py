@@ -139,9 +139,30 @@ def check_text(path: Path, data: bytes) -> None:
         if kind == "ffi.Tensor":
             _check_tensor(path, i, body)
         refs = _references(path, i, kind, body)
+        if kind in _RANKED:
+            _check_rank(path, i, kind, body, nodes)
         depth[i] = 1 + max((depth[r] for r in refs), default=0)
         if depth[i] > MAX_DEPTH:
             raise _refuse(path, f"the module nests objects more than {MAX_DEPTH} deep: {_ALLOWED_SENTENCE}")
+
+
+# Types that carry their rank twice: as ``ndim`` and as the length of their dimensions. TVM
+# trusts ``ndim`` (a constant typed rank 2^31 - 1 over a scalar reached the CPU build, which
+# failed with a traceback), and its own constructors keep the two equal: a file must too.
+_RANKED = {"relax.TensorType": "shape", "relax.ShapeType": "values"}
+
+
+def _check_rank(path: Path, i: int, kind: str, body, nodes: list) -> None:
+    ndim = body.get("ndim") if isinstance(body, dict) else None
+    if not isinstance(ndim, int) or isinstance(ndim, bool) or ndim < -1:
+        raise _refuse(path, f"object {i} ({kind}) has rank {ndim!r}: {_ALLOWED_SENTENCE}")
+    dims = body.get(_RANKED[kind])
+    if kind == "relax.TensorType" and isinstance(dims, int) and nodes[dims]["type"] == "relax.expr.ShapeExpr":
+        dims = nodes[dims]["data"].get("values") if isinstance(nodes[dims].get("data"), dict) else None
+    if isinstance(dims, int) and not isinstance(dims, bool) and nodes[dims]["type"] == "ffi.Array":
+        n = len(nodes[dims]["data"])
+        if ndim != n:
+            raise _refuse(path, f"object {i} ({kind}) declares rank {ndim} over {n} dimension(s): {_ALLOWED_SENTENCE}")
 
 
 _SEQUENCES = frozenset({"ffi.Array", "ffi.Map"})
@@ -329,7 +350,7 @@ def _arg(path: Path, expr, env: dict, top: bool = False):
             return expr
         value = constant_value(expr)
         if not isinstance(declared, relax.TensorType) or tuple(int(d) for d in declared.shape.values) != value.shape \
-                or str(declared.dtype) != str(value.dtype):  # fmt: skip
+                or int(declared.ndim) != value.ndim or str(declared.dtype) != str(value.dtype):  # fmt: skip
             raise _refuse(path, f"a constant declares type {_type_text(declared)} but holds {value.dtype}{list(value.shape)}")
         return expr
     if isinstance(expr, relax.Tuple):
