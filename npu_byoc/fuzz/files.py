@@ -426,8 +426,12 @@ def make_case(i: int, seed: int, files: list[Path], work: Path, families=FAMILIE
     from .files_relax import seed_inputs
 
     pool = [p for p in files if p.suffix == ".onnx"]
-    src = pool[int(rng.integers(0, len(pool)))]
-    folder = _seed_folder(src, work)
+    start = int(rng.integers(0, len(pool)))
+    for k in range(len(pool)):  # the first fixture from a random start that loads (inputs for run)
+        src = pool[(start + k) % len(pool)]
+        folder = _seed_folder(src, work)
+        if seed_inputs(folder):
+            break
     name = _choose(rng, ext.MUTATORS, only)
     built = ext.build(src, case_dir, name, rng)
     run = _run_command(case_dir, seed_inputs(folder))
