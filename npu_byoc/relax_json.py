@@ -141,6 +141,8 @@ def check_text(path: Path, data: bytes) -> None:
         refs = _references(path, i, kind, body)
         if kind in _RANKED:
             _check_rank(path, i, kind, body, nodes)
+        if kind == "ir.Call":
+            _check_call_attrs(path, i, body, nodes)
         depth[i] = 1 + max((depth[r] for r in refs), default=0)
         if depth[i] > MAX_DEPTH:
             raise _refuse(path, f"the module nests objects more than {MAX_DEPTH} deep: {_ALLOWED_SENTENCE}")
@@ -163,6 +165,38 @@ def _check_rank(path: Path, i: int, kind: str, body, nodes: list) -> None:
         n = len(nodes[dims]["data"])
         if ndim != n:
             raise _refuse(path, f"object {i} ({kind}) declares rank {ndim} over {n} dimension(s): {_ALLOWED_SENTENCE}")
+
+
+# The attributes an operator reads whose registration does not name them (TVM casts a call's
+# attributes to the registered type without checking: a group_norm call carrying a quantize's
+# attributes crashed the process with SIGSEGV in type inference).
+_UNREGISTERED_ATTRS = {
+    "relax.matmul": "relax.attrs.MatmulAttrs",
+    "relax.argmax": "relax.attrs.ArgmaxArgminAttrs", "relax.argmin": "relax.attrs.ArgmaxArgminAttrs",
+    **{f"relax.{op}": "relax.attrs.StatisticalAttrs" for op in ("max", "mean", "min", "prod", "std", "sum", "variance")},
+}  # fmt: skip
+
+
+@functools.cache
+def _attrs_type(op: str) -> str:
+    """The attribute type ``op``'s calls must carry ("None": none)."""
+    import tvm
+
+    return str(tvm.ir.Op.get(op).attrs_type_key) or _UNREGISTERED_ATTRS.get(op, "None")
+
+
+def _check_call_attrs(path: Path, i: int, body, nodes: list) -> None:
+    if not isinstance(body, dict) or not isinstance(body.get("op"), int):
+        return
+    op = nodes[body["op"]]
+    if op["type"] != "ir.Op":
+        return
+    attrs = body.get("attrs", 0)
+    have = nodes[attrs]["type"] if isinstance(attrs, int) and not isinstance(attrs, bool) else "None"
+    want = _attrs_type(op["data"])
+    if have != want:
+        what = "no attributes" if have == "None" else f"attributes {have}"
+        raise _refuse(path, f"call {i} to {op['data']} carries {what} (it takes {'none' if want == 'None' else want})")
 
 
 _SEQUENCES = frozenset({"ffi.Array", "ffi.Map"})

@@ -343,3 +343,29 @@ def test_rank_fields_checked_on_every_type(tmp_path, kind, ndim):
     _nodes_edit(path, lambda nodes: next(n for n in nodes if n["type"] == kind)["data"].update(ndim=ndim))
     with pytest.raises(ModelLoadError, match=rf"\({kind}\) (declares rank {ndim} over|has rank)"):
         npu_byoc.load_model(path)
+
+
+@pytest.mark.parametrize("op, match", [
+    ("relax.nn.group_norm", r"call \d+ to relax\.nn\.group_norm carries no attributes \(it takes relax\.attrs\.GroupNormAttrs\)"),
+    ("relax.mean", r"carries no attributes \(it takes relax\.attrs\.StatisticalAttrs\)"),
+])  # fmt: skip
+def test_call_with_attributes_of_another_operator_refused(tmp_path, op, match):
+    """An operator renamed to another allowed one keeps the old call's attributes (found by
+    `npu-byoc fuzz --mode files`: dequantize -> group_norm killed the process with SIGSEGV in
+    TVM's type inference, which casts the attributes without checking)."""
+    path = _save(tmp_path, _small_module())
+    _nodes_edit(path, lambda nodes: [n.update(data=op) for n in nodes if n["type"] == "ir.Op" and n["data"] == "relax.negative"])
+    with pytest.raises(ModelLoadError, match=match):
+        npu_byoc.load_model(path)
+
+
+def test_quantize_attributes_on_group_norm_refused(tmp_path):
+    x = relax.Var("x", relax.TensorType([1, 8], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        y = bb.emit(relax.op.quantize(x, relax.const(0.5, "float32"), relax.const(0, "int8"), axis=-1, out_dtype="int8"))
+        bb.emit_func_output(y)
+    path = _save(tmp_path, bb.get())
+    _nodes_edit(path, lambda nodes: [n.update(data="relax.nn.group_norm") for n in nodes if n["type"] == "ir.Op"])
+    with pytest.raises(ModelLoadError, match=r"carries attributes relax\.attrs\.QuantizeAttrs \(it takes relax\.attrs\.GroupNormAttrs\)"):
+        npu_byoc.load_model(path)
