@@ -369,3 +369,21 @@ def test_quantize_attributes_on_group_norm_refused(tmp_path):
     _nodes_edit(path, lambda nodes: [n.update(data="relax.nn.group_norm") for n in nodes if n["type"] == "ir.Op"])
     with pytest.raises(ModelLoadError, match=r"carries attributes relax\.attrs\.QuantizeAttrs \(it takes relax\.attrs\.GroupNormAttrs\)"):
         npu_byoc.load_model(path)
+
+
+@pytest.mark.parametrize("op", ["relax.bitwise_xor", "relax.left_shift"])
+def test_bitwise_op_on_float_tensors_refused(tmp_path, op):
+    """subtract -> bitwise_xor on float32 tensors (found by `npu-byoc fuzz --mode files`): TVM's
+    type inference accepts it, its lowering then stopped `run` with an InternalError traceback."""
+    x = relax.Var("x", relax.TensorType([1, 8], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        y = bb.emit(relax.op.subtract(x, x))
+        bb.emit_func_output(y)
+    path = _save(tmp_path, bb.get())
+    _nodes_edit(path, lambda nodes: [n.update(data=op) for n in nodes if n["type"] == "ir.Op"])
+    with pytest.raises(ModelLoadError, match=rf"{op.removeprefix('relax.')}: an operand of dtype float32: this operator takes integer tensors"):
+        npu_byoc.load_model(path)
+    argv = ["run", str(path), "--backend", "cpu", "--input", str(tmp_path / "x.npy")]
+    np.save(tmp_path / "x.npy", np.zeros((1, 8), np.float32))
+    assert cli.main(argv) == 2
