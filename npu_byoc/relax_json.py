@@ -519,22 +519,31 @@ def _strided_slice(call, _args) -> str | None:
     return None
 
 
-def _integer_operands(call, args) -> str | None:
-    """TVM infers a bitwise or shift op's type for any dtype; its lowering then fails on
-    floats (an InternalError traceback under run; found by the files fuzzer)."""
-    from tvm import relax
+def _operands_of(kinds: tuple[str, ...], what: str) -> Callable:
+    """TVM infers a bitwise, shift or logical op's type for any dtype; its lowering then fails
+    on floats (an InternalError traceback under run; found by the files fuzzer)."""
 
-    for a in args:
-        t = getattr(a, "ty", None)
-        if isinstance(t, relax.TensorType) and not str(t.dtype).startswith(("int", "uint", "bool")):
-            return f"an operand of dtype {t.dtype}: this operator takes integer tensors"
-    return None
+    def check(call, args) -> str | None:
+        from tvm import relax
+
+        for a in args:
+            t = getattr(a, "ty", None)
+            if isinstance(t, relax.TensorType) and not str(t.dtype).startswith(kinds):
+                return f"an operand of dtype {t.dtype}: this operator takes {what} tensors"
+        return None
+
+    return check
+
+
+_integer_operands = _operands_of(("int", "uint", "bool"), "integer")
+_bool_operands = _operands_of(("bool",), "bool")
 
 
 ATTR_CHECKS: dict[str, Callable] = {
     **{f"relax.{op}": _integer_operands for op in (
         "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "left_shift", "right_shift",
     )},  # fmt: skip
+    **{f"relax.{op}": _bool_operands for op in ("logical_and", "logical_or", "logical_xor", "logical_not")},
     **{f"relax.nn.{op}": _window for op in (
         "conv1d", "conv2d", "conv1d_transpose", "conv2d_transpose", "avg_pool1d", "avg_pool2d",
         "max_pool1d", "max_pool2d",

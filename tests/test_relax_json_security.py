@@ -371,10 +371,12 @@ def test_quantize_attributes_on_group_norm_refused(tmp_path):
         npu_byoc.load_model(path)
 
 
-@pytest.mark.parametrize("op", ["relax.bitwise_xor", "relax.left_shift"])
-def test_bitwise_op_on_float_tensors_refused(tmp_path, op):
-    """subtract -> bitwise_xor on float32 tensors (found by `npu-byoc fuzz --mode files`): TVM's
-    type inference accepts it, its lowering then stopped `run` with an InternalError traceback."""
+@pytest.mark.parametrize("op, kind", [("relax.bitwise_xor", "integer"), ("relax.left_shift", "integer"),
+                                      ("relax.logical_or", "bool")])  # fmt: skip
+def test_bitwise_op_on_float_tensors_refused(tmp_path, op, kind):
+    """subtract -> bitwise_xor / logical_or on float32 tensors (found by `npu-byoc fuzz --mode
+    files`): TVM's type inference accepts it, its lowering then stopped `run` with an
+    InternalError traceback."""
     x = relax.Var("x", relax.TensorType([1, 8], "float32"))
     bb = relax.BlockBuilder()
     with bb.function("main", [x]):
@@ -382,7 +384,7 @@ def test_bitwise_op_on_float_tensors_refused(tmp_path, op):
         bb.emit_func_output(y)
     path = _save(tmp_path, bb.get())
     _nodes_edit(path, lambda nodes: [n.update(data=op) for n in nodes if n["type"] == "ir.Op"])
-    with pytest.raises(ModelLoadError, match=rf"{op.removeprefix('relax.')}: an operand of dtype float32: this operator takes integer tensors"):
+    with pytest.raises(ModelLoadError, match=rf"{op.removeprefix('relax.')}: an operand of dtype float32: this operator takes {kind} tensors"):
         npu_byoc.load_model(path)
     argv = ["run", str(path), "--backend", "cpu", "--input", str(tmp_path / "x.npy")]
     np.save(tmp_path / "x.npy", np.zeros((1, 8), np.float32))
