@@ -539,7 +539,30 @@ _integer_operands = _operands_of(("int", "uint", "bool"), "integer")
 _bool_operands = _operands_of(("bool",), "bool")
 
 
+def _clip(call, args) -> str | None:
+    """TVM lowers an integer clip's bounds to constants of the tensor's dtype and fails (a
+    traceback under run) on one outside its range: a clip of int8 to 2^63 - 1 (found by the
+    files fuzzer)."""
+    import numpy as np
+    from tvm import relax
+
+    t = getattr(args[0], "ty", None) if args else None
+    if not isinstance(t, relax.TensorType) or not str(t.dtype).startswith(("int", "uint")):
+        return None
+    try:
+        info = np.iinfo(str(t.dtype))
+    except TypeError:  # int4 and other widths numpy has no type for
+        return None
+    for a in args[1:]:
+        v = getattr(a, "value", None)
+        v = getattr(v, "value", v)  # a PrimValue holds an IntImm / FloatImm
+        if isinstance(v, int | float) and not (math.isfinite(v) and info.min <= v <= info.max):
+            return f"bound {v} is outside the range of {t.dtype} ({info.min}..{info.max})"
+    return None
+
+
 ATTR_CHECKS: dict[str, Callable] = {
+    "relax.clip": _clip,
     **{f"relax.{op}": _integer_operands for op in (
         "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "left_shift", "right_shift",
     )},  # fmt: skip

@@ -389,3 +389,19 @@ def test_bitwise_op_on_float_tensors_refused(tmp_path, op, kind):
     argv = ["run", str(path), "--backend", "cpu", "--input", str(tmp_path / "x.npy")]
     np.save(tmp_path / "x.npy", np.zeros((1, 8), np.float32))
     assert cli.main(argv) == 2
+
+
+@pytest.mark.parametrize("bound", [2**63 - 1, 128, -129])
+def test_clip_bound_outside_the_dtype_refused(tmp_path, bound):
+    """A clip of an int8 tensor whose bound int8 cannot hold (found by `npu-byoc fuzz --mode
+    files`: a bound of 2^63 - 1 stopped `run` with a traceback in TVM's lowering)."""
+    x = relax.Var("x", relax.TensorType([1, 8], "int8"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        y = bb.emit(relax.op.clip(x, -128, 127))
+        bb.emit_func_output(y)
+    path = _save(tmp_path, bb.get())
+    old = 127 if bound > 0 else -128
+    _nodes_edit(path, lambda nodes: next(n for n in nodes if n["type"] == "int" and n["data"] == old).update(data=bound))
+    with pytest.raises(ModelLoadError, match=rf"clip: bound {bound} is outside the range of int8 \(-128\.\.127\)"):
+        npu_byoc.load_model(path)
