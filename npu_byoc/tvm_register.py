@@ -36,7 +36,7 @@ def _check_and_attrs(entry, hw):
     composite named after the source operator it offloads, as partition_for_npu names it (the
     generated C++ and lowering errors then say which layer). TVM asks for the attributes right
     after the check accepts."""
-    from .partition import dryrun
+    from .codegen import dryrun
     from .partition.pipeline import _shared_pad_reason
     from .ops.table import LAYER_ATTR
 

@@ -4,7 +4,7 @@ op, that op goes back to the CPU with the compiler's reason, never failing the c
 
 from __future__ import annotations
 
-from npu_byoc.partition import dryrun
+from npu_byoc.codegen import dryrun
 import numpy as np
 import pytest
 from tvm import relax

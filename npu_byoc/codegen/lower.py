@@ -24,7 +24,9 @@ from ..errors import LoweringError
 from ..arch.config import DEFAULT_CONFIG, HwConfig
 from ..arch.isa import MAX_REGIONS, Region
 from ..ops.composites import extract_composite
-from ..ops.table import LAYER_ATTR, Reject
+from ..ops.lut import DEFAULT_NUMERICS
+from ..ops.table import LAYER_ATTR, PATTERNS_BY_NAME, Reject
+from . import dryrun
 from ..ops.records import (
     QAdd, QConcat, QConv2D, QFullyConnected, QGather, QLut, QMean, QMul, QOp, QPool2D, QReshape,
     QResizeBilinear, QSoftmax, QTransposeConv2D,
@@ -284,6 +286,10 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         layer = str(composite.attrs[LAYER_ATTR]) if LAYER_ATTR in composite.attrs else str(b.var.name)
         try:
             qop = extract_composite(composite, hw)
+            reason = dryrun.final_reason(PATTERNS_BY_NAME[str(composite.attrs["Composite"])], qop, hw,
+                                         getattr(qop, "numerics", DEFAULT_NUMERICS))
+            if reason:
+                raise Reject(reason)
         except Reject as err:
             raise LoweringError(f"{name}: layer '{layer}' ({composite.attrs['Composite']}): {err}", layer=layer,
                                 reason=str(err)) from None  # fmt: skip

@@ -3,7 +3,7 @@ so that it cannot drift from the code (docs/patterns.md; a test keeps it current
 
 from __future__ import annotations
 
-from . import dryrun
+from ..codegen import dryrun
 
 import inspect
 

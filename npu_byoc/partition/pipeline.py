@@ -28,7 +28,7 @@ from ..ops.table import (
     _DTYPE_RANGE, _NOT_MINE, CODEGEN_NAME, LAYER_ATTR, LEFT_SHIFT_ATTR, NUMERICS_ATTR, PARTITION_LOG_ATTR,
     PATTERN_TABLE, PATTERNS_BY_NAME, Convention, NpuPattern, Reject,
 )  # fmt: skip
-from . import dryrun
+from ..codegen import dryrun
 from ..ops.composites import composite_functions, extract_composite, npu_functions
 from ..ops.records import QOp
 from ..ops.requant import left_shift_overflow_for

@@ -1,13 +1,14 @@
-"""The compiler's dry run as the last check of every match: the op lowered alone by the
-compiler's own registry, its kicks within the configuration's unit limits, its shifts in
-range, one tile of it in the SRAM. It sits above the codegen whose scheduler it asks (an
-op's own checks, npu_byoc.ops.checks, do not reach up to it)."""
+"""The compiler's dry run of one op, the last check of every match: the op lowered alone by
+the compiler's own registry, its kicks within the configuration's unit limits, its shifts in
+range, one tile of it in the SRAM. The partitioner applies it to each match, and lowering to
+each composite it reads back; an op's own checks (npu_byoc.ops.checks) do not reach up to the
+scheduler it asks."""
 
 from __future__ import annotations
 
 from ..arch.config import HwConfig
 from ..arch.limits import ShapeError, shift_reason
-from ..codegen.tiling import check_geometry, untileable_reason
+from .tiling import check_geometry, untileable_reason
 from ..errors import LoweringError
 from ..ops.kick_limits import lower_alone, unit_reason
 from ..ops.lut import DEFAULT_NUMERICS
@@ -44,17 +45,25 @@ def checks_of(entry: NpuPattern) -> tuple:
     return entry.checks if entry.view else (*entry.checks, *FINAL)
 
 
+def final_reason(entry: NpuPattern, op: QOp, hw: HwConfig, numerics: str = DEFAULT_NUMERICS) -> str | None:
+    """Why the dry run refuses ``op``, a match of ``entry`` its own checks accepted (a view has
+    no NPU op to lower), prefixed as the entry prefixes its reasons."""
+    if entry.view:
+        return None
+    for check in FINAL:
+        reason = check(op, hw)
+        if reason:
+            return f"{entry.subject(numerics)}: {reason}" if entry.subject else reason
+    return None
+
+
 def evaluate(entry: NpuPattern, root, bindings, hw: HwConfig, numerics: str = DEFAULT_NUMERICS,
              *args) -> tuple[QOp | None, str | None]:
     """:meth:`NpuPattern.evaluate` (same arguments), then the dry run on what it accepts."""
     op, reason = entry.evaluate(root, bindings, hw, numerics, *args)
-    if op is None or reason or entry.view:
+    if op is None or reason:
         return op, reason
-    for check in FINAL:
-        reason = check(op, hw)
-        if reason:
-            return op, f"{entry.subject(numerics)}: {reason}" if entry.subject else reason
-    return op, None
+    return op, final_reason(entry, op, hw, numerics)
 
 
-__all__ = ["lowering_reason", "lowers_and_fits", "FINAL", "checks_of", "evaluate"]
+__all__ = ["lowering_reason", "lowers_and_fits", "FINAL", "checks_of", "final_reason", "evaluate"]

@@ -1,0 +1,1 @@
+"""Tools above the runtime: differential fuzzing (fuzz) and design-space sweeps (sweep)."""
