@@ -38,8 +38,8 @@ from pathlib import Path
 
 from benchlib import FIXTURES, QUICK_BANNER, QUICK_MODEL, sample  # noqa: E402  (puts the repo on sys.path)
 
-from npu_byoc import escape  # noqa: E402
-from npu_byoc.hwconfig import configure  # noqa: E402
+from npu_byoc.util import escape  # noqa: E402
+from npu_byoc.arch.config import configure  # noqa: E402
 from npu_byoc.runtime.cosim import cosim  # noqa: E402
 
 MODELS = [

@@ -14,10 +14,10 @@
 # and the "npu" pattern table are registered with TVM now if TVM is loaded, else once it is.
 _EXPORTS = {
     "NpuByocError": ".errors", "ModelLoadError": ".errors", "UnsupportedModelError": ".errors",
-    "LoweringError": ".errors", "ModelInfo": ".frontend", "SourceOp": ".frontend", "TensorInfo": ".frontend",
-    "annotate_provenance": ".frontend", "load_model": ".frontend", "model_info": ".frontend",
-    "PATTERN_TABLE": ".patterns", "partition_for_npu": ".partition", "CoverageReport": ".coverage",
-    "coverage_report": ".coverage", "BACKENDS": ".runtime.build", "CompiledModel": ".runtime.build",
+    "LoweringError": ".errors", "ModelInfo": ".frontends.load", "SourceOp": ".frontends.load", "TensorInfo": ".frontends.load",
+    "annotate_provenance": ".frontends.load", "load_model": ".frontends.load", "model_info": ".frontends.load",
+    "PATTERN_TABLE": ".ops.table", "partition_for_npu": ".partition.pipeline", "CoverageReport": ".partition.coverage",
+    "coverage_report": ".partition.coverage", "BACKENDS": ".runtime.build", "CompiledModel": ".runtime.build",
     "build": ".runtime.build", "run": ".runtime.build",
 }  # fmt: skip
 

@@ -23,23 +23,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from importlib import resources
 from pathlib import Path
 
-from . import escape
+from .util import escape
+from .frontends.bundled import BUNDLED, bundled_model
 from .errors import NpuByocError
-
-BUNDLED = {
-    "tiny_cnn": "tiny_cnn_int8.tflite",
-    "mobilenet_v2": "mobilenet_v2_int8.tflite",
-}
-
-
-def bundled_model(name: str) -> Path:
-    if name not in BUNDLED:
-        raise NpuByocError(f"no bundled model '{name}' (bundled: {', '.join(BUNDLED)})")
-    return Path(str(resources.files("npu_byoc") / "data" / BUNDLED[name]))
-
 
 def _emit(text: str, output: str | None) -> None:
     if output:
@@ -76,7 +64,7 @@ def _load(args):
 
 def _hw(args):
     """The HwConfig of the --hw-file and --hw options (the default configuration without them)."""
-    from .hwopts import config_from, parse_assignment
+    from .arch.options import config_from, parse_assignment
 
     return config_from([parse_assignment(a) for a in args.hw or []], args.hw_file)
 
@@ -86,7 +74,7 @@ def cmd_coverage(args) -> int:
 
     hw = _hw(args)
     report = coverage_report(_load(args), hw=hw)
-    from .coverage import RENDERERS
+    from .partition.coverage import RENDERERS
 
     _emit(RENDERERS[args.format](report), args.output)
     return 0
@@ -115,7 +103,7 @@ def _load_references(args, mod) -> list | None:
     elements (a reference of another shape is one line naming its file, before any compile)."""
     import numpy as np
 
-    from .frontend import model_info
+    from .frontends.load import model_info
 
     if not args.reference:
         return None
@@ -135,7 +123,7 @@ def _load_references(args, mod) -> list | None:
 def _load_with_inputs(args, paths: list[str]):
     """The model and its ``--input`` arrays, checked against the model's inputs before any
     compile: one line naming the file when an array does not fit."""
-    from .frontend import model_info
+    from .frontends.load import model_info
     from .runtime.build import input_mismatch
 
     inputs = _load_inputs(paths)
@@ -236,28 +224,28 @@ def cmd_partition(args) -> int:
 
 
 def cmd_patterns(args) -> int:
-    from .docs import pattern_table_markdown, pattern_table_text
+    from .partition.docs import pattern_table_markdown, pattern_table_text
 
     _emit(pattern_table_markdown() if args.format == "md" else pattern_table_text(), args.output)
     return 0
 
 
 def cmd_hw(args) -> int:
-    from .hwopts import render
+    from .arch.options import render
 
     _emit(render(_hw(args), args.format), args.output)
     return 0
 
 
 def cmd_sweep(args) -> int:
-    from .sweep.command import run
+    from .tools.sweep.command import run
 
     return run(args, _hw(args))
 
 
 def cmd_demo(args) -> int:
     from . import coverage_report, load_model, partition_for_npu
-    from .partition import npu_functions
+    from .ops.composites import npu_functions
 
     path = bundled_model(args.model)
     print(f"== npu_byoc demo: {path.name} (bundled)")
@@ -357,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     h.add_argument("-o", "--output")
     h.set_defaults(func=cmd_hw)
 
-    from .sweep.command import add_arguments as add_sweep_arguments
+    from .tools.sweep.command import add_arguments as add_sweep_arguments
 
     sw = sub.add_parser("sweep", help="models x hardware configurations: cycles, area, Pareto front (docs/sweep.md)")
     add_sweep_arguments(sw)
@@ -375,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("-o", "--output")
     t.set_defaults(func=cmd_patterns)
 
-    from .fuzz.command import add_parser as add_fuzz_parser
+    from .tools.fuzz.command import add_parser as add_fuzz_parser
 
     add_fuzz_parser(sub)
     return p

@@ -36,16 +36,17 @@ def _check_and_attrs(entry, hw):
     composite named after the source operator it offloads, as partition_for_npu names it (the
     generated C++ and lowering errors then say which layer). TVM asks for the attributes right
     after the check accepts."""
-    from .partition import _shared_pad_reason
-    from .patterns import LAYER_ATTR
+    from .partition import dryrun
+    from .partition.pipeline import _shared_pad_reason
+    from .ops.table import LAYER_ATTR
 
     accepted = {}
 
     def check(ctx) -> bool:
-        from .frontend import source_op_of
+        from .frontends.load import source_op_of
 
         bindings = dict(ctx.matched_bindings)
-        _, reason = entry.evaluate(ctx.matched_expr, bindings, hw)
+        _, reason = dryrun.evaluate(entry, ctx.matched_expr, bindings, hw)
         ok = reason is None and _shared_pad_reason(ctx, bindings) is None
         if ok:
             accepted["layer"] = next(filter(None, map(source_op_of, [ctx.matched_expr, *bindings.values()])), None)
@@ -63,8 +64,8 @@ def pattern_entries():
     FusionPatterns: TVM unregisters only tuples' names at exit, before libtvm drops the Python
     check functions it holds (else, says tvm/relax/backend/pattern_registry.py, the exit
     segfaults)."""
-    from .hwconfig import DEFAULT_CONFIG
-    from .patterns import PATTERN_TABLE
+    from .arch.config import DEFAULT_CONFIG
+    from .ops.table import PATTERN_TABLE
 
     entries = [(entry.name, conv.pattern, {}, *_check_and_attrs(entry, DEFAULT_CONFIG))
                for entry in PATTERN_TABLE for conv in entry.conventions]  # fmt: skip

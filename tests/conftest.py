@@ -51,7 +51,7 @@ def run_phases(op, x: np.ndarray) -> np.ndarray:
     """A phased op (npu_ops.Phased, its input in region IO and its output in IO + 1) run phase
     by phase by the golden model, each phase through its strided boxes; the output bytes never
     written stay 0x55, so a gap between the phases shows."""
-    from npu_byoc.isa import Region
+    from npu_byoc.arch.isa import Region
     from npu_byoc.runtime import golden
 
     regions = {int(Region.IO): np.asarray(x, np.int8).view(np.uint8).ravel().copy(),
@@ -88,7 +88,7 @@ def onnx_tensor_lookup(mod, name: str):
     partition input, in the NPU's H x W x C view."""
     import onnx
 
-    from npu_byoc.frontend import model_info
+    from npu_byoc.frontends.load import model_info
 
     graph = onnx.load(MODELS / name).graph
     t = np.load(MODELS / (Path(name).stem + ".tensors.npz"))

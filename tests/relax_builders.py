@@ -1,7 +1,7 @@
 """Hand-written quantized Relax modules, one NPU operation each.
 
 Every builder returns an ``IRModule`` whose ``main`` holds exactly one quantized operator in
-one of the conventions of the pattern table (docs: npu_byoc/patterns.py). The defaults are
+one of the conventions of the pattern table (docs: npu_byoc/ops/table.py). The defaults are
 supported by the NPU; each keyword argument changes one property so that a test can break
 exactly one thing ("the same conv2d, but with dilation 2").
 
@@ -478,7 +478,7 @@ def qdq_softmax(
     clip=None,
 ) -> tvm.IRModule:
     """dequantize(x) -> [multiply(beta)] -> softmax(axis) -> quantize -> [clip] (TFLite's int8
-    SOFTMAX as npu_byoc.tflite_ops imports it)."""
+    SOFTMAX as npu_byoc.frontends.tflite_ops imports it)."""
     x = _tensor("x", shape, act_dtype)
 
     def body(bb):

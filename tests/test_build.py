@@ -12,7 +12,7 @@ import pytest
 import npu_byoc
 from npu_byoc.cli import main
 from npu_byoc.errors import LoweringError
-from npu_byoc.hwconfig import HwConfig
+from npu_byoc.arch.config import HwConfig
 
 from .conftest import ALL_MODELS, model_path, reference
 
@@ -69,7 +69,7 @@ def test_ops_no_tile_fits_stay_on_the_cpu(imported):
     name = "tiny_cnn_int8.tflite"
     hw = HwConfig(sram_bytes=256)
     mod = npu_byoc.partition_for_npu(imported(name), hw=hw)
-    log = npu_byoc.patterns.partition_log(mod)
+    log = npu_byoc.ops.table.partition_log(mod)
     refused = {d.layer: d.reason for d in log if not d.accepted and "tile needs" in d.reason}
     assert "tiny_cnn_1/relu6_s2_1/Relu6" in refused and any(d.accepted for d in log)
     assert all(r.endswith("the NPU has 256") for r in refused.values())

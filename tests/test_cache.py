@@ -8,7 +8,7 @@ import ctypes
 import numpy as np
 import pytest
 
-from npu_byoc import cache
+from npu_byoc.util import cache
 from npu_byoc.runtime import functional
 
 

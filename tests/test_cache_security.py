@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from npu_byoc import cache
+from npu_byoc.util import cache
 from npu_byoc.errors import NpuByocError
 from npu_byoc.runtime import functional
 
@@ -232,7 +232,7 @@ def private_cache(tmp_path, monkeypatch):
 @needs_root
 @pytest.mark.parametrize("how", ["mode-0777", "other-uid"])
 def test_hostile_sweep_subdirectory_is_not_read(private_cache, how):
-    from npu_byoc.sweep import store
+    from npu_byoc.tools.sweep import store
 
     _hostile_dir(private_cache / "sweep", how)
     _plant(private_cache / "sweep" / "k.json", b'{"cycles": 1}')
@@ -242,7 +242,7 @@ def test_hostile_sweep_subdirectory_is_not_read(private_cache, how):
 
 @needs_root
 def test_hostile_sweep_model_directory_is_not_read(private_cache):
-    from npu_byoc.sweep.point import ModelRef, materialize
+    from npu_byoc.tools.sweep.point import ModelRef, materialize
 
     sha = "ab" * 32
     models = private_cache / "sweep" / "models"
@@ -254,7 +254,7 @@ def test_hostile_sweep_model_directory_is_not_read(private_cache):
 
 
 def test_symlinked_logs_directory_is_not_written(private_cache, tmp_path):
-    from npu_byoc import buildlog
+    from npu_byoc.util import buildlog
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

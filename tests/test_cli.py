@@ -46,7 +46,7 @@ def test_patterns_doc_is_current():
     `npu-byoc patterns --format md -o docs/patterns.md`."""
     from pathlib import Path
 
-    from npu_byoc.docs import pattern_table_markdown
+    from npu_byoc.partition.docs import pattern_table_markdown
 
     doc = Path(__file__).parents[1] / "docs" / "patterns.md"
     assert doc.read_text() == pattern_table_markdown()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from npu_byoc.cli import main
-from npu_byoc.docs import pattern_table_text
+from npu_byoc.partition.docs import pattern_table_text
 
 from .conftest import model_path
 
@@ -135,8 +135,8 @@ def test_verilator_step_failure_names_its_log(tmp_path, monkeypatch):
 
 def test_model_library_link_failure_names_its_log(tmp_path, monkeypatch):
     from npu_byoc.errors import NpuByocError
-    from npu_byoc.hwconfig import DEFAULT_CONFIG
-    from npu_byoc.patterns import partition_for_npu
+    from npu_byoc.arch.config import DEFAULT_CONFIG
+    from npu_byoc.partition.pipeline import partition_for_npu
     from npu_byoc.runtime.build import export_model_library
 
     from . import relax_builders as rb
@@ -259,7 +259,7 @@ def test_cosim_plot_title_takes_a_file_name_literally(tmp_path):
 
 
 def test_sweep_plot_title_takes_a_file_name_literally(tmp_path):
-    from npu_byoc.sweep import SweepResult
+    from npu_byoc.tools.sweep import SweepResult
 
     point = {"model": _MATHTEXT, "error": None, "area_um2": 1e6, "cycles": 10, "pareto": True,
              "config": {"array_rows": 8}}  # fmt: skip
@@ -337,7 +337,7 @@ def test_hw_file_must_be_a_regular_file(tmp_path, capsys, name):
 
 
 def test_hw_file_has_a_size_cap(tmp_path, capsys):
-    from npu_byoc.hwopts import MAX_FILE_BYTES
+    from npu_byoc.arch.options import MAX_FILE_BYTES
 
     big = tmp_path / "big.toml"
     big.write_text("# " + "x" * MAX_FILE_BYTES + "\narray_rows = 16\n")
@@ -352,8 +352,8 @@ def _grid(n: int) -> list[str]:
 
 
 def test_sweep_refuses_above_max_points_before_making_any(tmp_path, capsys, monkeypatch):
-    from npu_byoc import sweep
-    from npu_byoc.sweep import grid
+    from npu_byoc.tools import sweep
+    from npu_byoc.tools.sweep import grid
 
     monkeypatch.setattr(grid, "configure", _no_build)  # counted, never generated
     model = str(model_path("tiny_cnn_int8.tflite"))
@@ -372,7 +372,7 @@ def test_sweep_max_points_lets_a_larger_grid_through(tmp_path, capsys):
 
 
 def test_sweep_points_are_generated_lazily():
-    from npu_byoc.sweep.grid import iter_points, point_count
+    from npu_byoc.tools.sweep.grid import iter_points, point_count
 
     huge = {f: list(range(1, 101)) for f in ("array_rows", "array_cols", "max_kernel", "dma_bytes_per_cycle")}
     assert point_count(huge) == 100_000_000

@@ -13,8 +13,8 @@ from npu_byoc.codegen.c_codegen import generate_partition, generate_source, incl
 from npu_byoc.codegen.lower import lower_module
 from npu_byoc.codegen.schedule import schedule_partition
 from npu_byoc.errors import LoweringError
-from npu_byoc.hwconfig import HwConfig
-from npu_byoc.patterns import npu_functions
+from npu_byoc.arch.config import HwConfig
+from npu_byoc.ops.composites import npu_functions
 
 from . import relax_builders as rb
 from .conftest import ALL_MODELS

@@ -20,9 +20,10 @@ from tvm.script import relax as R
 
 import npu_byoc
 from npu_byoc.codegen.lower import lower_partition
-from npu_byoc.codegen.npu_ops import Lut
-from npu_byoc.hwconfig import configure
-from npu_byoc.patterns import npu_functions, partition_for_npu
+from npu_byoc.ops.npu_ops import Lut
+from npu_byoc.arch.config import configure
+from npu_byoc.ops.composites import npu_functions
+from npu_byoc.partition.pipeline import partition_for_npu
 
 from .conftest import model_path, reference
 

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 
 import npu_byoc
-from npu_byoc import numerics as nx
-from npu_byoc.patterns import npu_functions, partition_for_npu
+from npu_byoc.arch import numerics as nx
+from npu_byoc.ops.composites import npu_functions
+from npu_byoc.partition.pipeline import partition_for_npu
 
 from . import relax_builders as rb
 from .conftest import model_path, reference

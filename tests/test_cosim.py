@@ -19,8 +19,8 @@ import pytest
 
 from npu_byoc.cli import main
 from npu_byoc.codegen.lower import lower_module
-from npu_byoc.codegen.npu_ops import Lut
-from npu_byoc.patterns import npu_functions
+from npu_byoc.ops.npu_ops import Lut
+from npu_byoc.ops.composites import npu_functions
 from npu_byoc.runtime import cosim as C
 from npu_byoc.runtime import golden
 
@@ -92,7 +92,7 @@ def test_layers_split_the_whole_partition_stream(partitioned):
     (the analytic model of schedule_partition's steps), and the layers whose outputs stay in
     SRAM are the schedule's resident ones."""
     from npu_byoc.codegen.schedule import schedule_partition
-    from npu_byoc.runtime import cycles
+    from npu_byoc.arch import cycles
 
     report = run_cosim("tiny_cnn_int8.tflite")
     for name, plan in lower_module(partitioned("tiny_cnn_int8.tflite")).items():

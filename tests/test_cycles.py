@@ -1,4 +1,4 @@
-"""The analytic cycle model (npu_byoc.runtime.cycles) against the RTL under Verilator.
+"""The analytic cycle model (npu_byoc.arch.cycles) against the RTL under Verilator.
 
 FINN's habit: predicted cycles are asserted against RTL-simulated cycles. Here the tolerance
 is zero: every command's cycles in the RTL's trace equal ``cycles.command_cycles`` (its own
@@ -15,14 +15,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from npu_byoc.codegen.encoder import Kick, encode
+from npu_byoc.arch.encoder import Kick, encode
 from npu_byoc.codegen.lower import IoTensor, PartitionPlan
-from npu_byoc.codegen.npu_ops import Conv2D, DepthwiseConv2D, FullyConnected, TensorRef
+from npu_byoc.ops.npu_ops import Conv2D, DepthwiseConv2D, FullyConnected, TensorRef
 from npu_byoc.codegen.schedule import schedule_partition
 from npu_byoc.errors import LoweringError
-from npu_byoc.hwconfig import DEFAULT_CONFIG, HwConfig
-from npu_byoc.isa import Opcode, Reg, Region, Status
-from npu_byoc.runtime import cycles, golden
+from npu_byoc.arch.config import DEFAULT_CONFIG, HwConfig
+from npu_byoc.arch.isa import Opcode, Reg, Region, Status
+from npu_byoc.arch import cycles
+from npu_byoc.runtime import golden
 from npu_byoc.runtime import verilator as V
 from npu_byoc.runtime.functional import FunctionalNpu
 
@@ -185,7 +186,7 @@ def test_functional_model_reports_the_rtl_cycles(rtl, plans):
 
 def test_header_setreg_stop_fetch(rtl):
     """3 header words, 2 cycles per SET_REG, 1 per NOP and STOP."""
-    from npu_byoc.codegen.encoder import Dma
+    from npu_byoc.arch.encoder import Dma
 
     dma = Dma(Opcode.DMA_IN, int(Region.CONST), 0, 0, 100)
     words = encode([dma])

@@ -24,9 +24,9 @@ import pytest
 import tvm
 
 import npu_byoc
-from npu_byoc import escape
+from npu_byoc.util import escape
 from npu_byoc.codegen import c_codegen
-from npu_byoc.coverage import CoverageReport, OpCoverage
+from npu_byoc.partition.coverage import CoverageReport, OpCoverage
 from npu_byoc.runtime.cosim import CosimReport, LayerResult
 
 from . import relax_builders as rb

@@ -12,7 +12,7 @@ import pytest
 
 import npu_byoc
 from npu_byoc.codegen.lower import lower_module
-from npu_byoc.patterns import partition_log
+from npu_byoc.partition.pipeline import partition_log
 from npu_byoc.runtime import golden
 
 from . import relax_builders as rb

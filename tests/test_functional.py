@@ -13,7 +13,7 @@ Evidence:
 * (c) fuzz: thousands of random, plausible and mutated streams run in a subprocess (a crash
   fails the test instead of killing pytest), and again under AddressSanitizer and
   UndefinedBehaviorSanitizer; every run returns a status; a sample is compared with the machine;
-* (d) the analytic cycle model: hand-computed numbers for npu_byoc.runtime.cycles, and the
+* (d) the analytic cycle model: hand-computed numbers for npu_byoc.arch.cycles, and the
   C model's cycles == cycles.stream_cycles for every schedule above;
 * the driver API npu_submit() itself, through ctypes.
 """
@@ -34,13 +34,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from npu_byoc import isa
+from npu_byoc.arch import isa
 from npu_byoc.codegen.overlap import WAIT
-from npu_byoc.codegen.encoder import Dma, Kick, encode, encode_with_starts, from_word
+from npu_byoc.arch.encoder import Dma, Kick, encode, encode_with_starts, from_word
 from npu_byoc.codegen.schedule import schedule_partition
-from npu_byoc.hwconfig import HwConfig
-from npu_byoc.isa import HEADER_WORDS, KICK_REGS, MAGIC, VERSION, Opcode, Reg, Region, Status
-from npu_byoc.runtime import cycles, golden
+from npu_byoc.arch.config import HwConfig
+from npu_byoc.arch.isa import HEADER_WORDS, KICK_REGS, MAGIC, VERSION, Opcode, Reg, Region, Status
+from npu_byoc.arch import cycles
+from npu_byoc.runtime import golden
 from npu_byoc.runtime.functional import FunctionalNpu, build_library, functional_sources, include_dir, submit
 from npu_byoc.runtime.machine import Machine
 
@@ -565,8 +566,8 @@ PY_RUNNER = textwrap.dedent(
     """
     import struct, sys
     import numpy as np
-    from npu_byoc.hwconfig import HwConfig
-    from npu_byoc.isa import Status
+    from npu_byoc.arch.config import HwConfig
+    from npu_byoc.arch.isa import Status
     from npu_byoc.runtime.functional import FunctionalNpu
 
     data = open(sys.argv[1], "rb").read()
@@ -852,7 +853,7 @@ def test_functional_model_compiles_without_warnings(tmp_path):
 
 
 def test_cache_is_keyed_and_atomic(tmp_path, monkeypatch):
-    from npu_byoc import cache
+    from npu_byoc.util import cache
 
     monkeypatch.setenv("NPU_BYOC_CACHE", str(tmp_path / "c"))
     assert cache.cache_dir() == tmp_path / "c" and (tmp_path / "c").is_dir()

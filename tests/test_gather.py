@@ -1,5 +1,5 @@
 """Pixel gathers on the NPU (npu.gather): RESIZE_NEAREST_NEIGHBOR, STRIDED_SLICE, SPLIT and
-constant GATHER as strided identity-LUT copies (npu_byoc.gather).
+constant GATHER as strided identity-LUT copies (npu_byoc.ops.gather).
 
 * the decomposition of index maps into arithmetic runs, and the reasons for maps it refuses;
 * upsample_cnn_int8 (TensorFlow's converter: nearest 2x and (3, 2) upsampling, a skip
@@ -15,9 +15,9 @@ import numpy as np
 import pytest
 
 import npu_byoc
-from npu_byoc.gather import AxisRun, axis_runs, copies_reason, pixel_gather
-from npu_byoc.patterns import partition_log
-from npu_byoc.tflite_ops import nearest_indices
+from npu_byoc.ops.gather import AxisRun, axis_runs, copies_reason, pixel_gather
+from npu_byoc.partition.pipeline import partition_log
+from npu_byoc.frontends.tflite_ops import nearest_indices
 
 from .conftest import assert_equals_reference, model_path
 
@@ -94,7 +94,7 @@ def test_nearest_index_is_tvms_resize2d():
     import tvm
     from tvm import relax
 
-    from npu_byoc.gather import resize_index
+    from npu_byoc.ops.gather import resize_index
 
     sizes = [(3, 7), (4, 8), (5, 3), (8, 16), (6, 4), (2, 5), (1, 3), (5, 15), (16, 8)]
     modes = ["half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel", "tf_half_pixel_for_nn"]
@@ -117,7 +117,7 @@ def test_nearest_index_is_tvms_resize2d():
 def test_nchw_index_map_decomposes_like_its_nhwc_twin():
     """An NCHW gather (ONNX) is the NHWC gather of the transposed tensors: same rows, columns
     and channel offset."""
-    from npu_byoc.gather import decompose, resize_index, slice_index
+    from npu_byoc.ops.gather import decompose, resize_index, slice_index
 
     nchw = slice_index((1, 6, 9, 8), [1, 2, 3], [2, 1, 0], [5, 9, 8], [1, 2, 3])
     nhwc = slice_index((1, 9, 8, 6), [3, 1, 2], [2, 1, 0], [5, 9, 8], [1, 2, 3])

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 import npu_byoc
-from npu_byoc.patterns import npu_functions, partition_for_npu
+from npu_byoc.ops.composites import npu_functions
+from npu_byoc.partition.pipeline import partition_for_npu
 
 from .conftest import check_onnx_fixture, model_path, reference
 from .relax_builders import qdq_conv2d
@@ -81,7 +82,7 @@ def _conv(**kw):
 
 
 def _decisions(mod):
-    from npu_byoc.patterns import partition_log
+    from npu_byoc.partition.pipeline import partition_log
 
     return partition_log(partition_for_npu(mod))
 

@@ -10,7 +10,7 @@ import pytest
 
 import npu_byoc
 from npu_byoc.codegen.lower import lower_module
-from npu_byoc.frontend import model_info
+from npu_byoc.frontends.load import model_info
 from npu_byoc.runtime import golden
 from npu_byoc.runtime.build import build
 from npu_byoc.runtime.compare import compare

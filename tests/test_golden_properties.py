@@ -2,7 +2,7 @@
 
 For every op kind, hypothesis draws the parameters of one quantized operator (shapes,
 kernel sizes, strides, paddings, scales, zero points, per-channel weight scales, bias, fused
-clamp) inside what the NPU accepts (npu_byoc/checks.py), the hand-written builders
+clamp) inside what the NPU accepts (npu_byoc/ops/checks.py), the hand-written builders
 (tests/relax_builders.py) turn them into a Relax module, and the module goes through the real
 flow: ``partition_for_npu`` (which must offload it as exactly one composite), ``lower_module``
 and the golden model ``run_plan`` on random int8 inputs. Two properties:
@@ -14,7 +14,7 @@ and the golden model ``run_plan`` on random int8 inputs. Two properties:
    avg-pool division rounded half away from zero over the valid taps, MEAN as
    ``reference_ops::QuantizedMeanOrSum`` with 1/n folded into the multiplier, ADD with
    ``left_shift = 20``, the LOGISTIC table of ``LUTPopulate`` in float32. Nothing here calls
-   npu_byoc.numerics.
+   npu_byoc.arch.numerics.
 2. **Within 1 LSB of TVM's CPU build of the same (unpartitioned) QDQ module**: TVM computes
    QDQ in float32 and rounds ties to even, and truncates its int32 avg_pool2d; the fraction
    of differing elements is recorded per op kind and printed as a table at the end of the
@@ -45,7 +45,7 @@ from tvm import relax
 
 import npu_byoc
 from npu_byoc.codegen.lower import lower_module
-from npu_byoc.patterns import composite_functions, npu_functions
+from npu_byoc.ops.composites import composite_functions, npu_functions
 from npu_byoc.runtime.golden import run_plan
 
 try:  # tests/ is a package (tests/__init__.py) or a plain rootdir-inserted directory

@@ -9,14 +9,15 @@
 
 from __future__ import annotations
 
+from npu_byoc.ops import kick_limits
 import numpy as np
 import pytest
 
 import npu_byoc
 from npu_byoc.codegen.lower import lower_module
 from npu_byoc.codegen.schedule import schedule_partition
-from npu_byoc.hwconfig import configure
-from npu_byoc.partition import partition_log
+from npu_byoc.arch.config import configure
+from npu_byoc.partition.pipeline import partition_log
 from npu_byoc.runtime import golden
 from npu_byoc.runtime.functional import FunctionalNpu
 
@@ -79,9 +80,9 @@ def test_resize_binds_the_configuration(fields, limit):
 _CHILD = r"""
 import resource, sys
 import numpy as np
-from npu_byoc.codegen.encoder import Dma, encode
-from npu_byoc.hwconfig import HwConfig
-from npu_byoc.isa import Opcode
+from npu_byoc.arch.encoder import Dma, encode
+from npu_byoc.arch.config import HwConfig
+from npu_byoc.arch.isa import Opcode
 from npu_byoc.runtime.functional import FunctionalNpu
 
 npu = FunctionalNpu(HwConfig(sram_bytes=1 << 32))  # the library is loaded before the limit
@@ -146,7 +147,7 @@ def test_budget_follows_the_estimate(big_conv_stream):
     """The generated partition passes twice the stream's estimate; the C model runs the stream
     to its STOP within it, and stops it with CYCLE_LIMIT under the old fixed budget."""
     from npu_byoc.codegen.c_codegen import generate_source
-    from npu_byoc.runtime.cycles import DEFAULT_MAX_CYCLES, stream_cycles
+    from npu_byoc.arch.cycles import DEFAULT_MAX_CYCLES, stream_cycles
 
     hw, plan, schedule = big_conv_stream
     estimate = stream_cycles(schedule.steps, hw)
@@ -206,8 +207,8 @@ def test_unit_reason_is_what_the_c_model_refuses(fixture):
     scheduled for the default configuration, run on a C model with tighter unit limits (the same
     SRAM and array, so the same stream), stop with INVALID_PARAMETER exactly when unit_reason
     names one of their ops."""
-    from npu_byoc import limits
-    from npu_byoc.hwconfig import DEFAULT_CONFIG
+    from npu_byoc.arch import limits
+    from npu_byoc.arch.config import DEFAULT_CONFIG
 
     mod = npu_byoc.partition_for_npu(npu_byoc.load_model(model_path(fixture)))
     plans = lower_module(mod, DEFAULT_CONFIG)
@@ -217,7 +218,7 @@ def test_unit_reason_is_what_the_c_model_refuses(fixture):
         npu = FunctionalNpu(tight)
         for plan in plans.values():
             schedule = schedule_partition(plan, DEFAULT_CONFIG)
-            refused = any(limits.unit_reason(op, tight) for op in plan.ops)
+            refused = any(kick_limits.unit_reason(op, tight) for op in plan.ops)
             _, statuses = golden.run_stream(npu, plan, schedule.words(), schedule.constants, _random_inputs(plan))
             assert statuses[-1].status.name == ("INVALID_PARAMETER" if refused else "OK"), plan.name
             seen.add(refused)

@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from npu_byoc import hwopts
+from npu_byoc.arch import options as hwopts
 from npu_byoc.cli import main
 from npu_byoc.errors import NpuByocError
-from npu_byoc.hwconfig import DEFAULT_CONFIG, FIELD_RANGES, HwConfig, HwConfigError, configure, field_names
+from npu_byoc.arch.config import DEFAULT_CONFIG, FIELD_RANGES, HwConfig, HwConfigError, configure, field_names
 
 from .conftest import model_path, reference
 

@@ -22,15 +22,17 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from npu_byoc import isa
-from npu_byoc import numerics as nx
-from npu_byoc.codegen.encoder import DecodeError, Dma, Kick, decode, disassemble, encode, encode_with_starts
+from npu_byoc.arch import isa
+from npu_byoc.arch import numerics as nx
+from npu_byoc.arch.encoder import DecodeError, Dma, Kick, decode, disassemble, encode, encode_with_starts
 from npu_byoc.codegen.lower import IoTensor, PartitionPlan
-from npu_byoc.codegen.npu_ops import Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, Pool, TensorRef, Tiling
+from npu_byoc.ops.npu_ops import (
+    Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, Pool, TensorRef, Tiling,
+)  # fmt: skip
 from npu_byoc.codegen.schedule import schedule_partition, tile_sram_bytes
 from npu_byoc.errors import LoweringError
-from npu_byoc.hwconfig import HwConfig
-from npu_byoc.isa import HEADER_WORDS, KICK_REGS, MAGIC, VERSION, Opcode, Reg, Region, Status
+from npu_byoc.arch.config import HwConfig
+from npu_byoc.arch.isa import HEADER_WORDS, KICK_REGS, MAGIC, VERSION, Opcode, Reg, Region, Status
 from npu_byoc.runtime import golden
 from npu_byoc.runtime.machine import Machine
 
@@ -611,7 +613,7 @@ def test_fuzz_mutated_streams(plans, data):
 
 def test_isa_doc_has_current_tables():
     doc = (Path(__file__).parents[1] / "docs" / "isa.md").read_text(encoding="utf-8")
-    assert isa.markdown_tables() in doc, "docs/isa.md: paste npu_byoc.isa.markdown_tables() output"
+    assert isa.markdown_tables() in doc, "docs/isa.md: paste npu_byoc.arch.isa.markdown_tables() output"
 
 
 def test_every_opcode_register_and_status_is_documented():

@@ -11,8 +11,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import npu_byoc
-from npu_byoc.frontend import MODEL_INFO_ATTR, ModelInfo, model_info
-from npu_byoc.partition import partition_for_npu, partition_log
+from npu_byoc.frontends.load import MODEL_INFO_ATTR, ModelInfo, model_info
+from npu_byoc.partition.pipeline import partition_for_npu, partition_log
 
 S_OUT = 1.0 / 4096  # s_in = s_w = 1: effective scale 4096 = 2^30 · 2^(13 − 31), shift +13
 C_IN, K = 4, 3
@@ -122,8 +122,8 @@ def test_tflite_file_keeps_a_reachable_wrap_on_the_npu(tmp_path):
     import tflite
 
     from npu_byoc.codegen.lower import lower_partition
-    from npu_byoc.limits import left_shift_wrap
-    from npu_byoc.partition import npu_functions
+    from npu_byoc.ops.kick_limits import left_shift_wrap
+    from npu_byoc.ops.composites import npu_functions
 
     from .conftest import model_path
 

@@ -4,17 +4,19 @@ op, that op goes back to the CPU with the compiler's reason, never failing the c
 
 from __future__ import annotations
 
+from npu_byoc.partition import dryrun
 import numpy as np
 import pytest
 from tvm import relax
 from tvm.script import relax as R
 
-import npu_byoc.limits as limits
+import npu_byoc.arch.limits as limits
 from npu_byoc.codegen import schedule
 from npu_byoc.codegen.lower import lower_module
-from npu_byoc.fallback import REASON_PREFIX
-from npu_byoc.hwconfig import DEFAULT_CONFIG
-from npu_byoc.patterns import npu_functions, partition_for_npu, partition_log
+from npu_byoc.partition.fallback import REASON_PREFIX
+from npu_byoc.arch.config import DEFAULT_CONFIG
+from npu_byoc.ops.composites import npu_functions
+from npu_byoc.partition.pipeline import partition_for_npu, partition_log
 from npu_byoc.runtime.build import build
 
 from . import relax_builders as rb
@@ -99,7 +101,8 @@ def test_rank3_fc_runs_over_its_rows():
     """A Dense on a sequence ([1, L, C] @ [C, K]): the NPU maps [1, L, C] as one row of L pixels
     and runs the fully connected layer over them, equal to TVM's CPU build."""
     import npu_byoc
-    from npu_byoc.partition import npu_functions, partition_for_npu
+    from npu_byoc.ops.composites import npu_functions
+    from npu_byoc.partition.pipeline import partition_for_npu
 
     mod = _rank_fc()
     part = partition_for_npu(mod)
@@ -115,7 +118,7 @@ def test_tile_check_is_the_schedulers_own_refusal(monkeypatch):
     the check calls the scheduler's tiling search, it does not re-derive it."""
     mod = _big_kernel_conv()
     refused = _only_decision(mod).reason
-    monkeypatch.setattr(limits, "lowering_reason", lambda op, hw: None)
+    monkeypatch.setattr(dryrun, "lowering_reason", lambda op, hw: None)
     d = _only_decision(mod)
     assert not d.accepted and d.reason == REASON_PREFIX + refused
 
@@ -123,7 +126,7 @@ def test_tile_check_is_the_schedulers_own_refusal(monkeypatch):
 def test_shift_out_of_range_found_by_the_dry_run(monkeypatch):
     """The dry run checks the lowered ops' shifts as the stream machine does: without the
     partition check, a mean whose shift is 94 still stays on the CPU."""
-    monkeypatch.setattr(limits, "lowering_reason", lambda op, hw: None)
+    monkeypatch.setattr(dryrun, "lowering_reason", lambda op, hw: None)
     d = _only_decision(rb.qdq_mean(output_scale=1e-30))
     assert not d.accepted and d.reason.startswith(REASON_PREFIX + "mean shift 94: NPU shifts lie in [-31, 30]")
 
@@ -177,7 +180,7 @@ def test_op_that_fails_lowering_goes_back_to_the_cpu(chain, monkeypatch):
     partition the check makes."""
     x = np.random.default_rng(0).integers(-128, 128, (1, 8, 8, 4), dtype=np.int8)
     checked = partition_for_npu(chain)
-    monkeypatch.setattr(limits, "lowering_reason", lambda op, hw: None)
+    monkeypatch.setattr(dryrun, "lowering_reason", lambda op, hw: None)
     fallen = partition_for_npu(chain)
 
     log = partition_log(fallen)

@@ -1,4 +1,4 @@
-"""int8 -> int8 elementwise functions on the NPU's LUT unit (npu_byoc/lut_ops.py).
+"""int8 -> int8 elementwise functions on the NPU's LUT unit (npu_byoc/ops/lut.py).
 
 TFLite: one single-op fixture per function made by TensorFlow's converter
 (tools/make_models.py; the op on the int8 input and after a quantized conv; sample 0 feeds
@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 import npu_byoc
-from npu_byoc import lut_ops
-from npu_byoc.patterns import PATTERNS_BY_NAME, composite_functions, extract_composite, npu_functions
-from npu_byoc.qops import QLut, QTensor
+from npu_byoc.ops import lut as lut_ops
+from npu_byoc.ops.table import PATTERNS_BY_NAME
+from npu_byoc.ops.composites import composite_functions, extract_composite, npu_functions
+from npu_byoc.ops.records import QLut, QTensor
 
 from .conftest import MODELS, model_path, reference
 
@@ -42,7 +43,7 @@ TFLITE = {
     "relu6": ("RELU6", "npu.relu"),
     "relu_n1_to_1": ("RELU_N1_TO_1", "npu.relu"),
     "quantize": ("QUANTIZE", "npu.requantize"),
-    "gelu": ("GELU", "npu.gelu"),  # TVM refuses it quantized: npu_byoc.tflite_ops imports it
+    "gelu": ("GELU", "npu.gelu"),  # TVM refuses it quantized: npu_byoc.frontends.tflite_ops imports it
     "gelu_tanh": ("GELU", "npu.gelu"),
 }
 RTL = ["hard_swish", "leaky_relu"]
@@ -163,7 +164,7 @@ NPU_OF = {"Sigmoid": "npu.sigmoid", "Tanh": "npu.tanh", "HardSwish": "npu.hard_s
           "LeakyRelu": "npu.leaky_relu", "Abs": "npu.abs", "Exp": "npu.exp", "Relu": "npu.relu",
           "Clip": "npu.relu", "Elu": "npu.elu", "Identity": "npu.requantize", "HardSigmoid": "npu.hard_sigmoid"}
 # TVM's ONNX frontend writes Clip (opset >= 11) as call_tir maximum/minimum kernels; the import
-# makes it a Relax clip (npu_byoc.onnx_converters), so it runs as a standalone RELU6.
+# makes it a Relax clip (npu_byoc.frontends.onnx_converters), so it runs as a standalone RELU6.
 
 
 def _qdq_meta():
@@ -239,7 +240,7 @@ def _relax_hard_swish(s_in: float, s_out: float, offset: float = 3.0):
 
 def test_rejected_hard_swish_reason_names_the_operator():
     mod = npu_byoc.partition_for_npu(_relax_hard_swish(1.0, 0.004))
-    from npu_byoc.patterns import partition_log
+    from npu_byoc.partition.pipeline import partition_log
 
     (d,) = [d for d in partition_log(mod) if d.pattern == "npu.hard_swish"]
     assert not d.accepted and d.reason.startswith("HARD_SWISH: output scale 0.004")
@@ -248,7 +249,7 @@ def test_rejected_hard_swish_reason_names_the_operator():
 
 def test_hard_swish_form_with_other_constants_is_not_hard_swish():
     mod = npu_byoc.partition_for_npu(_relax_hard_swish(0.05, 0.05, offset=2.0))
-    from npu_byoc.patterns import partition_log
+    from npu_byoc.partition.pipeline import partition_log
 
     (d,) = [d for d in partition_log(mod) if d.pattern == "npu.hard_swish"]
     assert d.reason == "HARD_SWISH: not a hard_swish: hard_swish offset is 2.0, not 3.0"
@@ -327,7 +328,7 @@ def test_mobilenet_v3_every_npu_layer_is_litert_exactly(imported, partitioned):
     from tvm import relax
 
     from npu_byoc.codegen.lower import lower_module
-    from npu_byoc.frontend import model_info
+    from npu_byoc.frontends.load import model_info
     from npu_byoc.runtime import golden
 
     from .test_golden import _tflite_tensors

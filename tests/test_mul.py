@@ -3,7 +3,7 @@
 
 * tests/fixtures/ops/mul.npz (tools/make_op_vectors.py): single-op TFLite MUL vectors — same
   shape, [1, 1, 1, C] broadcast in either operand order, several scales, fused RELU / none —
-  replayed here on the MUL arithmetic written out in numpy and on npu_byoc.numerics, 0 LSB;
+  replayed here on the MUL arithmetic written out in numpy and on npu_byoc.arch.numerics, 0 LSB;
 * op_mul_int8.tflite (tools/make_models.py): swish y·sigmoid(y), a RELU-fused product, the
   squeeze-excite gate in both orders and a broadcast ADD after quantized convs: all on the
   NPU in one partition, 0 LSB against LiteRT on golden, the C model and (slow) the RTL;
@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 
 import npu_byoc
-from npu_byoc import numerics as nx
+from npu_byoc.arch import numerics as nx
 from npu_byoc.codegen.lower import IoTensor, PartitionPlan
-from npu_byoc.codegen.npu_ops import Mul, TensorRef
+from npu_byoc.ops.npu_ops import Mul, TensorRef
 from npu_byoc.codegen.schedule import schedule_partition
-from npu_byoc.hwconfig import DEFAULT_CONFIG
-from npu_byoc.isa import Region
+from npu_byoc.arch.config import DEFAULT_CONFIG
+from npu_byoc.arch.isa import Region
 from npu_byoc.runtime import golden
 from npu_byoc.runtime.machine import Machine
 
@@ -125,7 +125,7 @@ def test_every_mul_and_broadcast_add_is_offloaded():
 
 def test_broadcast_ops_are_lowered_with_the_vector_second():
     from npu_byoc.codegen.lower import lower_module
-    from npu_byoc.codegen.npu_ops import Add
+    from npu_byoc.ops.npu_ops import Add
 
     (plan,) = lower_module(npu_byoc.partition_for_npu(npu_byoc.load_model(model_path(MODEL)))).values()
     binary = [op for op in plan.ops if isinstance(op, Mul | Add)]
@@ -215,7 +215,8 @@ def test_nchw_channel_gate_alone_in_its_partition(op):
     """A partition holding only a [1, C, 1, 1] × [1, C, H, W] MUL (or ADD) has no spatial op to
     tell its layout: the broadcast says NCHW. It used to be refused at lowering (read as NHWC);
     now it runs, within 1 LSB of TVM's float QDQ build, with golden == the C model."""
-    from npu_byoc.patterns import npu_functions, partition_for_npu
+    from npu_byoc.ops.composites import npu_functions
+    from npu_byoc.partition.pipeline import partition_for_npu
 
     from .relax_builders import qdq_add
 

@@ -1,4 +1,4 @@
-"""npu_byoc.numerics against exact integer pins, exact big-int references and LiteRT vectors.
+"""npu_byoc.arch.numerics against exact integer pins, exact big-int references and LiteRT vectors.
 
 Three kinds of evidence:
 
@@ -26,7 +26,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from npu_byoc import numerics as nm
+from npu_byoc.arch import numerics as nm
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ops"
 I32_MIN, I32_MAX = -(2**31), 2**31 - 1

@@ -18,10 +18,10 @@ import pytest
 from onnx import external_data_helper, helper, numpy_helper
 
 import npu_byoc
-from npu_byoc import onnx_external
+from npu_byoc.frontends import onnx_external
 from npu_byoc.cli import main
 from npu_byoc.errors import ModelLoadError
-from npu_byoc.sweep import model_ref, point, run_sweep, store
+from npu_byoc.tools.sweep import model_ref, point, run_sweep, store
 
 from .conftest import model_path, reference
 

@@ -12,7 +12,7 @@ import pytest
 from onnx import numpy_helper
 
 import npu_byoc
-from npu_byoc import onnx_int4
+from npu_byoc.frontends import onnx_int4
 
 from .conftest import check_onnx_fixture, model_path, reference
 
@@ -84,7 +84,7 @@ def test_dynamic_quantization_stays_on_the_cpu_with_its_reason():
 
 def test_onnx_pad_and_hard_sigmoid_run_on_the_npu():
     """onnx_glue_qdq.onnx: TVM's importer writes ONNX Pad as a TIR kernel no pattern reads; the
-    import makes it relax.nn.pad (npu_byoc.onnx_converters), so tf2onnx's bottom/right SAME pad
+    import makes it relax.nn.pad (npu_byoc.frontends.onnx_converters), so tf2onnx's bottom/right SAME pad
     folds into the stride-2 depthwise conv, and HardSigmoid is a LUT op: every op on the NPU in
     one partition. TVM's CPU build of the same import equals onnxruntime exactly; the NPU is
     within 1 LSB (fixed-point requantize), golden == C model == RTL."""
@@ -120,7 +120,8 @@ def test_split_becomes_one_slice_per_output(sections):
     from tvm import relax
     from tvm.relax.op import dequantize, quantize
 
-    from npu_byoc.patterns import npu_functions, partition_for_npu, split_to_slices
+    from npu_byoc.ops.composites import npu_functions
+    from npu_byoc.partition.pipeline import partition_for_npu, split_to_slices
 
     s, z = relax.const(np.float32(0.05)), relax.const(np.int8(-3))
     x = relax.Var("x", relax.TensorType((1, 12, 5, 6), "int8"))

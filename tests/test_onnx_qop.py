@@ -1,4 +1,4 @@
-"""ONNX QOperator and integer ops (npu_byoc/onnx_qop.py): rewritten before TVM's import, then
+"""ONNX QOperator and integer ops (npu_byoc/frontends/onnx_qop.py): rewritten before TVM's import, then
 imported, partitioned and run, against ONNX's own node tests (expected outputs shipped in the
 onnx package), onnxruntime's outputs recorded by tools/make_models.py, and hand-derived values."""
 
@@ -13,7 +13,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import npu_byoc
-from npu_byoc import ModelLoadError, UnsupportedModelError, onnx_qop
+from npu_byoc import ModelLoadError, UnsupportedModelError
+from npu_byoc.frontends import onnx_qop
 from npu_byoc.cli import main
 
 from .conftest import MODELS, model_path

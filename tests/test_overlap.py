@@ -13,12 +13,13 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from npu_byoc.codegen.encoder import Dma, Kick, encode
+from npu_byoc.arch.encoder import Dma, Kick, encode
 from npu_byoc.codegen.overlap import WAIT, touched, wait
 from npu_byoc.codegen.schedule import schedule_partition
-from npu_byoc.hwconfig import DEFAULT_CONFIG, HwConfig, configure
-from npu_byoc.isa import Opcode, Reg, Region, Status
-from npu_byoc.runtime import cycles, golden
+from npu_byoc.arch.config import DEFAULT_CONFIG, HwConfig, configure
+from npu_byoc.arch.isa import Opcode, Reg, Region, Status
+from npu_byoc.arch import cycles
+from npu_byoc.runtime import golden
 from npu_byoc.runtime import verilator as V
 from npu_byoc.runtime.functional import FunctionalNpu
 from npu_byoc.runtime.machine import Machine

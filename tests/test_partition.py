@@ -11,13 +11,8 @@ import tvm
 from tvm import relax
 
 import npu_byoc
-from npu_byoc.patterns import (
-    composite_functions,
-    extract_composite,
-    npu_functions,
-    partition_log,
-    unpartition,
-)
+from npu_byoc.ops.composites import composite_functions, extract_composite, npu_functions
+from npu_byoc.partition.pipeline import partition_log, unpartition
 
 from .conftest import ALL_MODELS, model_path, reference
 

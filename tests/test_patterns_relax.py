@@ -19,7 +19,7 @@ from tvm import relax
 
 import npu_byoc
 from npu_byoc import patterns as P
-from npu_byoc.hwconfig import DEFAULT_CONFIG
+from npu_byoc.arch.config import DEFAULT_CONFIG
 
 try:  # tests/ is a package (tests/__init__.py) or a plain rootdir-inserted directory
     from . import relax_builders as rb

@@ -18,7 +18,8 @@ import tvm
 from tvm import relax
 
 import npu_byoc
-from npu_byoc import cli, relax_json
+from npu_byoc import cli
+from npu_byoc.frontends import relax_json
 from npu_byoc.errors import ModelLoadError
 
 from .conftest import model_path, reference

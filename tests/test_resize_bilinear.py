@@ -1,7 +1,7 @@
 """RESIZE_BILINEAR on the NPU (npu.resize_bilinear): LiteRT's int8 kernel as depthwise passes,
-one per run of output positions with equal weights (npu_byoc.resize).
+one per run of output positions with equal weights (npu_byoc.ops.resize).
 
-* npu_byoc.resize.reference is LiteRT's kernel: equal to LiteRT's own tensors of
+* npu_byoc.ops.resize.reference is LiteRT's kernel: equal to LiteRT's own tensors of
   resize_bilinear_int8 in all three coordinate modes;
 * the passes, run as the golden model's depthwise convolutions through strided boxes, equal the
   reference on random sizes, factors and modes;
@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 import npu_byoc
-from npu_byoc.codegen.npu_ops import ResizeBilinear, TensorRef
-from npu_byoc.isa import Region
-from npu_byoc.resize import passes, reference
+from npu_byoc.ops.npu_ops import ResizeBilinear, TensorRef
+from npu_byoc.arch.isa import Region
+from npu_byoc.ops.resize import passes, reference
 from npu_byoc.runtime import golden
 
 from .conftest import MODELS, built, model_path, run_phases
@@ -93,6 +93,6 @@ def test_rescaling_resize_stays_on_the_cpu():
     from .relax_builders import qdq_resize2d
 
     mod = qdq_resize2d([1, 4, 4, 2], (8, 8), "linear", "half_pixel", output_scale=0.2)
-    (d,) = npu_byoc.patterns.partition_log(npu_byoc.partition_for_npu(mod))
+    (d,) = npu_byoc.ops.table.partition_log(npu_byoc.partition_for_npu(mod))
     assert d.pattern == "npu.resize_bilinear" and not d.accepted
     assert "LiteRT's int8 kernel does not rescale" in d.reason

@@ -23,13 +23,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from npu_byoc import isa
+from npu_byoc.arch import isa
 from npu_byoc.codegen.overlap import WAIT
-from npu_byoc.codegen.encoder import Dma, Kick, encode, encode_with_starts
+from npu_byoc.arch.encoder import Dma, Kick, encode, encode_with_starts
 from npu_byoc.codegen.schedule import schedule_partition
 from npu_byoc.errors import LoweringError
-from npu_byoc.hwconfig import DEFAULT_CONFIG, HwConfig
-from npu_byoc.isa import HEADER_WORDS, MAGIC, VERSION, Opcode, Reg, Region, Status
+from npu_byoc.arch.config import DEFAULT_CONFIG, HwConfig
+from npu_byoc.arch.isa import HEADER_WORDS, MAGIC, VERSION, Opcode, Reg, Region, Status
 from npu_byoc.runtime import golden
 from npu_byoc.runtime import verilator as V
 from npu_byoc.runtime.machine import Machine

@@ -1,4 +1,4 @@
-"""The RTL's units, one at a time, against npu_byoc.numerics (the integer spec).
+"""The RTL's units, one at a time, against npu_byoc.arch.numerics (the integer spec).
 
 * lint: every module of hw/rtl is clean under ``verilator --lint-only -Wall``;
 * the requantize unit (hw/rtl/npu_requant.v) under its own testbench
@@ -22,10 +22,12 @@ import ctypes
 import numpy as np
 import pytest
 
-from npu_byoc import numerics as nx
-from npu_byoc.codegen.encoder import Dma, Kick, encode
-from npu_byoc.hwconfig import DEFAULT_CONFIG
-from npu_byoc.isa import HEADER_WORDS, KICK_REGS, MAGIC, VERSION, Opcode, Reg, Status, kick_word, set_reg_word
+from npu_byoc.arch import numerics as nx
+from npu_byoc.arch.encoder import Dma, Kick, encode
+from npu_byoc.arch.config import DEFAULT_CONFIG
+from npu_byoc.arch.isa import (
+    HEADER_WORDS, KICK_REGS, MAGIC, VERSION, Opcode, Reg, Status, kick_word, set_reg_word,
+)  # fmt: skip
 from npu_byoc.runtime import verilator as V
 from npu_byoc.runtime.machine import Machine
 
@@ -336,7 +338,7 @@ def _mul_reference(a, b, zp1, zp2, zpo, m, s, lo, hi):
 def test_mul_unit_random_kicks(rtl, broadcast):
     """MUL on random shapes (channels across the 32-lane groups), scales and raw parameters,
     IFM2 of the OFM shape or one broadcast channel vector; the cycles as cycles.py says."""
-    from npu_byoc.runtime.cycles import stream_cycles
+    from npu_byoc.arch.cycles import stream_cycles
 
     rng = np.random.default_rng(61 + broadcast)
     for case in range(30):

@@ -1,6 +1,6 @@
-"""SOFTMAX on the NPU (opcode 0x43, npu_byoc.softmax): TFLite's int8 reference kernel.
+"""SOFTMAX on the NPU (opcode 0x43, npu_byoc.ops.softmax): TFLite's int8 reference kernel.
 
-* the spec (npu_byoc.softmax) against LiteRT's BUILTIN_REF on the recorded per-op vectors
+* the spec (npu_byoc.ops.softmax) against LiteRT's BUILTIN_REF on the recorded per-op vectors
   (tools/make_op_vectors.py: classifier widths 10 to 1000, an NHWC map, input scales 1/256 to 2);
 * each vector as one SOFTMAX kick on the stream machine, the C model and the RTL: outputs equal
   LiteRT's, the RTL's cycles equal the cycle model's;
@@ -20,12 +20,12 @@ import numpy as np
 import pytest
 
 import npu_byoc
-from npu_byoc import softmax as S
-from npu_byoc.codegen.encoder import Dma, Kick, encode
-from npu_byoc.hwconfig import DEFAULT_CONFIG
-from npu_byoc.patterns import partition_log
-from npu_byoc.isa import KICK_REGS, SOFTMAX_MAX_CHANNELS, SOFTMAX_TABLE_BYTES, Opcode, Reg, Status
-from npu_byoc.runtime import cycles
+from npu_byoc.ops import softmax as S
+from npu_byoc.arch.encoder import Dma, Kick, encode
+from npu_byoc.arch.config import DEFAULT_CONFIG
+from npu_byoc.partition.pipeline import partition_log
+from npu_byoc.arch.isa import KICK_REGS, SOFTMAX_MAX_CHANNELS, SOFTMAX_TABLE_BYTES, Opcode, Reg, Status
+from npu_byoc.arch import cycles
 from npu_byoc.runtime import verilator as V
 from npu_byoc.runtime.functional import FunctionalNpu
 from npu_byoc.runtime.machine import Machine
@@ -258,9 +258,9 @@ def test_softmax_in_an_nchw_partition_runs_over_the_last_axis():
     (253 LSB off), then stayed on the CPU; now the lowering gives the NPU's SOFTMAX a view whose
     channels are the model's last axis (lower.last_axis_as_channels) and it runs on the NPU,
     within 1 LSB of TVM's CPU build, golden = C model = RTL."""
-    from npu_byoc.fuzz import builder
-    from npu_byoc.fuzz import generators as gen
-    from npu_byoc.fuzz.runner import ALL_BACKENDS, Runner
+    from npu_byoc.tools.fuzz import builder
+    from npu_byoc.tools.fuzz import generators as gen
+    from npu_byoc.tools.fuzz.runner import ALL_BACKENDS, Runner
 
     # the op kinds the fuzzer had when it found the case (a new kind changes every seed's draws)
     kinds = ("conv2d", "depthwise", "fc", "avg_pool", "max_pool", "mean", "sigmoid", "add", "softmax")

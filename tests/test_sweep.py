@@ -8,15 +8,15 @@ import json
 import pytest
 
 from npu_byoc.cli import main
-from npu_byoc.codegen.encoder import Dma
+from npu_byoc.arch.encoder import Dma
 from npu_byoc.codegen.lower import lower_module
 from npu_byoc.codegen.schedule import schedule_partition, tile_sram_bytes
 from npu_byoc.errors import NpuByocError
-from npu_byoc.hwconfig import HwConfig, configure
-from npu_byoc.runtime import cycles
-from npu_byoc.sweep import point, run_sweep, store
-from npu_byoc.sweep.grid import parse_grid, points
-from npu_byoc.sweep.pareto import area_um2, pareto_front, parse_area_weights, spread
+from npu_byoc.arch.config import HwConfig, configure
+from npu_byoc.arch import cycles
+from npu_byoc.tools.sweep import point, run_sweep, store
+from npu_byoc.tools.sweep.grid import parse_grid, points
+from npu_byoc.tools.sweep.pareto import area_um2, pareto_front, parse_area_weights, spread
 
 from .conftest import model_path
 

@@ -1,4 +1,4 @@
-"""The quantized TFLite data-movement operators TVM's frontend refuses (npu_byoc/tflite_ops.py),
+"""The quantized TFLite data-movement operators TVM's frontend refuses (npu_byoc/frontends/tflite_ops.py),
 batch-None models (input_shapes) and declared output shapes, against LiteRT's reference
 kernels (fixtures made by tools/make_models.py)."""
 
@@ -12,8 +12,8 @@ from tvm import relax
 import npu_byoc
 from npu_byoc.cli import main
 from npu_byoc.errors import ModelLoadError, UnsupportedModelError
-from npu_byoc.frontend import TensorInfo, declare_output_shapes
-from npu_byoc.tflite_ops import nearest_indices
+from npu_byoc.frontends.load import TensorInfo, declare_output_shapes
+from npu_byoc.frontends.tflite_ops import nearest_indices
 
 from .conftest import model_path, reference
 
@@ -308,7 +308,7 @@ def test_onnx_open_batch_and_declared_output(tmp_path):
 
 
 def _slice(x, begin, end, strides, **masks):
-    from npu_byoc.tflite_ops import _strided_slice
+    from npu_byoc.frontends.tflite_ops import _strided_slice
 
     opts = {"begin_mask": 0, "end_mask": 0, "ellipsis_mask": 0, "new_axis_mask": 0,
             "shrink_axis_mask": 0, "offset": False, **masks}
@@ -346,7 +346,7 @@ def test_coverage_lists_the_folded_shape_chain():
 
 
 def test_huge_outputs_are_refused_before_any_array_is_made():
-    from npu_byoc.tflite_ops import _pad, _tile
+    from npu_byoc.frontends.tflite_ops import _pad, _tile
 
     x = np.zeros((1, 8, 8, 4), np.int8)
     with pytest.raises(ValueError, match="larger than"):
@@ -370,7 +370,7 @@ def test_huge_outputs_are_refused_before_any_array_is_made():
 )
 def test_bad_attributes_are_value_errors(fn, opts, args, message):
     """The converter turns these into one-line import errors naming the op."""
-    import npu_byoc.tflite_ops as T
+    import npu_byoc.frontends.tflite_ops as T
 
     with pytest.raises(ValueError, match=message):
         getattr(T, fn)(opts, *args)
@@ -381,7 +381,7 @@ def test_space_to_batch_and_back_by_hand():
     """SPACE_TO_BATCH_ND / BATCH_TO_SPACE_ND as TensorFlow defines them, worked by hand on a
     4-step sequence: block 2 sends the even steps to batch 0 and the odd ones to batch 1; the
     padding is the zero point (here 9); BATCH_TO_SPACE_ND with the same crops undoes it."""
-    from npu_byoc.tflite_ops import _batch_to_space, _space_to_batch
+    from npu_byoc.frontends.tflite_ops import _batch_to_space, _space_to_batch
 
     x = np.arange(4).reshape(1, 4, 1)
     (y,) = _space_to_batch({"fill": 9}, x, [2], [[0, 0]])

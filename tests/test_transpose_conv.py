@@ -1,5 +1,5 @@
 """TRANSPOSE_CONV on the NPU: one stride-1 CONV per output phase, written to every stride-th
-row and column of the output by strided DMA (npu_byoc.transpose_conv).
+row and column of the output by strided DMA (npu_byoc.ops.transpose_conv).
 
 * the phase decomposition equals the scatter form of TFLite's reference kernel exactly, on
   random geometries (two independent formulations in the golden model);
@@ -10,7 +10,7 @@ row and column of the output by strided DMA (npu_byoc.transpose_conv).
   the C model and the RTL equal the golden model, which is within 1 LSB of TVM's CPU build
   (TVM computes the op in float32);
 * what stays on the CPU says why, and TVM's CPU build of an NHWC conv2d_transpose works
-  (npu_byoc.tvm_legalize).
+  (npu_byoc.runtime.tvm_legalize).
 """
 
 from __future__ import annotations
@@ -22,14 +22,15 @@ import pytest
 
 import npu_byoc
 from npu_byoc.codegen.lower import lower_partition
-from npu_byoc.codegen.npu_ops import TensorRef, TransposeConv2D
+from npu_byoc.ops.npu_ops import TensorRef, TransposeConv2D
 from npu_byoc.codegen.schedule import schedule_partition
-from npu_byoc.hwconfig import configure
-from npu_byoc.isa import Region
-from npu_byoc.patterns import npu_functions, partition_for_npu, partition_log
+from npu_byoc.arch.config import configure
+from npu_byoc.arch.isa import Region
+from npu_byoc.ops.composites import npu_functions
+from npu_byoc.partition.pipeline import partition_for_npu, partition_log
 from npu_byoc.runtime import golden
 from npu_byoc.runtime.verilator import VerilatorNpu
-from npu_byoc.transpose_conv import axis_phases
+from npu_byoc.ops.transpose_conv import axis_phases
 
 from . import relax_builders as rb
 from .conftest import assert_equals_reference, built, model_path, reference, run_phases
@@ -202,7 +203,7 @@ def test_what_the_npu_refuses_stays_on_the_cpu_with_a_reason(kw, reason):
 
 
 def test_nhwc_cpu_build_equals_tvms_nchw_kernel():
-    """The NHWC legalization (npu_byoc.tvm_legalize) gives TVM's own NCHW result, transposed."""
+    """The NHWC legalization (npu_byoc.runtime.tvm_legalize) gives TVM's own NCHW result, transposed."""
     nhwc, nchw = (rb.qdq_conv2d_transpose(layout=layout, bias=np.arange(6) * 40) for layout in ("NHWC", "NCHW"))
     x = np.random.default_rng(3).integers(-128, 128, (1, 5, 6, 4)).astype(np.int8)
     a = npu_byoc.build(nhwc, "cpu").run([x])[0]

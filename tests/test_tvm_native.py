@@ -85,7 +85,7 @@ def _main_ops(mod: tvm.IRModule) -> list[str]:
 
 
 def test_import_registers_the_table_under_the_npu_prefix_in_table_order():
-    from npu_byoc.patterns import PATTERN_TABLE
+    from npu_byoc.ops.table import PATTERN_TABLE
 
     names = [p.name for p in get_patterns_with_prefix("npu")]
     expected = [entry.name for entry in PATTERN_TABLE for _ in entry.conventions]
@@ -131,8 +131,8 @@ def test_native_flow_on_a_tflite_model_equals_litert(tmp_path):
     mod = npu_byoc.load_model(model_path("tiny_cnn_int8.tflite"))  # the import; the flow is TVM's
     part = _native_partition(mod)
     ((_, func),) = _codegen_functions(part).items()
-    from npu_byoc.partition import composite_functions
-    from npu_byoc.patterns import LAYER_ATTR
+    from npu_byoc.ops.composites import composite_functions
+    from npu_byoc.ops.table import LAYER_ATTR
 
     # composites carry the TFLite operator they offload, as partition_for_npu names them
     layers = {str(f.attrs[LAYER_ATTR]) for _, f in composite_functions(func) if LAYER_ATTR in f.attrs}
@@ -167,7 +167,7 @@ def test_native_flow_takes_the_configuration_from_runcodegen_options():
     """A non-default configuration reaches the hook as RunCodegen's target options (plain data:
     every HwConfig field that differs): it lowers for it, not for the default."""
     from npu_byoc.codegen import c_codegen
-    from npu_byoc.hwconfig import HwConfig
+    from npu_byoc.arch.config import HwConfig
 
     from . import relax_builders as rb
 
@@ -213,7 +213,7 @@ def test_saved_partitioned_module_compiles_in_a_fresh_process_after_import(tmp_p
 
 @pytest.mark.parametrize(
     "first",
-    ["import tvm; import npu_byoc", "import npu_byoc; import tvm", "import npu_byoc.patterns", "import npu_byoc.cli; import tvm"],
+    ["import tvm; import npu_byoc", "import npu_byoc; import tvm", "import npu_byoc.ops.table", "import npu_byoc.cli; import tvm"],
 )
 def test_import_registers_whatever_imports_tvm_first(first):
     """`import npu_byoc` imports no TVM; registration follows TVM's import, also when TVM is
@@ -222,7 +222,7 @@ def test_import_registers_whatever_imports_tvm_first(first):
             "print(len(get_patterns_with_prefix('npu')), tvm.get_global_func('relax.ext.npu', allow_missing=True) is not None)")  # fmt: skip
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    from npu_byoc.patterns import PATTERN_TABLE
+    from npu_byoc.ops.table import PATTERN_TABLE
 
     n = sum(len(entry.conventions) for entry in PATTERN_TABLE)
     assert proc.stdout.split() == [str(n), "True"]

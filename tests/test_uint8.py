@@ -1,4 +1,4 @@
-"""uint8 activations on the int8 NPU (npu_byoc.uint8, docs/numerics.md "uint8 activations").
+"""uint8 activations on the int8 NPU (npu_byoc.ops.uint8, docs/numerics.md "uint8 activations").
 
 A uint8 tensor q with zero point z is the int8 tensor q − 128 (the byte q ^ 0x80) with zero
 point z − 128: the records carry the int8 equivalent, the NPU runs int8 only, and the generated
@@ -21,10 +21,10 @@ from hypothesis import strategies as st
 
 import npu_byoc
 from npu_byoc.codegen.lower import lower_module
-from npu_byoc.frontend import model_info
-from npu_byoc.patterns import partition_log
+from npu_byoc.frontends.load import model_info
+from npu_byoc.partition.pipeline import partition_log
 from npu_byoc.runtime import golden
-from npu_byoc.uint8 import to_model, to_npu
+from npu_byoc.ops.uint8 import to_model, to_npu
 
 from . import relax_builders as rb
 from .conftest import MODELS, onnx_tensor_lookup, op_expected, reference
@@ -136,7 +136,7 @@ def test_u8s8_functional_equals_golden(imported):
 @pytest.mark.slow
 def test_u8s8_rtl_equals_golden(partitioned):
     """The generated C++ (with its uint8 flips) linked with the Verilator model of the RTL."""
-    from npu_byoc.hwconfig import DEFAULT_CONFIG
+    from npu_byoc.arch.config import DEFAULT_CONFIG
     from npu_byoc.runtime import build as B
 
     rtl = B.BACKENDS["verilator"](partitioned(U8S8), DEFAULT_CONFIG, "llvm")
@@ -201,7 +201,7 @@ def test_uint8_tflite_end_to_end_is_litert(imported, backend):
 
 @pytest.mark.slow
 def test_uint8_tflite_rtl_is_litert(partitioned):
-    from npu_byoc.hwconfig import DEFAULT_CONFIG
+    from npu_byoc.arch.config import DEFAULT_CONFIG
     from npu_byoc.runtime import build as B
 
     rtl = B.BACKENDS["verilator"](partitioned(TFLITE_U8), DEFAULT_CONFIG, "llvm")
@@ -240,7 +240,7 @@ def test_uint8_weights_with_zero_point_128_run_as_int8():
 
 
 def _single_record(mod):
-    from npu_byoc.patterns import composite_functions, extract_composite, npu_functions
+    from npu_byoc.ops.composites import composite_functions, extract_composite, npu_functions
 
     (func,) = npu_functions(npu_byoc.partition_for_npu(mod)).values()
     ((_, comp),) = composite_functions(func)
@@ -256,7 +256,7 @@ def legacy_multiplier(s_in: float, s_w: float, s_out: float) -> tuple[int, int]:
 def test_uint8_conv_with_one_weight_scale_takes_tflites_legacy_multiplier():
     """TFLite's uint8 conv kernels read GetQuantizedConvolutionMultipler's per-tensor multiplier
     (s_in * s_w rounded to float32 first); int8 conv the per-channel one (in double)."""
-    from npu_byoc.requant import weighted_requant
+    from npu_byoc.ops.requant import weighted_requant
 
     rng = np.random.default_rng(0)
     while True:  # scales for which the two formulas give different multipliers
@@ -391,7 +391,7 @@ def _mixed_chain(w1, w2, b1, b2, q):
 def test_mixed_uint8_int8_chain_is_exact_on_every_backend():
     """uint8 -> int8 -> uint8 through two convs in one partition: golden and the generated C
     (functional, RTL) equal two uint8/int8 convs computed in numpy."""
-    from npu_byoc.hwconfig import DEFAULT_CONFIG
+    from npu_byoc.arch.config import DEFAULT_CONFIG
     from npu_byoc.runtime import build as B
 
     rng = np.random.default_rng(7)

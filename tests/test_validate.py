@@ -1,4 +1,4 @@
-"""Model files TVM's importers mis-handle are refused at import in one line (npu_byoc.validate).
+"""Model files TVM's importers mis-handle are refused at import in one line (npu_byoc.frontends.validate).
 
 Each case mutates the bytes of a committed fixture (or edits its ONNX proto) to break one
 property, and expects a ModelLoadError naming the file, the tensor / node and the parameter.

@@ -10,7 +10,7 @@ import pytest
 
 import npu_byoc
 from npu_byoc import patterns as P
-from npu_byoc.relax_utils import shape_of
+from npu_byoc.util.relax_utils import shape_of
 
 from . import relax_builders as rb
 from .test_patterns_relax import BIAS8, assert_rejected, cpu_ops, single_record

@@ -108,7 +108,7 @@ add_scalar, sub_scalar, mul_scalar, abs, relu, relu6, relu_n1_to_1, quantize)
     resp. uint8 activations): QLinearConv, QLinearAdd, QLinearSigmoid, QLinearLeakyRelu,
     QLinearConcat, QLinearAveragePool, QLinearGlobalAveragePool, QGemm. Float input/output.
 ``qop_ops.onnx``
-    One branch per QOperator / integer op variant npu_byoc/onnx_qop.py rewrites (int8 and
+    One branch per QOperator / integer op variant npu_byoc/frontends/onnx_qop.py rewrites (int8 and
     uint8, per-channel weights, bias, groups, dilation, auto_pad, alpha, count_include_pad,
     channels_last, float QGemm output, Softmax of opset 13 and 11, Where, ConvInteger,
     MatMulInteger), reading integer (and one bool) graph
@@ -1620,7 +1620,7 @@ def _build_tiny_cnn_onnx(out: Path, stem: str, activation_type: str, undilate: b
 # --------------------------------------------------------------------------- ONNX QOperator
 def qop_cnn_float_onnx():
     """A small float NCHW CNN (input 1x3x16x16, seeded random weights) whose QOperator
-    quantization holds every op npu_byoc/onnx_qop.py rewrites in a CNN: Conv (+Relu, depthwise),
+    quantization holds every op npu_byoc/frontends/onnx_qop.py rewrites in a CNN: Conv (+Relu, depthwise),
     Add, Sigmoid, LeakyRelu, Concat, AveragePool, GlobalAveragePool, Gemm."""
     from onnx import helper, numpy_helper
 
@@ -1941,7 +1941,7 @@ def build_qop_cnn(out: Path, stem: str, activation_type: str):
 
 
 def qop_ops_model():
-    """One ONNX model, one branch per QOperator / integer op variant npu_byoc/onnx_qop.py
+    """One ONNX model, one branch per QOperator / integer op variant npu_byoc/frontends/onnx_qop.py
     rewrites (int8 and uint8, per-channel weights, bias, padding, channels_last ...), each
     reading the integer graph inputs directly; an output per branch, named after it."""
     import onnx

@@ -12,7 +12,7 @@ constants and quantization parameters read back from the converted model, the op
 attributes read from the flatbuffer, and LiteRT's int8 output.
 
 The build is deterministic (fixed seeds, ``.npz`` members with fixed zip timestamps).
-``tests/test_numerics.py`` replays the vectors against ``npu_byoc.numerics`` without
+``tests/test_numerics.py`` replays the vectors against ``npu_byoc.arch.numerics`` without
 TensorFlow.
 
 Layout of ``<op>.npz``

@@ -18,13 +18,13 @@ import tvm
 from jinja2 import Environment, FileSystemLoader, StrictUndefined, TemplateError
 from markupsafe import Markup
 
-from .. import escape
+from ..util import escape
 from ..errors import LoweringError
-from ..hwconfig import DEFAULT_CONFIG, HwConfig
-from ..isa import HEADER_WORDS, Opcode, opcode_of
-from ..runtime.cycles import stream_budget
-from ..uint8 import FLIPPED_DTYPES
-from .encoder import disassemble, encode_with_starts
+from ..arch.config import DEFAULT_CONFIG, HwConfig
+from ..arch.isa import HEADER_WORDS, Opcode, opcode_of
+from ..arch.cycles import stream_budget
+from ..ops.uint8 import FLIPPED_DTYPES
+from ..arch.encoder import disassemble, encode_with_starts
 from .lower import PartitionPlan, lower_partition
 from .schedule import Schedule, schedule_partition
 

@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ..isa import REQUANT_RECORD_BYTES, SOFTMAX_TABLE_BYTES, Opcode, Reg, Region
-from .encoder import Dma, Kick, Step
+from ..arch.isa import REQUANT_RECORD_BYTES, SOFTMAX_TABLE_BYTES, Opcode, Reg, Region
+from ..arch.encoder import Dma, Kick, Step
 
 Span = tuple[int, int]  # [lo, hi) SRAM bytes
 SKIP_KICKS = 16  # how far the timed prefetch looks past a DMA_IN it must leave in place
@@ -172,14 +172,14 @@ def _prefetch(steps: list[Step], depth: int) -> tuple[list[Step], list[int]]:
 def _prefetch_timed(steps: list[Step], depth: int, hw) -> tuple[list[Step], list[int]]:
     """Step 1 with a queue (depth > 1): (steps, the index of each new step in ``steps``).
 
-    Walk the sequential schedule on the cycle model's clock (npu_byoc.runtime.cycles.Timeline,
+    Walk the sequential schedule on the cycle model's clock (npu_byoc.arch.cycles.Timeline,
     SET_REGs not counted). Before each compute kick, issue the DMA_INs that come after it, in
     schedule order, while the queue has a free slot at that cycle besides one kept for a
     DMA_OUT: each must commute with every step it passes (those still after it). A DMA_IN that
     does not commute is left in place and later ones may overtake it, for at most
     ``SKIP_KICKS`` kicks past it: the engine copies in issue order, so an overtaking load
     delays the one left behind, and further ahead that stops paying."""
-    from ..runtime.cycles import Timeline, step_cycles
+    from ..arch.cycles import Timeline, step_cycles
 
     n = len(steps)
     spans = [touched(s) for s in steps]  # (reads, writes) of each step, asked again for every kick before it

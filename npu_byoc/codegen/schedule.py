@@ -34,15 +34,15 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import LoweringError
-from ..hwconfig import DEFAULT_CONFIG, HwConfig
-from ..isa import REQUANT_RECORD_BYTES, SOFTMAX_TABLE_BYTES, Opcode, Reg, Region
-from .. import escape
-from .. import numerics as nx
-from .encoder import Dma, Kick, Step, disassemble, encode_with_starts
+from ..arch.config import DEFAULT_CONFIG, HwConfig
+from ..arch.isa import REQUANT_RECORD_BYTES, SOFTMAX_TABLE_BYTES, Opcode, Reg, Region
+from ..util import escape
+from ..arch import numerics as nx
+from ..arch.encoder import Dma, Kick, Step, disassemble, encode_with_starts
 from .lower import PartitionPlan
 from .residency import Buffer, largest_gap, place
 from .overlap import overlap
-from .npu_ops import (
+from ..ops.npu_ops import (
     Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef, Tiling,
     Gather, Phased, ResizeBilinear, TransposeConv2D,
 )  # fmt: skip

@@ -31,15 +31,16 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from ..codegen.lower import PartitionPlan, lower_partition
-from .. import buildlog
+from ..util import buildlog
 from ..errors import NpuByocError, NpuStreamError
-from ..frontend import ModelInfo, model_info
-from ..hwconfig import DEFAULT_CONFIG, HwConfig
-from ..partition import npu_functions, partition_for_npu, partition_log, unpartition
-from ..tvm_legalize import register as _register_legalizations
+from ..frontends.load import ModelInfo, model_info
+from ..arch.config import DEFAULT_CONFIG, HwConfig
+from ..ops.composites import npu_functions
+from ..partition.pipeline import partition_for_npu, partition_log, unpartition
+from .tvm_legalize import register as _register_legalizations
 from . import golden
 
-_register_legalizations()  # TVM's CPU build of NHWC conv2d_transpose (npu_byoc.tvm_legalize)
+_register_legalizations()  # TVM's CPU build of NHWC conv2d_transpose (npu_byoc.runtime.tvm_legalize)
 
 LayerHook = Callable[[str, object, np.ndarray], None]  # (partition, npu op, output)
 

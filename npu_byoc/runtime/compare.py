@@ -17,10 +17,10 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from .. import escape
-from ..hwconfig import DEFAULT_CONFIG, HwConfig
-from ..partition import partition_for_npu, partition_log
-from ..uint8 import to_model
+from ..util import escape
+from ..arch.config import DEFAULT_CONFIG, HwConfig
+from ..partition.pipeline import partition_for_npu, partition_log
+from ..ops.uint8 import to_model
 from .build import build
 
 
@@ -132,8 +132,8 @@ def compare(
     """Compare the golden NPU path, TVM's CPU build and (optionally) reference outputs.
 
     ``mod`` is an imported module (from :func:`npu_byoc.load_model`)."""
-    from ..frontend import model_info
-    from ..partition import canonicalise
+    from ..frontends.load import model_info
+    from ..partition.pipeline import canonicalise
 
     part = partition_for_npu(mod, hw=hw)
     accepted = [d for d in partition_log(part) if d.accepted]
@@ -190,7 +190,7 @@ def reference_like(reference: Sequence[np.ndarray], k: int, y: np.ndarray) -> np
 def output_scales(mod: tvm.IRModule) -> list[float | None]:
     """Per output of ``main``: the per-tensor scale of the dequantize that makes it float (an
     ONNX QDQ model ends in DequantizeLinear), else None."""
-    from ..relax_utils import Constant, constant_value, op_name
+    from ..util.relax_utils import Constant, constant_value, op_name
 
     main = mod["main"]
     values = {b.var: b.value for block in main.body.blocks for b in block.bindings}

@@ -19,7 +19,7 @@ compute_cycles     the cycles of its compute kicks alone (CONV, DWCONV, FC, pool
 ideal_cycles       MACs / (R·C): what a fully busy R × C array would need
 utilization        ideal / compute cycles: how busy the array is while it computes
 utilization_overall  ideal / cycles: DMA and register writes included
-predicted_cycles   the analytic model (npu_byoc.runtime.cycles) of the same words: equal
+predicted_cycles   the analytic model (npu_byoc.arch.cycles) of the same words: equal
 max_diff_golden    max |RTL − golden model| in LSB of the layer's output where it leaves the
                    NPU (a partition output, or a tensor spilled to SCRATCH): must be 0, else
                    the run ends with :class:`CosimMismatch` (after the report is complete);
@@ -53,29 +53,30 @@ import numpy as np
 import tvm
 from tvm import relax
 
-from .. import escape
-from ..cache import atomic_output, build_lock, cache_dir, content_key, is_intact
-from ..codegen.encoder import encode_with_starts
+from ..util import escape
+from ..util.cache import atomic_output, build_lock, cache_dir, content_key, is_intact
+from ..arch.encoder import encode_with_starts
 from ..codegen.lower import PartitionPlan, partition_batch
 from ..codegen.lower import per_image as per_image_shape
-from ..codegen.npu_ops import (
-    Add, Conv2D, DepthwiseConv2D, FullyConnected, Gather, Lut, Mean, Mul, NpuOp, Pool, ResizeBilinear, Softmax,
-    TransposeConv2D,
+from ..ops.npu_ops import (
+    Add, Conv2D, DepthwiseConv2D, FullyConnected, Gather, Lut, Mean, Mul, NpuOp, Pool, ResizeBilinear,
+    Softmax, TransposeConv2D,
 )  # fmt: skip
 from ..codegen.schedule import schedule_partition
 from ..errors import NpuByocError
-from ..hwconfig import DEFAULT_CONFIG, HwConfig
-from ..isa import DMA_OPCODES, Opcode, Region
-from ..partition import npu_functions, partition_for_npu, partition_log
-from ..patterns import LAYER_ATTR, VIEW_PATTERNS
-from ..progress import Progress
-from ..relax_utils import dtype_of, shape_of
-from ..uint8 import to_model
-from ..tvm_legalize import register as _register_legalizations
-from . import cycles as cycle_model
+from ..arch.config import DEFAULT_CONFIG, HwConfig
+from ..arch.isa import DMA_OPCODES, Opcode, Region
+from ..ops.composites import npu_functions
+from ..partition.pipeline import partition_for_npu, partition_log
+from ..ops.table import LAYER_ATTR, VIEW_PATTERNS
+from ..util.progress import Progress
+from ..util.relax_utils import dtype_of, shape_of
+from ..ops.uint8 import to_model
+from .tvm_legalize import register as _register_legalizations
+from ..arch import cycles as cycle_model
 from . import golden
 
-_register_legalizations()  # TVM's CPU build of NHWC conv2d_transpose (npu_byoc.tvm_legalize)
+_register_legalizations()  # TVM's CPU build of NHWC conv2d_transpose (npu_byoc.runtime.tvm_legalize)
 
 OP_CLASSES = ("conv", "pointwise", "transpose_conv", "depthwise", "fc", "pool", "mean", "add", "mul", "lut", "gather",
               "resize", "softmax")
@@ -383,7 +384,7 @@ def compiled_reference(mod: tvm.IRModule, target: str = "llvm") -> tvm.runtime.M
     """TVM's build of ``mod`` for ``target`` as a shared library, cached on disk: the key is the
     module's structural hash (every composite function, constants included), the target and
     TVM's version (with the module's script, so a 64-bit hash collision cannot alias two
-    modules); entries are sealed and built once under a lock (npu_byoc.cache)."""
+    modules); entries are sealed and built once under a lock (npu_byoc.util.cache)."""
     from tvm_ffi import structural_hash  # TVM 0.27's home of structural hashing
 
     key = content_key(["cosim-layer-reference", str(structural_hash(mod)), mod.script(), str(target), tvm.__version__])
@@ -583,7 +584,7 @@ def cosim(
     it is not yet). ``npu``: a :class:`~npu_byoc.runtime.verilator.VerilatorNpu` to reuse.
     ``progress``: draw a progress bar on stderr. ``strict``: raise :class:`CosimMismatch`
     (with the complete report as ``.report``) when a layer differs from the golden model."""
-    from ..frontend import load_model, model_info
+    from ..frontends.load import load_model, model_info
     from .build import build_with_runner
     from .compare import Diff, reference_like
     from .verilator import VerilatorNpu

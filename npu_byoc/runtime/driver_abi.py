@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..isa import MAX_REGIONS, Region, Status
+from ..arch.isa import MAX_REGIONS, Region, Status
 
 _EMPTY = np.zeros(1, np.uint8)  # a valid pointer for bound regions of 0 bytes
 

@@ -3,7 +3,7 @@
 ``csrc/npu_functional.cc`` implements the driver API (``npu_submit`` in npu_driver.h) by
 executing the command stream bit-exactly like the golden model of the stream
 (npu_byoc.runtime.machine). This module builds it standalone as a shared library with g++
-(cached in ``npu_byoc.cache.cache_dir()``, keyed by a hash of the sources, headers and flags),
+(cached in ``npu_byoc.util.cache.cache_dir()``, keyed by a hash of the sources, headers and flags),
 loads it with ctypes, and runs streams on it::
 
     result = FunctionalNpu(hw).run(words, regions)   # same arguments as Machine(hw).run
@@ -27,13 +27,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import buildlog
-from ..cache import atomic_output, build_lock, cache_dir, content_key, is_intact
+from ..util import buildlog
+from ..util.cache import atomic_output, build_lock, cache_dir, content_key, is_intact
 from ..errors import NpuByocError
-from ..hwconfig import DEFAULT_CONFIG, HwConfig
-from ..isa import MAX_REGIONS, Opcode, Status
+from ..arch.config import DEFAULT_CONFIG, HwConfig
+from ..arch.isa import MAX_REGIONS, Opcode, Status
 from . import driver_abi
-from .cycles import DEFAULT_MAX_CYCLES
+from ..arch.cycles import DEFAULT_MAX_CYCLES
 from .driver_abi import Buffer, RegionTable, Result, stream_array, stream_pointer
 from .machine import RunStatus
 
@@ -175,7 +175,7 @@ def library() -> ctypes.CDLL:
 
 @dataclass
 class FunctionalRunStatus(RunStatus):
-    """The golden model's RunStatus plus the analytic cycle estimate (npu_byoc.runtime.cycles)."""
+    """The golden model's RunStatus plus the analytic cycle estimate (npu_byoc.arch.cycles)."""
 
     cycles: int = 0
 

@@ -1,7 +1,7 @@
 """The golden model: typed NPU ops executed on whole tensors, integer only.
 
 This is the executable specification of what each NPU operation computes (docs/numerics.md
-states the formulas; npu_byoc.numerics implements them). The command-stream machine
+states the formulas; npu_byoc.arch.numerics implements them). The command-stream machine
 (npu_byoc.runtime.machine), the C functional model and the RTL must equal it bit for bit.
 """
 
@@ -11,17 +11,17 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from .. import numerics as nx
-from .. import softmax as sm
-from .. import resize as rz
-from .. import transpose_conv as tc
+from ..arch import numerics as nx
+from ..ops import softmax as sm
+from ..ops import resize as rz
+from ..ops import transpose_conv as tc
 from ..codegen.lower import PartitionPlan
-from ..codegen.npu_ops import (
-    Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef,
-    Gather, ResizeBilinear, TransposeConv2D,
+from ..ops.npu_ops import (
+    Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef, Gather,
+    ResizeBilinear, TransposeConv2D,
 )  # fmt: skip
-from ..isa import Region
-from ..uint8 import to_model, to_npu
+from ..arch.isa import Region
+from ..ops.uint8 import to_model, to_npu
 
 Regions = dict[int, np.ndarray]  # region id -> uint8 buffer
 
@@ -152,7 +152,7 @@ def run_op(op: NpuOp, regions: Regions) -> np.ndarray:
 
 def allocate_regions(plan: PartitionPlan, inputs: Sequence[np.ndarray]) -> Regions:
     """Scratch and IO regions of a partition, inputs copied in (in the caller's layout; uint8
-    inputs flipped to int8, as the generated C++ entry does: npu_byoc.uint8)."""
+    inputs flipped to int8, as the generated C++ entry does: npu_byoc.ops.uint8)."""
     if len(inputs) != len(plan.inputs):
         raise ValueError(f"{plan.name}: expected {len(plan.inputs)} inputs, got {len(inputs)}")
     regions: Regions = {int(Region.SCRATCH): np.zeros(max(plan.scratch_bytes, 1), np.uint8),

@@ -2,7 +2,7 @@
 
 ``Machine(hw).run(words, regions)`` executes a stream the way the hardware does — header
 check, register file, SRAM, DMA between SRAM and the bound regions, one kick at a time on
-SRAM tiles with the integer kernels of npu_byoc.numerics — and returns a ``RunStatus``. It
+SRAM tiles with the integer kernels of npu_byoc.arch.numerics — and returns a ``RunStatus``. It
 never raises on a bad stream and always finishes: the stream has no jumps, every command
 advances, and ``max_commands`` bounds the run. The C functional model and the RTL must equal
 it bit for bit, including the status and the index of the failing word.
@@ -25,28 +25,14 @@ import math
 
 import numpy as np
 
-from .. import numerics as nx
-from .. import softmax
-from ..hwconfig import DEFAULT_CONFIG, HwConfig
-from ..isa import (
-    HEADER_WORDS,
-    MAGIC,
-    MAX_REGIONS,
-    REQUANT_RECORD_BYTES,
-    SHIFT_MAX,
-    SHIFT_MIN,
-    SIGNED_REGS,
-    SOFTMAX_MAX_CHANNELS,
-    SOFTMAX_TABLE_BYTES,
-    VERSION_MAJOR,
-    VERSION_MINOR,
-    Opcode,
-    Reg,
-    Region,
-    Status,
-    opcode_of,
-    reg_of,
-)
+from ..arch import numerics as nx
+from ..ops import softmax
+from ..arch.config import DEFAULT_CONFIG, HwConfig
+from ..arch.isa import (
+    HEADER_WORDS, MAGIC, MAX_REGIONS, REQUANT_RECORD_BYTES, SHIFT_MAX, SHIFT_MIN, SIGNED_REGS,
+    SOFTMAX_MAX_CHANNELS, SOFTMAX_TABLE_BYTES, VERSION_MAJOR, VERSION_MINOR, Opcode, Reg, Region, Status,
+    opcode_of, reg_of,
+)  # fmt: skip
 
 WORD_MASK = 0xFFFFFFFF
 _REGS = {int(r) for r in Reg}

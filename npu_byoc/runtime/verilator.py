@@ -8,7 +8,7 @@ configuration ``hw`` and compiles it with the harness ``hw/sim/npu_verilator.cc`
 - a static archive of the same objects, which a model library can link instead of the C
   functional model (``static_archive(hw)``; add ``-lpthread``).
 
-Both are cached in ``npu_byoc.cache.cache_dir()`` under a key that hashes hw/rtl, hw/sim, the
+Both are cached in ``npu_byoc.util.cache.cache_dir()`` under a key that hashes hw/rtl, hw/sim, the
 configuration, the Verilator version and the compiler flags: a warm cache never rebuilds.
 The C++ that Verilator generates is compiled here, in parallel, rather than with its
 Makefile (the PyPI wheel's Makefile configuration cannot use its precompiled headers).
@@ -36,11 +36,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import buildlog, hwgen
-from ..cache import atomic_output, build_lock, cache_dir, content_key, is_intact
+from ..util import buildlog
+from ..arch import hwgen
+from ..util.cache import atomic_output, build_lock, cache_dir, content_key, is_intact
 from ..errors import NpuByocError
-from ..hwconfig import DEFAULT_CONFIG, HwConfig
-from ..isa import MAX_REGIONS, Opcode, Status
+from ..arch.config import DEFAULT_CONFIG, HwConfig
+from ..arch.isa import MAX_REGIONS, Opcode, Status
 from . import driver_abi
 from .driver_abi import Buffer, RegionTable, Result, stream_array, stream_pointer
 from .machine import RunStatus

@@ -1,0 +1,94 @@
+"""What a lowered NPU op must meet at each kick, for the configuration it runs with: the unit
+limits the stream machine checks (INVALID_PARAMETER), and where a requantize left shift can
+wrap int32. ``lower_alone`` lowers a record by itself, as the checks' dry run needs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..arch.config import HwConfig
+from ..arch.isa import SOFTMAX_MAX_CHANNELS, Region
+from ..arch.limits import batch_of, binary_layout, hwc, per_image
+from .lowering import LOWERINGS
+from .npu_ops import Conv2D, DepthwiseConv2D, FullyConnected, Mean, Phased, Pool, Softmax, TensorRef, TransposeConv2D
+
+
+def lower_alone(op, hw: HwConfig, layout: str = "NHWC"):
+    """``op`` (a quantized-op record) lowered by the compiler's own registry as if it were
+    a partition on its own (inputs and output in IO regions). Raises ShapeError or Reject."""
+
+    layout = getattr(op, "layout", binary_layout(op) if hasattr(op, "input_b") else layout)
+    tensors = [*_inputs(op), op.output]
+    n = batch_of(t.shape for t in tensors)
+    refs = [
+        TensorRef(f"t{k}", int(Region.IO) + k, 0, hwc(per_image(t.shape, n), layout), layout)
+        for k, t in enumerate(tensors)
+    ]
+    return LOWERINGS[type(op)]("op", op, refs[:-1], refs[-1])
+
+
+def _inputs(op) -> list:
+    return [op.input_a, op.input_b] if hasattr(op, "input_b") else [op.input]
+
+
+def unit_reason(npu_op, hw: HwConfig) -> str | None:
+    """Why a lowered op (each phase of a phased one) breaks a unit limit of ``hw`` that the
+    stream machine checks at the kick (INVALID_PARAMETER in npu_functional.cc and
+    npu_kick_check.v): the one source every check binds to, whatever the op lowers to."""
+
+    if isinstance(npu_op, Phased):
+        return next(filter(None, (unit_reason(p, hw) for p in npu_op.phases)), None)
+    c_in, c_out = getattr(npu_op, "ifm", npu_op.ofm).shape[2], npu_op.ofm.shape[2]
+    what = f"{npu_op.kind} '{npu_op.name}'"
+    if isinstance(npu_op, Conv2D | DepthwiseConv2D | FullyConnected) and max(c_in, c_out) > hw.max_channels:
+        return f"{what} runs {c_in}->{c_out} channels: the NPU's MAC unit takes up to max_channels={hw.max_channels}"
+    if isinstance(npu_op, FullyConnected) and max(c_in, c_out) > hw.max_fc_features:
+        return f"{what} runs {c_in}->{c_out} features: the NPU takes up to max_fc_features={hw.max_fc_features}"
+    if isinstance(npu_op, Conv2D | DepthwiseConv2D):
+        (kh, kw), (sh, sw) = npu_op.kernel, npu_op.stride
+        if max(kh, kw) > hw.max_kernel:
+            return f"{what} runs a {kh}x{kw} kernel: the NPU takes up to max_kernel={hw.max_kernel}"
+        if max(sh, sw) > hw.max_stride:
+            return f"{what} runs stride {sh}x{sw}: the NPU takes up to max_stride={hw.max_stride}"
+    if isinstance(npu_op, Pool):
+        (kh, kw), (sh, sw) = npu_op.kernel, npu_op.stride
+        if max(kh, kw) > hw.max_pool_window:
+            return f"{what} runs a {kh}x{kw} window: the NPU takes up to max_pool_window={hw.max_pool_window}"
+        if max(sh, sw) > hw.max_pool_stride:
+            return f"{what} runs stride {sh}x{sw}: the NPU takes up to max_pool_stride={hw.max_pool_stride}"
+    if isinstance(npu_op, Mean) and (n := npu_op.ifm.shape[0] * npu_op.ifm.shape[1]) > hw.max_mean_elements:
+        return f"{what} reduces {n} elements: the NPU takes up to max_mean_elements={hw.max_mean_elements}"
+    if isinstance(npu_op, Softmax) and c_out > SOFTMAX_MAX_CHANNELS:
+        return f"{what} over {c_out} elements: the NPU's SOFTMAX takes up to {SOFTMAX_MAX_CHANNELS}"
+    return None
+
+
+def left_shift_wrap(npu_op) -> str | None:
+    """Where a lowered op's requantize can wrap: the worst-case int32 accumulator (conv,
+    depthwise, each transposed-conv phase: sum |w| · max|x − zp| + |bias|; MEAN: n · max|x − zp|)
+    times 2^shift for a positive (left) shift reaches 2^31. None: no input can wrap it. Fully
+    connected multiplies by a double below 1 and ADD / MUL shifts are bounded: never."""
+
+    if isinstance(npu_op, TransposeConv2D):  # each output phase sums only its own taps
+        return next(filter(None, map(left_shift_wrap, npu_op.phases)), None)
+    if not isinstance(npu_op, (Conv2D, DepthwiseConv2D, Mean)):
+        return None
+    zp = int(npu_op.ifm_zero_point)
+    max_x = max(127 - zp, zp + 128)
+    if isinstance(npu_op, (Conv2D, DepthwiseConv2D)):
+        w = np.abs(npu_op.weights.astype(np.int64)).reshape(npu_op.weights.shape[0], -1).sum(axis=1)
+        worst = w * max_x + np.abs(npu_op.bias.astype(np.int64))
+    else:  # MEAN
+        h, w, _ = npu_op.ifm.shape
+        worst = np.asarray([h * w * max_x], np.int64)
+    shift = np.broadcast_to(np.asarray(npu_op.shift, np.int64), worst.shape)
+    wraps = (shift > 0) & ((worst << np.maximum(shift, 0)) >= 2**31)
+    if not wraps.any():
+        return None
+    c = int(np.argmax(wraps))
+    return (f"requantize left shift {int(shift[c])} (channel {c}): the worst-case accumulator {int(worst[c])} "
+            f"times 2^{int(shift[c])} overflows int32")
+
+
+__all__ = ["lower_alone", "unit_reason", "left_shift_wrap"]

@@ -1,0 +1,60 @@
+"""The compiler's dry run as the last check of every match: the op lowered alone by the
+compiler's own registry, its kicks within the configuration's unit limits, its shifts in
+range, one tile of it in the SRAM. It sits above the codegen whose scheduler it asks (an
+op's own checks, npu_byoc.ops.checks, do not reach up to it)."""
+
+from __future__ import annotations
+
+from ..arch.config import HwConfig
+from ..arch.limits import ShapeError, shift_reason
+from ..codegen.schedule import check_geometry, untileable_reason
+from ..errors import LoweringError
+from ..ops.kick_limits import lower_alone, unit_reason
+from ..ops.lut import DEFAULT_NUMERICS
+from ..ops.records import QOp, Reject
+from ..ops.table import NpuPattern
+
+
+def lowering_reason(op, hw: HwConfig) -> str | None:
+    """Why ``op``, lowered alone, cannot run: lowering refuses it, a shift is out of range, a
+    lowered kick breaks a unit limit of ``hw`` (:func:`unit_reason`), or the scheduler cannot
+    cut it into tiles that fit the SRAM (None: it runs)."""
+
+    try:
+        npu_op = lower_alone(op, hw)
+        check_geometry(npu_op, "op")
+    except (ShapeError, Reject) as err:
+        return str(err)
+    except LoweringError as err:
+        return err.reason
+    return shift_reason(npu_op) or unit_reason(npu_op, hw) or untileable_reason(npu_op, hw)
+
+
+def lowers_and_fits(op: QOp, hw: HwConfig) -> str | None:
+    """Lowered alone, the op's shifts lie in the ranges the NPU runs, every kick it lowers to keeps the unit limits of the configuration (max_channels, max_kernel, max_stride, max_pool_window, max_pool_stride, max_mean_elements, max_fc_features: what the NPU checks at each kick), and a tile of one output row and one output channel fits the SRAM (the compiler's own lowering and tiling search)."""
+    return lowering_reason(op, hw)
+
+
+FINAL = (lowers_and_fits,)
+
+
+def checks_of(entry: NpuPattern) -> tuple:
+    """Every check a match of ``entry`` passes: its own, then the dry run (a view has no NPU
+    op to lower)."""
+    return entry.checks if entry.view else (*entry.checks, *FINAL)
+
+
+def evaluate(entry: NpuPattern, root, bindings, hw: HwConfig, numerics: str = DEFAULT_NUMERICS,
+             *args) -> tuple[QOp | None, str | None]:
+    """:meth:`NpuPattern.evaluate` (same arguments), then the dry run on what it accepts."""
+    op, reason = entry.evaluate(root, bindings, hw, numerics, *args)
+    if op is None or reason or entry.view:
+        return op, reason
+    for check in FINAL:
+        reason = check(op, hw)
+        if reason:
+            return op, f"{entry.subject(numerics)}: {reason}" if entry.subject else reason
+    return op, None
+
+
+__all__ = ["lowering_reason", "lowers_and_fits", "FINAL", "checks_of", "evaluate"]

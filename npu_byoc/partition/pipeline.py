@@ -1,0 +1,540 @@
+"""The partition pass: the pattern table's matches become NPU composites and partitions.
+
+``partition_for_npu`` canonicalises the module (one slice per split output, one dequantize per
+consumer, max-pool pads filled with the dtype's minimum), runs TVM's ``FuseOpsByPattern`` with
+the table of :mod:`npu_byoc.ops.table` (each match extracted and checked, every verdict recorded
+for the coverage report) and ``MergeCompositeFunctions``, and names composites after the source
+operators they offload. Partitions whose lowering fails are re-formed without the failing
+match (npu_byoc.partition.fallback), so the reason reaches the report. The composite walks below
+(``npu_functions``, ``composite_functions``, ``extract_composite``) serve lowering,
+co-simulation and the reports alike.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import tvm
+from tvm import relax
+from tvm.relax.expr_functor import PyExprMutator, mutator
+from tvm.relax.transform import FusionPattern, PatternCheckContext
+
+from ..ops import lut as lut_ops
+from ..arch.config import DEFAULT_CONFIG, HwConfig
+from ..ops.table import (
+    _DTYPE_RANGE, _NOT_MINE, CODEGEN_NAME, LAYER_ATTR, LEFT_SHIFT_ATTR, NUMERICS_ATTR, PARTITION_LOG_ATTR,
+    PATTERN_TABLE, PATTERNS_BY_NAME, Convention, NpuPattern, Reject,
+)  # fmt: skip
+from . import dryrun
+from ..ops.composites import composite_functions, extract_composite, npu_functions
+from ..ops.records import QOp
+from ..ops.requant import left_shift_overflow_for
+from ..util.relax_utils import Constant, constant_value, dtype_of, int_list, op_name, prim_value, shape_of
+from ..ops.uint8 import activations_label
+
+@dataclass
+class Decision:
+    """One candidate match and what the checks said."""
+
+    pattern: str
+    convention: str
+    vars: tuple[str, ...]  # names of the bindings the match covers
+    accepted: bool
+    reason: str | None
+    macs: int = 0
+    layer: str | None = None  # the source operator the match offloads
+    activations: str = ""  # how the activations were read: "uint8 activations (U8S8)"
+
+
+class _Recorder:
+    def __init__(self, hw: HwConfig, denied: Mapping | None = None, numerics: str = lut_ops.DEFAULT_NUMERICS,
+                 left_shift_overflow: str = "wrap"):
+        self.hw = hw
+        self.numerics = numerics
+        self.left_shift_overflow = left_shift_overflow
+        self.decisions: list[Decision] = []
+        self._seen: set = set()
+        self._last_layer: str | None = None
+        self._layers: set[str] = set()
+        self.denied = dict(denied or {})  # match key -> reason: lowering failed on it (compile_fallback)
+        self.layer_keys: dict[str, tuple] = {}  # composite layer name -> its match key
+        self._last_key: tuple | None = None
+
+    def attrs(self, annotated) -> dict[str, str]:
+        """Composite attributes, asked by FuseOpsByPattern right after a check accepts.
+
+        Every composite gets a distinct layer name. Besides naming, this keeps the passes
+        linear: TVM deduplicates functions by a hash that ignores constant values, so
+        composites differing only in their weights would all collide (O(n^2) compares)."""
+        name = self._last_layer or f"layer_{len(self._layers)}"
+        unique, k = name, 1
+        while unique in self._layers:
+            unique, k = f"{name}#{k}", k + 1
+        self._layers.add(unique)
+        self.layer_keys[unique] = self._last_key
+        return {LAYER_ATTR: unique, NUMERICS_ATTR: self.numerics, LEFT_SHIFT_ATTR: self.left_shift_overflow}
+
+    def check_fn(self, entry: NpuPattern, convention: Convention):
+        def check(ctx: PatternCheckContext) -> bool:
+            bindings = dict(ctx.matched_bindings)
+            root_var = ctx.value_to_bound_var.get(ctx.matched_expr) if ctx.value_to_bound_var else None
+            op, reason = dryrun.evaluate(entry, ctx.matched_expr, bindings, self.hw, self.numerics, self.left_shift_overflow)
+            if reason == _NOT_MINE:
+                return False
+            reason = reason or _shared_pad_reason(ctx, bindings)
+            from ..frontends.load import source_op_of
+
+            values = [ctx.matched_expr, *bindings.values()]
+            layer = next((n for n in map(source_op_of, values) if n), None)
+            names = tuple(sorted(v.name for v in bindings))
+            if root_var is not None:
+                names = (root_var.name,) + tuple(n for n in names if n != root_var.name)
+            key = (entry.name, names)
+            if reason is None and key in self.denied:
+                reason = self.denied[key]
+            if key not in self._seen:
+                self._seen.add(key)
+                self.decisions.append(
+                    Decision(
+                        pattern=entry.name,
+                        convention=convention.name,
+                        vars=names,
+                        accepted=reason is None,
+                        reason=reason,
+                        macs=int(getattr(op, "macs", 0) or 0),
+                        layer=layer,
+                        activations=activations_label(op) if op is not None else "",
+                    )
+                )
+            self._last_layer, self._last_key = layer, key
+            return reason is None
+
+        return check
+
+
+def _shared_pad_reason(ctx: PatternCheckContext, bindings: Mapping) -> str | None:
+    """A folded pad must have no other reader: the composite takes its binding."""
+    for var, value in bindings.items():
+        if op_name(value) == "relax.nn.pad":
+            users = ctx.var_usages.get(var, []) if ctx.var_usages else []
+            if any(u not in bindings and not u.same_as(ctx.value_to_bound_var.get(ctx.matched_expr)) for u in users):
+                return "PAD is also read by another operator: it folds into its only consumer's padding"
+    return None
+
+
+def fusion_patterns(
+    table: Iterable[NpuPattern] = PATTERN_TABLE, check_factory=None, attrs_getter=None
+) -> list[FusionPattern]:
+    """The table as TVM FusionPatterns, most specific convention first."""
+    out = []
+    for entry in table:
+        for conv in entry.conventions:
+            check = check_factory(entry, conv) if check_factory else None
+            out.append(FusionPattern(entry.name, conv.pattern, {}, check, attrs_getter))
+    return out
+
+
+@mutator
+class _SplitSharedDequantize(PyExprMutator):
+    """Give every consumer of a shared dequantize its own copy.
+
+    ONNX QDQ graphs dequantize a tensor once for all its consumers, TFLite once per consumer.
+    A pattern cannot take a binding that another match already owns, so without this the
+    second consumer (a residual add after a conv, say) would never match.
+    """
+
+    def __init__(self, shared: dict, mod=None):
+        super().__init__(mod)
+        self.shared = shared  # original Var -> its dequantize Call
+        self.copies: dict = {}
+
+    def visit_call_(self, call):
+        new_args = []
+        changed = False
+        for a in call.args:
+            if isinstance(a, relax.Var) and a in self.shared:
+                deq = self.shared[a]
+                k = self.copies[a] = self.copies.get(a, 0) + 1
+                copy = relax.Call(deq.op, [self.visit_expr(x) for x in deq.args], deq.attrs, deq.ty_args)
+                new_args.append(self.builder_.emit(copy, f"{a.name}_c{k}"))
+                changed = True
+            else:
+                new_args.append(self.visit_expr(a))
+        if not changed:
+            return super().visit_call_(call)
+        return relax.Call(call.op, new_args, call.attrs, call.ty_args, call.span)
+
+
+def split_shared_dequantize(mod: tvm.IRModule) -> tvm.IRModule:
+    """Canonicalise: one dequantize per consumer (see :class:`_SplitSharedDequantize`)."""
+    main = mod["main"]
+    uses: dict = {}
+    deqs: dict = {}
+    for block in main.body.blocks:
+        for b in block.bindings:
+            if op_name(b.value) == "relax.dequantize":
+                deqs[b.var] = b.value
+            if isinstance(b.value, relax.Call):
+                for a in b.value.args:
+                    if isinstance(a, relax.Var):
+                        uses[a] = uses.get(a, 0) + 1
+            else:
+                for a in relax.analysis.free_vars(b.value):
+                    uses[a] = uses.get(a, 0) + 2  # tuples and the like: never split
+    shared = {v: c for v, c in deqs.items() if uses.get(v, 0) > 1}
+    if not shared:
+        return mod
+    new_main = _SplitSharedDequantize(shared, mod).visit_expr(main)
+    out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    out["main"] = new_main
+    return relax.transform.DeadCodeElimination(["main"])(out)
+
+
+@mutator
+class _SplitToSlices(PyExprMutator):
+    def __init__(self, parts: dict, mod=None):
+        super().__init__(mod)
+        self.parts = parts  # split var -> (its input, axis, [(begin, end) per output])
+
+    def visit_tuple_getitem_(self, op):
+        found = self.parts.get(op.tuple_value) if isinstance(op.tuple_value, relax.Var) else None
+        if found is None:
+            return super().visit_tuple_getitem_(op)
+        x, axis, bounds, span = found
+        begin, end = bounds[op.index]
+        c = relax.op.strided_slice(self.visit_expr(x), [axis], [begin], [end], [1])
+        return relax.Call(c.op, c.args, c.attrs, c.ty_args, span)  # the Split's provenance, for coverage
+
+
+def split_to_slices(mod: tvm.IRModule) -> tvm.IRModule:
+    """Canonicalise: each output of a ``split`` (TVM's import of ONNX Split) read as its own
+    ``strided_slice`` of the input, as TVM's TFLite import writes SPLIT: one op per output, so
+    each can be its own match (npu.gather) instead of a tuple no pattern takes."""
+    main = mod["main"]
+    parts = {}
+    readers = {}  # a split's var -> the first binding reading one of its outputs (to be a slice)
+    for block in main.body.blocks:
+        for b in block.bindings:
+            if isinstance(b.value, relax.TupleGetItem) and b.value.tuple_value in parts:
+                readers.setdefault(b.value.tuple_value.name, b.var.name)
+            if op_name(b.value) != "relax.split":
+                continue
+            x, a = b.value.args[0], b.value.attrs
+            shape = shape_of(x)
+            axis = int(a.axis) % len(shape)
+            sections = a.indices_or_sections
+            if isinstance(sections, tvm.ir.prim.expr.IntImm):  # n equal sections, else split points
+                cuts = [shape[axis] * k // int(sections) for k in range(1, int(sections))]
+            else:
+                cuts = [int(v) for v in sections]
+            edges = [0, *cuts, shape[axis]]
+            parts[b.var] = (x, axis, list(zip(edges[:-1], edges[1:])), b.value.span)
+    if not parts:
+        return mod
+    out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    out["main"] = _SplitToSlices(parts, mod).visit_expr(main)
+    return _absorbed(relax.transform.DeadCodeElimination(["main"])(out), readers)
+
+
+ABSORBED_ATTR = "npu_byoc.absorbed"
+
+
+def _absorbed(mod: tvm.IRModule, names: Mapping[str, str]) -> tvm.IRModule:
+    """Record that the bindings ``names`` holds were canonicalised into others (key -> the
+    binding that now does its work): the coverage report credits the source operator with
+    that binding's match."""
+    if not names:
+        return mod
+    return mod.with_attr(ABSORBED_ATTR, json.dumps({**absorbed(mod), **names}))
+
+
+def absorbed(mod: tvm.IRModule) -> dict[str, str]:
+    """The bindings the canonicalisation folded into others (see :func:`_absorbed`)."""
+    return json.loads(str(mod.attrs[ABSORBED_ATTR])) if mod.attrs is not None and ABSORBED_ATTR in mod.attrs else {}
+
+
+@mutator
+class _ReplaceCalls(PyExprMutator):
+    """Calls swapped for new ones (matched by identity), the new ones' arguments visited."""
+
+    def __init__(self, new: dict, mod=None):
+        super().__init__(mod)
+        self.new = new  # old Call (by identity) -> new Call
+
+    def visit_call_(self, call):
+        found = self.new.get(call)
+        if found is None:
+            return super().visit_call_(call)
+        return relax.Call(found.op, [self.visit_expr(a) for a in found.args], found.attrs, found.ty_args, call.span)
+
+
+def _flat_take(value, values) -> tuple | None:
+    """(x, indices) of ``take(reshape(x, [N]), constant indices, axis=0)``: TFLite data movement
+    as npu_byoc.frontends.tflite_ops imports it."""
+    if op_name(value) != "relax.take" or int(value.attrs.axis) != 0 or not isinstance(value.args[1], Constant):
+        return None
+    flat = values.get(value.args[0])
+    if op_name(flat) != "relax.reshape" or len(shape_of(value.args[0])) != 1:
+        return None
+    return flat.args[0], constant_value(value.args[1]).astype(np.int64)
+
+
+def _collapse(b, values: dict, uses: dict) -> tuple | None:
+    """(the new call, the single-use bindings it folds) for binding ``b``: a reshape of a reshape
+    is one reshape, a gather of a gather (through reshapes) one gather; None if neither."""
+    inner = b.value.args[0] if isinstance(b.value, relax.Call) and b.value.args else None
+    if op_name(b.value) == "relax.reshape" and op_name(values.get(inner)) == "relax.reshape" and uses.get(inner) == 1:
+        return relax.op.reshape(values[inner].args[0], b.value.args[1]), [inner]
+    outer = _flat_take(b.value, values)
+    if outer is None:
+        return None
+    y, path = values[inner].args[0], [inner]
+    while isinstance(y, relax.Var) and op_name(values.get(y)) == "relax.reshape":
+        path.append(y)
+        y = values[y].args[0]
+    first = _flat_take(values.get(y), values) if isinstance(y, relax.Var) else None
+    if first is None or any(uses.get(v) != 1 for v in (*path, y)):
+        return None
+    index = first[1].ravel()[outer[1]]  # the second gather reads the first's output
+    flat = values[y].args[0]  # reshape(x, [N]): the first gather's input, now this one's
+    return relax.op.take(flat, relax.const(index.astype("int32")), 0, str(b.value.attrs.mode)), [*path, y]
+
+
+def compose_gathers(mod: tvm.IRModule) -> tvm.IRModule:
+    """Canonicalise chains of data movement into one gather and one view each way:
+    ``reshape(reshape(x))`` is ``reshape(x)``, and a gather of a gather (through views) is one
+    gather whose indices are composed. Keras 3's UpSampling2D converts to RESHAPE (rank 5) ->
+    TILE -> RESHAPE per axis; composed, it is the one nearest-neighbour gather npu.gather runs.
+    Only single-use intermediates fold; the folded bindings are recorded for coverage."""
+    names: dict[str, str] = {}
+    while True:
+        main = mod["main"]
+        bindings = [b for block in main.body.blocks for b in block.bindings]
+        values = {b.var: b.value for b in bindings}
+        uses: dict = {}
+        for e in (*(b.value for b in bindings), main.body.body):
+            for v in relax.analysis.free_vars(e):
+                uses[v] = uses.get(v, 0) + 1
+        new, touched = {}, set()  # rewrites whose bindings do not overlap, all made in one pass
+        for b in bindings:
+            found = _collapse(b, values, uses)
+            if found is None or touched & {b.var, *found[1]}:
+                continue
+            call, folded = found
+            new[b.value] = call
+            touched |= {b.var, *folded}
+            names.update({v.name: b.var.name for v in folded})
+        if not new:
+            return _absorbed(mod, names)
+        out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+        out["main"] = _ReplaceCalls(new, mod).visit_expr(main)
+        mod = relax.transform.DeadCodeElimination(["main"])(out)
+
+
+@mutator
+class _PadFill(PyExprMutator):
+    def __init__(self, fills: dict, mod=None):
+        super().__init__(mod)
+        self.fills = fills  # nn.pad Call -> its new fill
+
+    def visit_call_(self, call):
+        fill = next((f for c, f in self.fills.items() if c.same_as(call)), None)
+        if fill is None:
+            return super().visit_call_(call)
+        a = call.attrs
+        return relax.op.nn.pad(self.visit_expr(call.args[0]), int_list(a.pad_width), str(a.pad_mode), fill)
+
+
+def floor_max_pool_pads(mod: tvm.IRModule) -> tvm.IRModule:
+    """Canonicalise: a constant PAD read only by max pools, whose input is clamped at or above
+    its fill (keras' ZeroPadding2D after a ReLU: fill = zero point = the clamp's floor), fills
+    with the dtype's minimum instead. Every window keeps at least one input element (the pad
+    plus the pool's own padding is narrower than the window), so no maximum changes, and the
+    pad then folds into the pool (a max pool ignores its padding)."""
+    main = mod["main"]
+    values = {b.var: b.value for block in main.body.blocks for b in block.bindings}
+    readers: dict = {}
+    for var, value in values.items():
+        for v in relax.analysis.free_vars(value):
+            readers.setdefault(v, []).append(value)
+    fills = {}
+    for var, pad in values.items():
+        if op_name(pad) != "relax.nn.pad" or str(pad.attrs.pad_mode) != "constant" or not isinstance(pad.args[0], relax.Var):
+            continue
+        clip, users = values.get(pad.args[0]), readers.get(var, [])
+        lowest = _DTYPE_RANGE.get(dtype_of(var), (None,))[0]
+        if lowest is None or op_name(clip) != "relax.clip" or not users or float(pad.attrs.pad_value) == lowest:
+            continue
+        if float(prim_value(clip.args[1])) >= float(pad.attrs.pad_value) and all(_keeps_an_element(u, pad) for u in users):
+            fills[pad] = float(lowest)
+    if not fills:
+        return mod
+    out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    out["main"] = _PadFill(fills, mod).visit_expr(main)
+    return out
+
+
+def _keeps_an_element(user, pad) -> bool:
+    """``user`` is a max pool whose every window holds an element of the pad's input."""
+    if op_name(user) != "relax.nn.max_pool2d":
+        return False
+    a = user.attrs
+    layout = str(a.layout)
+    if layout not in ("NHWC", "NCHW") or any(int(d) != 1 for d in a.dilation):
+        return False
+    widths = int_list(pad.attrs.pad_width)
+    axes = (1, 2) if layout == "NHWC" else (2, 3)
+    top, left, bottom, right = int_list(a.padding)
+    own = ((top, bottom), (left, right))
+    return all(widths[2 * ax] + own[k][0] < int(a.pool_size[k]) and widths[2 * ax + 1] + own[k][1] < int(a.pool_size[k])
+               for k, ax in enumerate(axes))
+
+
+def partition_for_npu(
+    mod: tvm.IRModule,
+    *,
+    hw: HwConfig = DEFAULT_CONFIG,
+    exclude: Iterable[str] = (),
+) -> tvm.IRModule:
+    """Partition ``mod`` for the NPU.
+
+    NPU-supported subgraphs become ``Composite="npu.<op>"`` functions grouped into
+    ``Codegen="npu"`` functions (FuseOpsByPattern + MergeCompositeFunctions); the rest stays
+    in ``main`` on the CPU. Every candidate match and the checks' verdict is recorded in the
+    module attribute ``npu_byoc.partition_log`` for :func:`npu_byoc.coverage_report`.
+
+    ``exclude`` names NPU operations (``"npu.sigmoid"``) to keep on the CPU.
+    """
+    if not isinstance(mod, tvm.IRModule):
+        raise TypeError(f"partition_for_npu expects a tvm.IRModule, got {type(mod).__name__}")
+    exclude = set(exclude)
+    unknown = exclude - set(PATTERNS_BY_NAME)
+    if unknown:
+        raise ValueError(f"unknown NPU operation(s) {sorted(unknown)}; known: {sorted(PATTERNS_BY_NAME)}")
+    table = [p for p in PATTERN_TABLE if p.name not in exclude]
+    from .fallback import partition_until_lowerable
+    from ..frontends.load import model_info
+
+    info = model_info(mod)
+    numerics = lut_ops.numerics_for(info.format if info else None)
+    overflow = left_shift_overflow_for(info.format if info else None)
+    mod = canonicalise(mod)  # once: every fallback round partitions the same canonical module
+    return partition_until_lowerable(mod, lambda denied: _partition_once(mod, table, hw, denied, numerics, overflow), hw)
+
+
+def canonicalise(mod: tvm.IRModule) -> tvm.IRModule:
+    """The forms the pattern table matches: one slice per split output, data-movement chains
+    composed, max-pool pads filled with the dtype's minimum, one dequantize per consumer."""
+    return split_shared_dequantize(floor_max_pool_pads(compose_gathers(split_to_slices(mod))))
+
+
+def _partition_once(mod: tvm.IRModule, table: list[NpuPattern], hw: HwConfig, denied: Mapping, numerics: str,
+                    left_shift_overflow: str = "wrap"):
+    """One partitioning of the canonical ``mod`` with the matches in ``denied`` kept on the CPU:
+    (module, recorder)."""
+    recorder = _Recorder(hw, denied, numerics, left_shift_overflow)
+    seq = tvm.transform.Sequential(
+        [
+            relax.transform.FuseOpsByPattern(
+                fusion_patterns(table, recorder.check_fn, recorder.attrs),
+                bind_constants=True,
+                annotate_codegen=False,
+            ),
+            relax.transform.MergeCompositeFunctions(),
+        ]
+    )
+    attrs = dict(mod.attrs) if mod.attrs is not None else {}
+    out = _name_partitions(seq(mod))
+    log = [d.__dict__ for d in recorder.decisions]
+    for k, v in attrs.items():
+        if out.attrs is None or k not in out.attrs:
+            out = out.with_attr(k, v)
+    return out.with_attr(PARTITION_LOG_ATTR, json.dumps(log)), recorder
+
+
+
+
+@mutator
+class _LayerNamer(PyExprMutator):
+    """Names each composite after the source operator it offloads (its anchor binding)."""
+
+    def __init__(self, mod=None):
+        super().__init__(mod)
+        self.count = 0
+
+    def visit_function_(self, func):
+        from ..frontends.load import source_op_of
+
+        func = super().visit_function_(func)
+        if func.attrs is not None and "Composite" in func.attrs and LAYER_ATTR not in func.attrs:
+            # The root binding is the op's output; its span names the source operator.
+            values = [b.value for block in func.body.blocks for b in block.bindings]
+            names = [source_op_of(v) for v in reversed(values)]
+            layer = next((n for n in names if n), None)
+            func = func.with_attr(LAYER_ATTR, layer or f"layer_{self.count}")
+            self.count += 1
+        return func
+
+
+@mutator
+class _CallRenamer(PyExprMutator):
+    def __init__(self, new_gvs: dict, mod=None):
+        super().__init__(mod)
+        self.new_gvs = new_gvs
+
+    def visit_call_(self, call):
+        call = super().visit_call_(call)
+        if isinstance(call.op, tvm.ir.GlobalVar) and call.op.name_hint in self.new_gvs:
+            return relax.Call(self.new_gvs[call.op.name_hint], call.args, call.attrs, call.ty_args, call.span)
+        return call
+
+
+def _name_partitions(mod: tvm.IRModule) -> tvm.IRModule:
+    """Readable names: partitions become npu_subgraph_<k> (in call order) — they are the C
+    symbols of the generated code — and composites carry the source operator's name."""
+    funcs = npu_functions(mod)
+    order = []
+    for block in mod["main"].body.blocks:
+        for b in block.bindings:
+            v = b.value
+            if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar) and v.op.name_hint in funcs:
+                if v.op.name_hint not in order:
+                    order.append(v.op.name_hint)
+    rename = {old: f"npu_subgraph_{k}" for k, old in enumerate(order)}
+    others = {gv: f for gv, f in mod.functions_items() if gv.name_hint not in rename and gv.name_hint != "main"}
+    bb = relax.BlockBuilder(tvm.IRModule(others))
+    # add_func gives the new GlobalVars their function type, which calls to them need.
+    new_gvs = {
+        old: bb.add_func(_LayerNamer().visit_expr(mod[old]).with_attr("global_symbol", new), new)
+        for old, new in rename.items()
+    }
+    out = bb.get()
+    out["main"] = _CallRenamer(new_gvs).visit_expr(mod["main"])
+    return tvm.IRModule(dict(out.functions_items()), attrs=mod.attrs)
+
+
+def partition_log(mod: tvm.IRModule) -> list[Decision] | None:
+    if mod.attrs is None or PARTITION_LOG_ATTR not in mod.attrs:
+        return None
+    return [Decision(**d) for d in json.loads(str(mod.attrs[PARTITION_LOG_ATTR]))]
+
+
+@mutator
+class _StripComposite(PyExprMutator):
+    def visit_function_(self, func):
+        func = super().visit_function_(func)
+        if func.attrs is not None and "Composite" in func.attrs:
+            func = func.without_attr("Composite")
+        return func
+
+
+def unpartition(mod: tvm.IRModule) -> tvm.IRModule:
+    """The partitioned module with its NPU functions turned back into plain Relax functions,
+    so TVM compiles them for the CPU: what a partition computes, as TVM computes it."""
+    out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    for name, func in npu_functions(mod).items():
+        out[name] = _StripComposite().visit_expr(func.without_attr("Codegen"))
+    return relax.transform.LambdaLift()(out)
