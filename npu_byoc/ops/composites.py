@@ -11,7 +11,7 @@ from ..arch.config import DEFAULT_CONFIG, HwConfig
 from . import lut as lut_ops
 from .records import QOp
 from .records import Reject
-from .table import _NOT_MINE, CODEGEN_NAME, NUMERICS_ATTR, PATTERNS_BY_NAME
+from .table import _NOT_MINE, CODEGEN_NAME, LEFT_SHIFT_ATTR, NUMERICS_ATTR, PATTERNS_BY_NAME
 
 
 def npu_functions(mod: tvm.IRModule) -> dict[str, relax.Function]:
