@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import npu_byoc
+from npu_byoc.patterns import partition_log
 from npu_byoc.cli import main
 from npu_byoc.errors import LoweringError
 from npu_byoc.arch.config import HwConfig
@@ -69,7 +70,7 @@ def test_ops_no_tile_fits_stay_on_the_cpu(imported):
     name = "tiny_cnn_int8.tflite"
     hw = HwConfig(sram_bytes=256)
     mod = npu_byoc.partition_for_npu(imported(name), hw=hw)
-    log = npu_byoc.ops.table.partition_log(mod)
+    log = partition_log(mod)
     refused = {d.layer: d.reason for d in log if not d.accepted and "tile needs" in d.reason}
     assert "tiny_cnn_1/relu6_s2_1/Relu6" in refused and any(d.accepted for d in log)
     assert all(r.endswith("the NPU has 256") for r in refused.values())

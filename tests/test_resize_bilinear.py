@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import npu_byoc
+from npu_byoc.patterns import partition_log
 from npu_byoc.ops.npu_ops import ResizeBilinear, TensorRef
 from npu_byoc.arch.isa import Region
 from npu_byoc.ops.resize import passes, reference
@@ -93,6 +94,6 @@ def test_rescaling_resize_stays_on_the_cpu():
     from .relax_builders import qdq_resize2d
 
     mod = qdq_resize2d([1, 4, 4, 2], (8, 8), "linear", "half_pixel", output_scale=0.2)
-    (d,) = npu_byoc.ops.table.partition_log(npu_byoc.partition_for_npu(mod))
+    (d,) = partition_log(npu_byoc.partition_for_npu(mod))
     assert d.pattern == "npu.resize_bilinear" and not d.accepted
     assert "LiteRT's int8 kernel does not rescale" in d.reason

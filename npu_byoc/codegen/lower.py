@@ -37,7 +37,7 @@ from ..ops.npu_ops import (
 )  # fmt: skip
 
 from ..ops import kick_limits
-from ..ops.lowering import hwc, partition_batch, per_image, view, dilate_kernel, last_axis_as_channels, LOWERINGS  # noqa: F401 (lower.X callers)
+from ..ops.lowering import hwc, partition_batch, per_image, view, dilate_kernel, last_axis_as_channels, LOWERINGS, _lower_lut  # noqa: F401 (lower.X callers)
 
 SCRATCH_ALIGN = 16
 

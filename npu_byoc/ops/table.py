@@ -39,7 +39,7 @@ from ..util.relax_utils import (
 
 PARTITION_LOG_ATTR = "npu_byoc.partition_log"
 LAYER_ATTR = "npu_byoc.layer"  # on each composite: the source operator it offloads
-NUMERICS_ATTR = "npu_byoc.arch.numerics"  # on each composite: whose arithmetic it replicates (lut_ops)
+NUMERICS_ATTR = "npu_byoc.numerics"  # on each composite: whose arithmetic it replicates (lut_ops)
 LEFT_SHIFT_ATTR = "npu_byoc.left_shift_overflow"  # on each composite: the model's requant.LEFT_SHIFT_OVERFLOW
 CODEGEN_NAME = "npu"
 
