@@ -140,7 +140,7 @@ def accumulator_fits(op: QOp, hw: HwConfig) -> str | None:
     return None
 
 
-def _reason(build: Callable[[], object]) -> str | None:
+def geometry_reason(build: Callable[[], object]) -> str | None:
     """The ValueError message of ``build()``, the geometry an op's own module computes (None: it runs)."""
     try:
         build()
@@ -187,7 +187,8 @@ def requant_left_shift_fits(lower: Callable) -> Check:
             npu_op = kick_limits.lower_alone(op, hw, lower)
         except (limits.ShapeError, Reject, LoweringError, ValueError):
             return None  # lowers_and_fits says why it cannot be lowered
-        where = None if limits.shift_reason(npu_op) else kick_limits.left_shift_wrap(npu_op)  # else: out of range, said so
+        # a shift out of range is said so by lowers_and_fits
+        where = None if limits.shift_reason(npu_op) else kick_limits.left_shift_wrap(npu_op)
         if where is None:
             return None
         return (f"{where}: the NPU wraps there as TFLite's reference kernel does, this model's runtime "

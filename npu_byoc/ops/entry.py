@@ -15,7 +15,6 @@ from .records import DEFAULT_NUMERICS, QOp, Reject
 from .uint8 import int8_equivalent
 
 
-
 @dataclass(frozen=True)
 class Convention:
     """One way a frontend writes an NPU operation."""

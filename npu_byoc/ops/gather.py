@@ -102,7 +102,7 @@ def gather_copies(op, hw: HwConfig) -> str | None:
     """The gather copies whole pixels of a 4-D NHWC tensor of batch 1 (rows, columns and a run of channels), and each axis is at most MAX_PERIOD arithmetic runs, at most MAX_COPIES strided copies in all (npu_byoc.ops.gather)."""
     # A strided slice does not say its layout: the partition's decides at lowering, so either will do here
     layouts = (op.layout,) if op.layout else ("NHWC", "NCHW")
-    reasons = [C._reason(lambda lay=lay: decompose(op.index, op.input.shape, lay)) for lay in layouts]
+    reasons = [C.geometry_reason(lambda lay=lay: decompose(op.index, op.input.shape, lay)) for lay in layouts]
     return None if None in reasons else reasons[0]
 
 

@@ -62,8 +62,6 @@ class Form:
     anchor_ops: tuple[str, ...] = ()
 
 
-
-
 @dataclass(frozen=True)
 class LutFunction:
     name: str  # registry key and composite name "npu.<name>"

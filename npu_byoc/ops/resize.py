@@ -61,7 +61,7 @@ def resize_passes(op, hw: HwConfig) -> str | None:
     if op.layout != "NHWC":
         return f"RESIZE_BILINEAR in {op.layout}: the NPU runs LiteRT's NHWC int8 kernel"
     (_, h, w, _), (_, oh, ow, _) = op.input.shape, op.output.shape
-    return C._reason(lambda: passes((h, w), (oh, ow), op.align_corners, op.half_pixel))
+    return C.geometry_reason(lambda: passes((h, w), (oh, ow), op.align_corners, op.half_pixel))
 
 
 # ---------------------------------------------------------------------------------------------
