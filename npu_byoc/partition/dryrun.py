@@ -1,7 +1,7 @@
 """The compiler's dry run as the last check of every match: the op lowered alone by the
 compiler's own registry, its kicks within the configuration's unit limits, its shifts in
 range, one tile of it in the SRAM. It sits above the codegen whose scheduler it asks (an
-op's own checks, npu_byoc.ops.checks, do not reach up to it)."""
+op's own checks, npu_byoc.ops.<op> and npu_byoc.ops.checks, do not reach up to it)."""
 
 from __future__ import annotations
 
