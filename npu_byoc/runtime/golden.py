@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..arch import numerics as nx
-from ..ops import softmax as sm
+from ..ops import softmax_kernel as sm
 from ..ops import resize_passes as rz
 from ..ops import transpose_conv_phases as tc
 from ..codegen.lower import PartitionPlan
