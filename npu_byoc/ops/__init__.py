@@ -7,8 +7,9 @@ fully_connected, pool, mean, add, mul, lut, softmax, gather, resize, reshape, co
 (ops.table), the lowering dispatch (registry.LOWERINGS), docs/patterns.md and the coverage
 report derive from it. Shared pieces: entry (NpuPattern, Convention), _qdq (pattern builders,
 extraction helpers), checks (the constraints several ops share), lowering (shared lowering
-helpers), records, npu_ops, requant, uint8. Loaded on first use (PEP 562): importing a module
-of this package does not load every op.
+helpers), records, npu_ops, requant, uint8. Below the typed NPU ops, TVM-free: the geometry they
+compute (transpose_conv_phases, resize_passes, gather_copies), lut_tables and softmax_kernel.
+Loaded on first use (PEP 562): importing a module of this package does not load every op.
 """
 
 
