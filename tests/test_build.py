@@ -12,7 +12,7 @@ import pytest
 import npu_byoc
 from npu_byoc.patterns import partition_log
 from npu_byoc.cli import main
-from npu_byoc.errors import LoweringError
+from npu_byoc.errors import LoweringError, NpuStreamError
 from npu_byoc.arch.config import HwConfig
 
 from .conftest import ALL_MODELS, model_path, reference
@@ -102,7 +102,7 @@ def test_functional_work_limit_stops_a_run(imported, monkeypatch):
     model = _built(imported, name, "functional")
     inputs = reference(name)["inputs"][0]
     monkeypatch.setenv("NPU_FUNCTIONAL_MAX_CYCLES", "10")
-    with pytest.raises(RuntimeError, match="the NPU stopped with status CYCLE_LIMIT"):
+    with pytest.raises(NpuStreamError, match=r"exceeded its cycle budget \(CYCLE_LIMIT\)"):
         model.run(inputs)
     monkeypatch.delenv("NPU_FUNCTIONAL_MAX_CYCLES")
     np.testing.assert_array_equal(model.run(inputs)[0], reference(name)["outputs"][0][0])

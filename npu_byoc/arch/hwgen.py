@@ -34,7 +34,7 @@ from pathlib import Path
 from . import isa
 from .config import DEFAULT_CONFIG, HwConfig
 
-ROOT = Path(__file__).resolve().parent.parent  # the repository (or source tree) root
+ROOT = Path(__file__).resolve().parents[2]  # the repository (or source tree) root
 C_HEADER_PATH = Path("npu_byoc/codegen/templates/npu_isa.h")
 VERILOG_HEADER_PATH = Path("hw/rtl/npu_config.vh")
 
