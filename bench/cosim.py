@@ -36,8 +36,9 @@ import time
 from benchlib import FIXTURES, QUICK_BANNER, QUICK_MODEL, sample  # noqa: E402  (puts the repo on sys.path)
 
 from npu_byoc.arch.config import DEFAULT_CONFIG, configure  # noqa: E402
-from npu_byoc.runtime.cosim import CLASS_NAMES, cosim  # noqa: E402
-from npu_byoc.runtime.cosim import MAC_CLASSES as ALL_MAC_CLASSES  # noqa: E402
+from npu_byoc.runtime.cosim import cosim  # noqa: E402
+from npu_byoc.runtime.cosim_report import CLASS_NAMES  # noqa: E402
+from npu_byoc.runtime.cosim_report import MAC_CLASSES as ALL_MAC_CLASSES  # noqa: E402
 from npu_byoc.runtime.verilator import VerilatorNpu  # noqa: E402
 
 MODELS = ["tiny_cnn_int8.tflite", "tiny_cnn_qdq.onnx", "mobilenet_v2_int8.tflite",

@@ -250,7 +250,7 @@ _MATHTEXT = "net$\\frac{$.tflite"  # not valid mathtext: matplotlib raised at sa
 
 
 def test_cosim_plot_title_takes_a_file_name_literally(tmp_path):
-    from npu_byoc.runtime.cosim import CosimReport, plot_utilization
+    from npu_byoc.runtime.cosim_report import CosimReport, plot_utilization
 
     report = CosimReport(model=_MATHTEXT, hw={"array_rows": 8, "array_cols": 8}, layers=[])
     report.summary = {"cycles": 5, "utilization": 0.5}

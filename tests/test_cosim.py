@@ -22,6 +22,7 @@ from npu_byoc.codegen.lower import lower_module
 from npu_byoc.ops.npu_ops import Lut
 from npu_byoc.ops.composites import npu_functions
 from npu_byoc.runtime import cosim as C
+from npu_byoc.runtime import cosim_report as R
 from npu_byoc.runtime import golden
 
 from .conftest import model_path, reference
@@ -31,14 +32,14 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _reports: dict = {}
 
 
-def run_cosim(model: str, sample: int = 0) -> C.CosimReport:
+def run_cosim(model: str, sample: int = 0) -> R.CosimReport:
     if (model, sample) not in _reports:
         ref = reference(model)
         _reports[(model, sample)] = C.cosim(model_path(model), ref["inputs"][sample], ref["outputs"][sample])
     return _reports[(model, sample)]
 
 
-def check_layers(report: C.CosimReport) -> None:
+def check_layers(report: R.CosimReport) -> None:
     assert report.layers
     for r in report.layers:
         assert r.max_diff_golden == (None if r.resident else 0), r
@@ -46,7 +47,7 @@ def check_layers(report: C.CosimReport) -> None:
         assert r.cycles == r.predicted_cycles, r  # the analytic model is the RTL's count
         assert r.cycles == r.compute_cycles + r.dma_cycles + r.control_cycles
         assert r.kicks >= 1 and r.compute_cycles > 0
-        if r.op in C.MAC_CLASSES:
+        if r.op in R.MAC_CLASSES:
             assert r.utilization == pytest.approx(r.macs / (256 * r.compute_cycles))
             assert r.utilization_overall == pytest.approx(r.macs / (256 * r.cycles))
         else:

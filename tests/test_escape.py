@@ -27,7 +27,7 @@ import npu_byoc
 from npu_byoc.util import escape
 from npu_byoc.codegen import c_codegen
 from npu_byoc.partition.coverage import CoverageReport, OpCoverage
-from npu_byoc.runtime.cosim import CosimReport, LayerResult
+from npu_byoc.runtime.cosim_report import CosimReport, LayerResult
 
 from . import relax_builders as rb
 from .conftest import model_path, reference

@@ -29,7 +29,8 @@ from npu_byoc.codegen.lower import IoTensor, PartitionPlan
 from npu_byoc.ops.npu_ops import (
     Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, Pool, TensorRef, Tiling,
 )  # fmt: skip
-from npu_byoc.codegen.schedule import schedule_partition, tile_sram_bytes
+from npu_byoc.codegen.schedule import schedule_partition
+from npu_byoc.codegen.tiling import tile_sram_bytes
 from npu_byoc.errors import LoweringError
 from npu_byoc.arch.config import HwConfig
 from npu_byoc.arch.isa import HEADER_WORDS, KICK_REGS, MAGIC, VERSION, Opcode, Reg, Region, Status

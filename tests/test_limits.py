@@ -11,7 +11,7 @@ from tvm import relax
 from tvm.script import relax as R
 
 import npu_byoc.arch.limits as limits
-from npu_byoc.codegen import schedule
+from npu_byoc.codegen.tiling import choose_tiling, tile_sram_bytes
 from npu_byoc.codegen.lower import lower_module
 from npu_byoc.partition.fallback import REASON_PREFIX
 from npu_byoc.arch.config import DEFAULT_CONFIG
@@ -138,8 +138,8 @@ def test_one_row_tile_that_fits_is_accepted():
     part = partition_for_npu(mod)
     assert partition_log(part)[0].accepted
     plan = next(iter(lower_module(part).values()))
-    tiling = schedule.choose_tiling(plan.ops[0], DEFAULT_CONFIG)
-    assert schedule.tile_sram_bytes(plan.ops[0], tiling.rows, tiling.channels) <= SRAM
+    tiling = choose_tiling(plan.ops[0], DEFAULT_CONFIG)
+    assert tile_sram_bytes(plan.ops[0], tiling.rows, tiling.channels) <= SRAM
 
 
 # ---------------------------------------------------------------------------------------------

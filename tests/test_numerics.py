@@ -26,6 +26,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from npu_byoc.arch import fixed_point as fp
 from npu_byoc.arch import numerics as nm
 
 FIXTURES = Path(__file__).parent / "fixtures" / "ops"
@@ -341,20 +342,20 @@ def assert_bit_exact(got, want):
     ],
 )
 def test_quantize_multiplier_pins(real, expected):
-    assert nm.quantize_multiplier(real) == expected
+    assert fp.quantize_multiplier(real) == expected
     assert ref_quantize_multiplier(real) == expected
 
 
 def test_quantize_multiplier_rejects_non_finite():
     with pytest.raises(ValueError):
-        nm.quantize_multiplier(float("inf"))
+        fp.quantize_multiplier(float("inf"))
     with pytest.raises(ValueError):
-        nm.quantize_multiplier(float("nan"))
+        fp.quantize_multiplier(float("nan"))
 
 
 def test_quantize_multiplier_array_matches_scalar():
     reals = np.array([[0.5, 1.0], [2.0**-33, 0.75]])
-    m, s = nm.quantize_multiplier_array(reals)
+    m, s = fp.quantize_multiplier_array(reals)
     assert m.dtype == np.int32 and s.dtype == np.int32 and m.shape == (2, 2)
     assert m.tolist() == [[2**30, 2**30], [0, 1610612736]]
     assert s.tolist() == [[0, 1], [0, 0]]
@@ -378,7 +379,7 @@ def test_quantize_multiplier_array_matches_scalar():
     ],
 )
 def test_srdhm_pins(a, b, expected):
-    got = nm.saturating_rounding_doubling_high_mul(np.int32(a), np.int32(b))
+    got = fp.saturating_rounding_doubling_high_mul(np.int32(a), np.int32(b))
     assert got.dtype == np.int32 and int(got) == expected
     assert ref_srdhm(a, b) == expected
 
@@ -400,7 +401,7 @@ def test_srdhm_pins(a, b, expected):
     ],
 )
 def test_rdbpot_pins(x, e, expected):
-    got = nm.rounding_divide_by_pot(np.int32(x), e)
+    got = fp.rounding_divide_by_pot(np.int32(x), e)
     assert got.dtype == np.int32 and int(got) == expected
     assert ref_rdbpot(x, e) == expected
 
@@ -408,11 +409,11 @@ def test_rdbpot_pins(x, e, expected):
 @pytest.mark.parametrize("e", [-1, 32, 40])
 def test_rdbpot_rejects_exponent_outside_0_31(e):
     with pytest.raises(ValueError):
-        nm.rounding_divide_by_pot(1, e)
+        fp.rounding_divide_by_pot(1, e)
 
 
 def test_rdbpot_broadcasts_exponents():
-    got = nm.rounding_divide_by_pot(np.array([[5], [-5]]), np.array([0, 1, 2]))
+    got = fp.rounding_divide_by_pot(np.array([[5], [-5]]), np.array([0, 1, 2]))
     assert got.tolist() == [[5, 3, 1], [-5, -3, -1]]
 
 
@@ -439,7 +440,7 @@ def test_rdbpot_broadcasts_exponents():
     ],
 )
 def test_mbqm_pins(x, m, shift, expected):
-    got = nm.multiply_by_quantized_multiplier(np.int32(x), np.int32(m), shift)
+    got = fp.multiply_by_quantized_multiplier(np.int32(x), np.int32(m), shift)
     assert got.dtype == np.int32 and int(got) == expected
     assert ref_mbqm(x, m, shift) == expected
 
@@ -447,14 +448,14 @@ def test_mbqm_pins(x, m, shift, expected):
 @pytest.mark.parametrize("shift", [-32, 31, 40])
 def test_mbqm_rejects_shift_outside_tflite_range(shift):
     with pytest.raises(ValueError):
-        nm.multiply_by_quantized_multiplier(1, 2**30, shift)
+        fp.multiply_by_quantized_multiplier(1, 2**30, shift)
 
 
 def test_kernels_reject_floats_and_out_of_range():
     with pytest.raises(TypeError):
-        nm.multiply_by_quantized_multiplier(np.array([1.0]), 2**30, 0)
+        fp.multiply_by_quantized_multiplier(np.array([1.0]), 2**30, 0)
     with pytest.raises(ValueError):
-        nm.saturating_rounding_doubling_high_mul(2**31, 1)
+        fp.saturating_rounding_doubling_high_mul(2**31, 1)
 
 
 def test_requantize_per_channel_axis_and_wrap():
@@ -571,7 +572,7 @@ int32s = st.integers(I32_MIN, I32_MAX)
 @given(st.lists(st.tuples(int32s, st.integers(0, I32_MAX), st.integers(-31, 30)), min_size=1, max_size=64))
 def test_mbqm_matches_bigint_reference(triples):
     x, m, s = (np.array(v, dtype=np.int64) for v in zip(*triples))
-    got = nm.multiply_by_quantized_multiplier(x.astype(np.int32), m.astype(np.int32), s)
+    got = fp.multiply_by_quantized_multiplier(x.astype(np.int32), m.astype(np.int32), s)
     assert got.tolist() == [ref_mbqm(*t) for t in triples]
 
 
@@ -579,20 +580,20 @@ def test_mbqm_matches_bigint_reference(triples):
 @given(st.lists(st.tuples(int32s, int32s), min_size=1, max_size=64))
 def test_srdhm_matches_bigint_reference(pairs):
     a, b = (np.array(v, dtype=np.int64) for v in zip(*pairs))
-    assert nm.saturating_rounding_doubling_high_mul(a, b).tolist() == [ref_srdhm(*p) for p in pairs]
+    assert fp.saturating_rounding_doubling_high_mul(a, b).tolist() == [ref_srdhm(*p) for p in pairs]
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(int32s, st.integers(0, 31)), min_size=1, max_size=64))
 def test_rdbpot_matches_bigint_reference(pairs):
     x, e = (np.array(v, dtype=np.int64) for v in zip(*pairs))
-    assert nm.rounding_divide_by_pot(x, e).tolist() == [ref_rdbpot(*p) for p in pairs]
+    assert fp.rounding_divide_by_pot(x, e).tolist() == [ref_rdbpot(*p) for p in pairs]
 
 
 @settings(max_examples=500, deadline=None)
 @given(st.floats(min_value=2.0**-31, max_value=2.0**30, allow_nan=False, allow_infinity=False))
 def test_quantize_multiplier_reconstructs_scale(real):
-    m, s = nm.quantize_multiplier(real)
+    m, s = fp.quantize_multiplier(real)
     assert (m, s) == ref_quantize_multiplier(real)
     assert 2**30 <= m < 2**31 and -31 <= s <= 31
     err = abs(Fraction(m) * Fraction(2) ** (s - 31) - Fraction(real))

@@ -309,3 +309,100 @@ def test_frontend_output_is_accepted(tmp_path, name):
     loaded = npu_byoc.load_model(_save(tmp_path, mod))
     assert tvm_ffi.structural_equal(loaded["main"].ret_ty, mod["main"].ret_ty)
     assert len(loaded["main"].body.blocks[0].bindings) == len(mod["main"].body.blocks[0].bindings)
+
+
+def test_type_lie_message_shows_a_difference():
+    """Two tuple types (a main returning a tuple that lies) printed as "TupleType" both; the
+    refusal names their fields."""
+    def t(*shape):
+        return relax.TensorType(list(shape), "int8")
+
+    declared, inferred = relax_json._two_types(relax.TupleType([t(2, 4)]), relax.TupleType([t(4, 2)]))
+    assert declared != inferred
+    assert "int8[2, 4]" in declared and "int8[4, 2]" in inferred
+
+
+def test_rank_that_disagrees_with_the_dimensions_refused(tmp_path):
+    """A constant typed with ndim 2^31 - 1 over its [1, 8] dimensions (found by `npu-byoc fuzz
+    --mode files`, attribute mutation): it passed the gates and `run --backend cpu` stopped with
+    a traceback in TVM's CallTIRRewrite. Refused before TVM parses the file."""
+    path = _add_constant_module(tmp_path)
+
+    def edit(nodes):
+        const = next(n for n in nodes if n["type"] == "ir.GenericConst")
+        nodes[const["data"]["ty"]]["data"]["ndim"] = 2**31 - 1
+
+    _nodes_edit(path, edit)
+    with pytest.raises(ModelLoadError, match=r"\(relax\.TensorType\) declares rank 2147483647 over 2 dimension\(s\)"):
+        npu_byoc.load_model(path)
+    assert cli.main(["run", str(path), "--backend", "cpu", "--input", str(_input(tmp_path, (1, 8)))]) == 2
+
+
+@pytest.mark.parametrize("kind, ndim", [("relax.ShapeType", 9), ("relax.TensorType", -2), ("relax.TensorType", "2")])
+def test_rank_fields_checked_on_every_type(tmp_path, kind, ndim):
+    path = _save(tmp_path, _small_module())
+    _nodes_edit(path, lambda nodes: next(n for n in nodes if n["type"] == kind)["data"].update(ndim=ndim))
+    with pytest.raises(ModelLoadError, match=rf"\({kind}\) (declares rank {ndim} over|has rank)"):
+        npu_byoc.load_model(path)
+
+
+@pytest.mark.parametrize("op, match", [
+    ("relax.nn.group_norm", r"call \d+ to relax\.nn\.group_norm carries no attributes \(it takes relax\.attrs\.GroupNormAttrs\)"),
+    ("relax.mean", r"carries no attributes \(it takes relax\.attrs\.StatisticalAttrs\)"),
+])  # fmt: skip
+def test_call_with_attributes_of_another_operator_refused(tmp_path, op, match):
+    """An operator renamed to another allowed one keeps the old call's attributes (found by
+    `npu-byoc fuzz --mode files`: dequantize -> group_norm killed the process with SIGSEGV in
+    TVM's type inference, which casts the attributes without checking)."""
+    path = _save(tmp_path, _small_module())
+    _nodes_edit(path, lambda nodes: [n.update(data=op) for n in nodes if n["type"] == "ir.Op" and n["data"] == "relax.negative"])
+    with pytest.raises(ModelLoadError, match=match):
+        npu_byoc.load_model(path)
+
+
+def test_quantize_attributes_on_group_norm_refused(tmp_path):
+    x = relax.Var("x", relax.TensorType([1, 8], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        y = bb.emit(relax.op.quantize(x, relax.const(0.5, "float32"), relax.const(0, "int8"), axis=-1, out_dtype="int8"))
+        bb.emit_func_output(y)
+    path = _save(tmp_path, bb.get())
+    _nodes_edit(path, lambda nodes: [n.update(data="relax.nn.group_norm") for n in nodes if n["type"] == "ir.Op"])
+    with pytest.raises(ModelLoadError, match=r"carries attributes relax\.attrs\.QuantizeAttrs \(it takes relax\.attrs\.GroupNormAttrs\)"):
+        npu_byoc.load_model(path)
+
+
+@pytest.mark.parametrize("op, kind", [("relax.bitwise_xor", "integer"), ("relax.left_shift", "integer"),
+                                      ("relax.logical_or", "bool")])  # fmt: skip
+def test_bitwise_op_on_float_tensors_refused(tmp_path, op, kind):
+    """subtract -> bitwise_xor / logical_or on float32 tensors (found by `npu-byoc fuzz --mode
+    files`): TVM's type inference accepts it, its lowering then stopped `run` with an
+    InternalError traceback."""
+    x = relax.Var("x", relax.TensorType([1, 8], "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        y = bb.emit(relax.op.subtract(x, x))
+        bb.emit_func_output(y)
+    path = _save(tmp_path, bb.get())
+    _nodes_edit(path, lambda nodes: [n.update(data=op) for n in nodes if n["type"] == "ir.Op"])
+    with pytest.raises(ModelLoadError, match=rf"{op.removeprefix('relax.')}: an operand of dtype float32: this operator takes {kind} tensors"):
+        npu_byoc.load_model(path)
+    argv = ["run", str(path), "--backend", "cpu", "--input", str(tmp_path / "x.npy")]
+    np.save(tmp_path / "x.npy", np.zeros((1, 8), np.float32))
+    assert cli.main(argv) == 2
+
+
+@pytest.mark.parametrize("bound", [2**63 - 1, 128, -129])
+def test_clip_bound_outside_the_dtype_refused(tmp_path, bound):
+    """A clip of an int8 tensor whose bound int8 cannot hold (found by `npu-byoc fuzz --mode
+    files`: a bound of 2^63 - 1 stopped `run` with a traceback in TVM's lowering)."""
+    x = relax.Var("x", relax.TensorType([1, 8], "int8"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        y = bb.emit(relax.op.clip(x, -128, 127))
+        bb.emit_func_output(y)
+    path = _save(tmp_path, bb.get())
+    old = 127 if bound > 0 else -128
+    _nodes_edit(path, lambda nodes: next(n for n in nodes if n["type"] == "int" and n["data"] == old).update(data=bound))
+    with pytest.raises(ModelLoadError, match=rf"clip: bound {bound} is outside the range of int8 \(-128\.\.127\)"):
+        npu_byoc.load_model(path)

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from npu_byoc.arch.encoder import Dma, Kick
 from npu_byoc.codegen.residency import Buffer, largest_gap, place
-from npu_byoc.codegen.schedule import schedule_partition, scratch_live_ranges, tile_sram_bytes
+from npu_byoc.codegen.schedule import schedule_partition, scratch_live_ranges
+from npu_byoc.codegen.tiling import tile_sram_bytes
 from npu_byoc.arch.config import DEFAULT_CONFIG, HwConfig
 from npu_byoc.arch.isa import REQUANT_RECORD_BYTES, Opcode, Reg, Region
 from npu_byoc.runtime import golden

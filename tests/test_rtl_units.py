@@ -3,7 +3,7 @@
 * lint: every module of hw/rtl is clean under ``verilator --lint-only -Wall``;
 * the requantize unit (hw/rtl/npu_requant.v) under its own testbench
   (hw/sim/npu_requant_tb.cc): random and edge-case vectors against
-  ``numerics.multiply_by_quantized_multiplier`` and ``numerics.requantize``;
+  ``fixed_point.multiply_by_quantized_multiplier`` and ``numerics.requantize``;
 * each compute unit through the whole NPU with single-kick streams (DMA the operands in, one
   kick, DMA the result out): the MAC array with its per-column requantize (CONV, DWCONV, FC),
   the pools, MEAN, ADD and LUT on random shapes, windows and parameters, against references
@@ -22,6 +22,7 @@ import ctypes
 import numpy as np
 import pytest
 
+from npu_byoc.arch import fixed_point as fp
 from npu_byoc.arch import numerics as nx
 from npu_byoc.arch.encoder import Dma, Kick, encode
 from npu_byoc.arch.config import DEFAULT_CONFIG
@@ -105,12 +106,12 @@ def test_requantize_unit_random_and_edge_vectors(requant_tb):
 
     scaled, out = requant_tb(acc, bias, multiplier, shift, zp, lo, hi)
     x = _wrap32(acc + bias)
-    expect_scaled = np.array([int(nx.multiply_by_quantized_multiplier(a, m, s)) for a, m, s in zip(x, multiplier, shift)])
+    expect_scaled = np.array([int(fp.multiply_by_quantized_multiplier(a, m, s)) for a, m, s in zip(x, multiplier, shift)])
     np.testing.assert_array_equal(scaled, expect_scaled)
     expect = [int(nx.requantize(a, b, m, s, z, lo_, hi_)) for a, b, m, s, z, lo_, hi_ in
               zip(acc, bias, multiplier, shift, zp, lo, hi)]  # fmt: skip
     np.testing.assert_array_equal(out, np.array(expect, np.int8))
-    assert scaled[n] == nx.saturating_rounding_doubling_high_mul(-(2**31), -(2**31)) == 2**31 - 1
+    assert scaled[n] == fp.saturating_rounding_doubling_high_mul(-(2**31), -(2**31)) == 2**31 - 1
 
 
 # =============================================================================================
@@ -331,7 +332,7 @@ def test_add_unit_random_kicks(rtl):
 def _mul_reference(a, b, zp1, zp2, zpo, m, s, lo, hi):
     """MulElementwise written out here: (a - zp1)(b - zp2), MBQM, + zp_out, clamp."""
     prod = (a.astype(np.int64) - zp1) * (b.astype(np.int64) - zp2)
-    return np.clip(nx.multiply_by_quantized_multiplier(prod, m, s).astype(np.int64) + zpo, lo, hi).astype(np.int8)
+    return np.clip(fp.multiply_by_quantized_multiplier(prod, m, s).astype(np.int64) + zpo, lo, hi).astype(np.int8)
 
 
 @pytest.mark.parametrize("broadcast", [0, 1])

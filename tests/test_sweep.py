@@ -10,7 +10,8 @@ import pytest
 from npu_byoc.cli import main
 from npu_byoc.arch.encoder import Dma
 from npu_byoc.codegen.lower import lower_module
-from npu_byoc.codegen.schedule import schedule_partition, tile_sram_bytes
+from npu_byoc.codegen.schedule import schedule_partition
+from npu_byoc.codegen.tiling import tile_sram_bytes
 from npu_byoc.errors import NpuByocError
 from npu_byoc.arch.config import HwConfig, configure
 from npu_byoc.arch import cycles

@@ -7,7 +7,7 @@
   (npu_byoc.arch.encoder.to_word, the encoder's own range check);
 - the op lowered alone (the lowering registry npu_byoc.ops.registry.LOWERINGS): its shifts in
   the ranges the stream machine accepts, and the scheduler's own tiling search for the SRAM
-  (npu_byoc.codegen.schedule.untileable_reason).
+  (npu_byoc.codegen.tiling.untileable_reason).
 
 The checks (npu_byoc.ops.checks and each op's own, npu_byoc.ops.<op>) call these, so the
 partition refuses exactly what lowering, scheduling and encoding would refuse.

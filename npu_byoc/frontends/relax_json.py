@@ -139,9 +139,64 @@ def check_text(path: Path, data: bytes) -> None:
         if kind == "ffi.Tensor":
             _check_tensor(path, i, body)
         refs = _references(path, i, kind, body)
+        if kind in _RANKED:
+            _check_rank(path, i, kind, body, nodes)
+        if kind == "ir.Call":
+            _check_call_attrs(path, i, body, nodes)
         depth[i] = 1 + max((depth[r] for r in refs), default=0)
         if depth[i] > MAX_DEPTH:
             raise _refuse(path, f"the module nests objects more than {MAX_DEPTH} deep: {_ALLOWED_SENTENCE}")
+
+
+# Types that carry their rank twice: as ``ndim`` and as the length of their dimensions. TVM
+# trusts ``ndim`` (a constant typed rank 2^31 - 1 over a scalar reached the CPU build, which
+# failed with a traceback), and its own constructors keep the two equal: a file must too.
+_RANKED = {"relax.TensorType": "shape", "relax.ShapeType": "values"}
+
+
+def _check_rank(path: Path, i: int, kind: str, body, nodes: list) -> None:
+    ndim = body.get("ndim") if isinstance(body, dict) else None
+    if not isinstance(ndim, int) or isinstance(ndim, bool) or ndim < -1:
+        raise _refuse(path, f"object {i} ({kind}) has rank {ndim!r}: {_ALLOWED_SENTENCE}")
+    dims = body.get(_RANKED[kind])
+    if kind == "relax.TensorType" and isinstance(dims, int) and nodes[dims]["type"] == "relax.expr.ShapeExpr":
+        dims = nodes[dims]["data"].get("values") if isinstance(nodes[dims].get("data"), dict) else None
+    if isinstance(dims, int) and not isinstance(dims, bool) and nodes[dims]["type"] == "ffi.Array":
+        n = len(nodes[dims]["data"])
+        if ndim != n:
+            raise _refuse(path, f"object {i} ({kind}) declares rank {ndim} over {n} dimension(s): {_ALLOWED_SENTENCE}")
+
+
+# The attributes an operator reads whose registration does not name them (TVM casts a call's
+# attributes to the registered type without checking: a group_norm call carrying a quantize's
+# attributes crashed the process with SIGSEGV in type inference).
+_UNREGISTERED_ATTRS = {
+    "relax.matmul": "relax.attrs.MatmulAttrs",
+    "relax.argmax": "relax.attrs.ArgmaxArgminAttrs", "relax.argmin": "relax.attrs.ArgmaxArgminAttrs",
+    **{f"relax.{op}": "relax.attrs.StatisticalAttrs" for op in ("max", "mean", "min", "prod", "std", "sum", "variance")},
+}  # fmt: skip
+
+
+@functools.cache
+def _attrs_type(op: str) -> str:
+    """The attribute type ``op``'s calls must carry ("None": none)."""
+    import tvm
+
+    return str(tvm.ir.Op.get(op).attrs_type_key) or _UNREGISTERED_ATTRS.get(op, "None")
+
+
+def _check_call_attrs(path: Path, i: int, body, nodes: list) -> None:
+    if not isinstance(body, dict) or not isinstance(body.get("op"), int):
+        return
+    op = nodes[body["op"]]
+    if op["type"] != "ir.Op":
+        return
+    attrs = body.get("attrs", 0)
+    have = nodes[attrs]["type"] if isinstance(attrs, int) and not isinstance(attrs, bool) else "None"
+    want = _attrs_type(op["data"])
+    if have != want:
+        what = "no attributes" if have == "None" else f"attributes {have}"
+        raise _refuse(path, f"call {i} to {op['data']} carries {what} (it takes {'none' if want == 'None' else want})")
 
 
 _SEQUENCES = frozenset({"ffi.Array", "ffi.Map"})
@@ -283,7 +338,8 @@ def _rebuild_main(path: Path, main):
         bb.emit_func_output(_arg(path, body.body, env))
     func = bb.get()["main"]
     if not tvm_ffi_equal(func.ret_ty, main.ret_ty):
-        raise _refuse(path, f"'main' declares return type {_type_text(main.ret_ty)}, but returns {_type_text(func.ret_ty)}")
+        declared, inferred = _two_types(main.ret_ty, func.ret_ty)
+        raise _refuse(path, f"'main' declares return type {declared}, but returns {inferred}")
     return func
 
 
@@ -299,7 +355,8 @@ def _emit(path: Path, bb, binding, env: dict, dataflow: bool):
     else:
         new = bb.emit(value, name_hint=var.name)
     if not tvm_ffi_equal(var.ty, new.ty):
-        raise _refuse(path, f"binding {var.name!r} declares type {_type_text(var.ty)}, but its value has {_type_text(new.ty)}")
+        declared, inferred = _two_types(var.ty, new.ty)
+        raise _refuse(path, f"binding {var.name!r} declares type {declared}, but its value has {inferred}")
     return new
 
 
@@ -327,7 +384,7 @@ def _arg(path: Path, expr, env: dict, top: bool = False):
             return expr
         value = constant_value(expr)
         if not isinstance(declared, relax.TensorType) or tuple(int(d) for d in declared.shape.values) != value.shape \
-                or str(declared.dtype) != str(value.dtype):  # fmt: skip
+                or int(declared.ndim) != value.ndim or str(declared.dtype) != str(value.dtype):  # fmt: skip
             raise _refuse(path, f"a constant declares type {_type_text(declared)} but holds {value.dtype}{list(value.shape)}")
         return expr
     if isinstance(expr, relax.Tuple):
@@ -360,6 +417,28 @@ def tvm_ffi_equal(a, b) -> bool:
     import tvm_ffi
 
     return bool(tvm_ffi.structural_equal(a, b, map_free_vars=True))
+
+
+def _two_types(declared, inferred) -> tuple[str, str]:
+    """Two types that differ, as texts that differ: the rank fields too when the dtype and
+    dimensions print the same (a file can make them disagree with the dimensions)."""
+    a, b = _type_text(declared), _type_text(inferred)
+    if a == b:
+        a, b = _type_ranks(declared), _type_ranks(inferred)
+    if a == b:
+        a, b = a + " (differing in a field not shown)", b
+    return a, b
+
+
+def _type_ranks(t) -> str:
+    from tvm import relax
+
+    if isinstance(t, relax.TupleType):
+        return "(" + ", ".join(_type_ranks(f) for f in t.fields) + ")"
+    if not isinstance(t, relax.TensorType):
+        return _type_text(t)
+    shape_ndim = getattr(getattr(t.shape, "ty", None), "ndim", None)
+    return f"{_type_text(t)} (ndim {int(t.ndim)}, its shape's ndim {shape_ndim})"
 
 
 def _type_text(t) -> str:
@@ -440,7 +519,54 @@ def _strided_slice(call, _args) -> str | None:
     return None
 
 
+def _operands_of(kinds: tuple[str, ...], what: str) -> Callable:
+    """TVM infers a bitwise, shift or logical op's type for any dtype; its lowering then fails
+    on floats (an InternalError traceback under run; found by the files fuzzer)."""
+
+    def check(call, args) -> str | None:
+        from tvm import relax
+
+        for a in args:
+            t = getattr(a, "ty", None)
+            if isinstance(t, relax.TensorType) and not str(t.dtype).startswith(kinds):
+                return f"an operand of dtype {t.dtype}: this operator takes {what} tensors"
+        return None
+
+    return check
+
+
+_integer_operands = _operands_of(("int", "uint", "bool"), "integer")
+_bool_operands = _operands_of(("bool",), "bool")
+
+
+def _clip(call, args) -> str | None:
+    """TVM lowers an integer clip's bounds to constants of the tensor's dtype and fails (a
+    traceback under run) on one outside its range: a clip of int8 to 2^63 - 1 (found by the
+    files fuzzer)."""
+    import numpy as np
+    from tvm import relax
+
+    t = getattr(args[0], "ty", None) if args else None
+    if not isinstance(t, relax.TensorType) or not str(t.dtype).startswith(("int", "uint")):
+        return None
+    try:
+        info = np.iinfo(str(t.dtype))
+    except TypeError:  # int4 and other widths numpy has no type for
+        return None
+    for a in args[1:]:
+        v = getattr(a, "value", None)
+        v = getattr(v, "value", v)  # a PrimValue holds an IntImm / FloatImm
+        if isinstance(v, int | float) and not (math.isfinite(v) and info.min <= v <= info.max):
+            return f"bound {v} is outside the range of {t.dtype} ({info.min}..{info.max})"
+    return None
+
+
 ATTR_CHECKS: dict[str, Callable] = {
+    "relax.clip": _clip,
+    **{f"relax.{op}": _integer_operands for op in (
+        "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "left_shift", "right_shift",
+    )},  # fmt: skip
+    **{f"relax.{op}": _bool_operands for op in ("logical_and", "logical_or", "logical_xor", "logical_not")},
     **{f"relax.nn.{op}": _window for op in (
         "conv1d", "conv2d", "conv1d_transpose", "conv2d_transpose", "avg_pool1d", "avg_pool2d",
         "max_pool1d", "max_pool2d",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..arch.config import HwConfig
 from ..arch.limits import ShapeError, shift_reason
-from ..codegen.schedule import check_geometry, untileable_reason
+from ..codegen.tiling import check_geometry, untileable_reason
 from ..errors import LoweringError
 from ..ops.kick_limits import lower_alone, unit_reason
 from ..ops.entry import NpuPattern

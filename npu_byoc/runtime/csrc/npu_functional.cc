@@ -3,7 +3,7 @@
 // Executes a command stream exactly as the golden model of the stream does
 // (npu_byoc/runtime/machine.py, docs/isa.md): the same memory contents, the same status and
 // the same failing word index for every stream, checks made in the same order. The
-// arithmetic is integer-only and bit-exact with npu_byoc/numerics.py (docs/numerics.md).
+// arithmetic is integer-only and bit-exact with npu_byoc/arch/numerics.py (docs/numerics.md).
 //
 // Robustness: every register value is checked before it is used as a size or an address;
 // sizes are multiplied with saturation and addresses compared in 64 (DMA: 128) bits, so no
@@ -171,7 +171,7 @@ inline int32_t wrap_i32_signed(int64_t v) { return wrap_i32(static_cast<uint64_t
 // Arithmetic shift right (floor division by 2^e) of a signed value, 0 <= e <= 62.
 inline int64_t asr(int64_t x, int e) { return x >= 0 ? (x >> e) : ~((~x) >> e); }
 
-// gemmlowp SaturatingRoundingDoublingHighMul (numerics.saturating_rounding_doubling_high_mul).
+// gemmlowp SaturatingRoundingDoublingHighMul (fixed_point.saturating_rounding_doubling_high_mul).
 inline int32_t srdhm(int32_t a, int32_t b) {
     if (a == kInt32Min && b == kInt32Min) return static_cast<int32_t>(kInt32Max);
     const int64_t p = static_cast<int64_t>(a) * static_cast<int64_t>(b);
@@ -179,7 +179,7 @@ inline int32_t srdhm(int32_t a, int32_t b) {
     return static_cast<int32_t>((p + nudge) / (int64_t{1} << 31));  // C division: toward zero
 }
 
-// gemmlowp RoundingDivideByPOT, 0 <= e <= 31 (numerics.rounding_divide_by_pot).
+// gemmlowp RoundingDivideByPOT, 0 <= e <= 31 (fixed_point.rounding_divide_by_pot).
 inline int32_t rdbpot(int32_t x, int e) {
     const int64_t mask = (int64_t{1} << e) - 1;
     const int64_t remainder = static_cast<int64_t>(static_cast<uint64_t>(static_cast<int64_t>(x)) &

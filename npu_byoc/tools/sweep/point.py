@@ -102,7 +102,7 @@ def _schedules(mod, hw: HwConfig):
     from ...codegen.lower import lower_module
     from ...codegen.schedule import schedule_partition
     from ...partition.coverage import coverage_report
-    from ...codegen.schedule import is_untileable_reason
+    from ...codegen.tiling import is_untileable_reason
     from ...errors import NpuByocError
     from ...partition.pipeline import partition_for_npu, partition_log
 
@@ -122,7 +122,7 @@ def evaluate(model: ModelRef, hw_fields: dict) -> dict:
     ``model`` on the configuration ``hw_fields``. A partition the configuration cannot run
     (a layer that does not fit its SRAM) makes the point infeasible: ``error`` says why."""
     from ...arch.encoder import Dma
-    from ...codegen.schedule import tile_sram_bytes
+    from ...codegen.tiling import tile_sram_bytes
     from ...errors import NpuByocError
     from ...arch.isa import Opcode
     from ...arch.cycles import step_cycles, stream_cycles

@@ -1,0 +1,308 @@
+"""The steps of one NPU op for a given tiling: per tile its DMA boxes and kick, and its constants.
+
+Loops run channel blocks outside, row tiles inside, so a weights/requantize block is loaded
+once per channel block. Per tile: DMA_IN the input rows (halo included; PAD_TOP/PAD_BOTTOM
+only where the tile touches the tensor's true border), kick, DMA_OUT the output tile into its
+TensorRef (strided when the tile is a channel sub-block or the tensor is NCHW). An operand
+kept resident in SRAM by the partition's schedule is addressed in place instead (``TileIo``).
+
+Constants (weights OHWI / CxKHxKW / OxI, requantize tables of (bias, multiplier, shift) int32
+LE records, LUTs) are packed into one blob, the CONST region, at 16-byte aligned offsets.
+
+The tile sizes come from npu_byoc.codegen.tiling; npu_byoc.codegen.schedule places the
+buffers and strings the ops' steps into a partition's schedule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from ..arch.isa import REQUANT_RECORD_BYTES, SOFTMAX_TABLE_BYTES, Opcode, Reg, Region
+from ..arch import numerics as nx
+from ..arch.encoder import Dma, Kick, Step
+from .tiling import KINDS, LUT_BYTES, align, kernel_of
+from ..ops.npu_ops import (
+    Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef, Tiling,
+    Gather, Phased, ResizeBilinear, TransposeConv2D,
+)  # fmt: skip
+
+SECOND_WEIGHTS, SECOND_REQUANT = "weights (2nd)", "requant (2nd)"  # double-buffered channel blocks
+SECOND_IFM = "ifm (2nd)"  # double-buffered row tiles of a staged input
+
+
+# ---------------------------------------------------------------------------------------------
+# Geometry helpers
+
+
+def _window_span(o0: int, n_out: int, stride: int, kernel: int, pad_before: int, size: int):
+    """Input rows [lo, lo + n) that output rows [o0, o0 + n_out) read, and the virtual pad
+    rows before/after them (non-zero only at the tensor's true border)."""
+    first = o0 * stride - pad_before
+    last = (o0 + n_out - 1) * stride - pad_before + kernel - 1
+    lo, hi = max(first, 0), min(last, size - 1)
+    return lo, hi - lo + 1, lo - first, last - hi
+
+
+def _box(direction: Opcode, ref: TensorRef, sram_addr: int, h0: int, nh: int, w0: int, nw: int,
+         c0: int, nc: int) -> Dma:  # fmt: skip
+    """DMA of the box [h0:h0+nh, w0:w0+nw, c0:c0+nc] of ``ref`` to/from a dense HWC SRAM tile
+    (i2 = h, i1 = w, i0 = c); one contiguous run when the box is contiguous in the region."""
+    s_h, s_w, s_c = ref.strides
+    ext = ref.offset + h0 * s_h + w0 * s_w + c0 * s_c
+    dense = (1, nc, nc * nw)
+    if all(n == 1 or s == d for n, s, d in zip((nc, nw, nh), (s_c, s_w, s_h), dense)):
+        return Dma(direction, ref.region, ext, sram_addr, nc * nw * nh)
+    return Dma(direction, ref.region, ext, sram_addr, nc, nw, nh, s_c, s_w, s_h)
+
+
+class NotResident(Exception):
+    """A tile reads or writes a box of a resident tensor that is not one contiguous run of it
+    (a channel block): that tensor must be staged through external memory instead."""
+
+    def __init__(self, ref: TensorRef):
+        super().__init__(ref.name)
+        self.ref = ref
+
+
+def _run_offset(ref: TensorRef, h0: int, nh: int, w0: int, nw: int, c0: int, nc: int) -> int:
+    """Byte offset, within ``ref``, of a box that is one contiguous run (else NotResident)."""
+    dma = _box(Opcode.DMA_IN, ref, 0, h0, nh, w0, nw, c0, nc)
+    if dma.n0 != nh * nw * nc:
+        raise NotResident(ref)
+    return dma.ext_addr - ref.offset
+
+
+class TileIo:
+    """Where a tile's feature maps are in SRAM. A *staged* operand is copied per tile by DMA
+    into the op's own buffer (``sram``: buffer name -> address); a *resident* one is a whole
+    tensor kept in SRAM (``resident``: buffer name -> the tensor's base address), read or
+    written in place with no DMA."""
+
+    def __init__(self, sram: dict[str, int], resident: dict[str, int] | None = None):
+        self.sram, self.resident = sram, resident or {}
+
+    def second_ifm(self) -> "TileIo":
+        """The same buffers with the second input buffer in place of the first (double-buffered
+        row tiles: the next tile's input loads while this one computes)."""
+        return TileIo(self.sram | {"ifm": self.sram[SECOND_IFM]}, self.resident)
+
+    def second_weights(self) -> "TileIo":
+        """The same buffers with the second weight and requantize buffers in place of the first
+        (double-buffered channel blocks: the next block loads while this one computes)."""
+        swap = {"weights": self.sram[SECOND_WEIGHTS], "requant": self.sram[SECOND_REQUANT]}
+        return TileIo(self.sram | swap, self.resident)
+
+    def load(self, steps: list[Step], name: str, ref: TensorRef, *box: int) -> int:
+        """The SRAM address of input box ``box`` = (h0, nh, w0, nw, c0, nc) of ``ref``; a
+        staged box's DMA_IN is appended to ``steps``."""
+        if name in self.resident:
+            return self.resident[name] + _run_offset(ref, *box)
+        steps.append(_box(Opcode.DMA_IN, ref, self.sram[name], *box))
+        return self.sram[name]
+
+    def store(self, name: str, ref: TensorRef, *box: int) -> tuple[int, list[Step]]:
+        """The SRAM address the kick writes output box ``box`` to, and the steps after it."""
+        if name in self.resident:
+            return self.resident[name] + _run_offset(ref, *box), []
+        return self.sram[name], [_box(Opcode.DMA_OUT, ref, self.sram[name], *box)]
+
+
+def _load(region_offset: int, sram_addr: int, nbytes: int) -> Dma:
+    return Dma(Opcode.DMA_IN, int(Region.CONST), region_offset, sram_addr, nbytes)
+
+
+def _requant_table(op) -> bytes:
+    if isinstance(op, FullyConnected):  # (bias, mantissa low word, mantissa high bits | exponent)
+        table = np.stack([op.bias, *nx.pack_fc_scale(op.mantissa, op.exponent)], axis=1).astype("<i4")
+        return table.tobytes()
+    table = np.stack([op.bias, op.multiplier, op.shift], axis=1).astype("<i4")
+    return table.tobytes()
+
+
+class Constants:
+    def __init__(self, head: bytes = b"") -> None:
+        self.blob = bytearray(head)  # the plan's constant operands come first (PartitionPlan.constants)
+
+    def add(self, data: bytes) -> int:
+        offset = align(len(self.blob))
+        self.blob += bytes(offset - len(self.blob)) + data
+        return offset
+
+
+# ---------------------------------------------------------------------------------------------
+# One tile per op type: its DMA_INs, its kick, its DMA_OUTs
+
+
+def _ofm_regs(addr: int, h: int, w: int, c: int) -> dict[Reg, int]:
+    return {Reg.OFM_ADDR: addr, Reg.OFM_H: h, Reg.OFM_W: w, Reg.OFM_C: c}
+
+
+def _window_regs(kernel, stride, pads) -> dict[Reg, int]:
+    return {
+        Reg.KERNEL_H: kernel[0], Reg.KERNEL_W: kernel[1], Reg.STRIDE_H: stride[0], Reg.STRIDE_W: stride[1],
+        Reg.PAD_TOP: pads[0], Reg.PAD_LEFT: pads[1], Reg.PAD_BOTTOM: pads[2], Reg.PAD_RIGHT: pads[3],
+    }  # fmt: skip
+
+
+def _clamp_regs(op) -> dict[Reg, int]:
+    return {Reg.ACT_MIN: op.act_min, Reg.ACT_MAX: op.act_max}
+
+
+_SPATIAL_OPCODE = {Conv2D: Opcode.CONV, DepthwiseConv2D: Opcode.DWCONV}
+
+
+def _spatial_tile(op, io: "TileIo", r0: int, nr: int, c0: int, nc: int) -> list[Step]:
+    H, W, C = op.ifm.shape
+    _, OW, _ = op.ofm.shape
+    kh, kw = kernel_of(op)
+    top, left, _, right = (int(p) for p in op.padding)  # the tile's bottom pad follows from its rows
+    h0, nh, pad_top, pad_bottom = _window_span(r0, nr, op.stride[0], kh, top, H)
+    per_channel_ifm = not isinstance(op, Conv2D)  # depthwise and pools: channel c reads channel c
+    ic0, inc = (c0, nc) if per_channel_ifm else (0, C)
+    steps: list[Step] = []
+    ifm = io.load(steps, "ifm", op.ifm, h0, nh, 0, W, ic0, inc)
+    ofm, store = io.store("ofm", op.ofm, r0, nr, 0, OW, c0, nc)
+    regs = {Reg.IFM_ADDR: ifm, Reg.IFM_H: nh, Reg.IFM_W: W, Reg.IFM_C: inc}
+    regs |= _ofm_regs(ofm, nr, OW, nc) | _clamp_regs(op)
+    regs |= _window_regs((kh, kw), op.stride, (pad_top, left, pad_bottom, right))
+    if isinstance(op, Pool):
+        opcode = Opcode.AVGPOOL if op.pool == "avg" else Opcode.MAXPOOL
+    else:
+        opcode = _SPATIAL_OPCODE[type(op)]
+        regs |= {Reg.IFM_ZERO_POINT: op.ifm_zero_point, Reg.OFM_ZERO_POINT: op.ofm_zero_point,
+                 Reg.WEIGHT_ADDR: io.sram["weights"], Reg.REQUANT_ADDR: io.sram["requant"]}  # fmt: skip
+    return [*steps, Kick.make(opcode, regs), *store]
+
+
+def _fc_tile(op, io: "TileIo", r0: int, nr: int, c0: int, nc: int) -> list[Step]:
+    K = op.ifm.shape[2]
+    steps: list[Step] = []
+    ifm = io.load(steps, "ifm", op.ifm, 0, 1, r0, nr, 0, K)
+    ofm, store = io.store("ofm", op.ofm, 0, 1, r0, nr, c0, nc)
+    regs = {Reg.IFM_ADDR: ifm, Reg.IFM_H: 1, Reg.IFM_W: nr, Reg.IFM_C: K,
+            Reg.IFM_ZERO_POINT: op.ifm_zero_point, Reg.OFM_ZERO_POINT: op.ofm_zero_point,
+            Reg.WEIGHT_ADDR: io.sram["weights"], Reg.REQUANT_ADDR: io.sram["requant"]}  # fmt: skip
+    regs |= _ofm_regs(ofm, 1, nr, nc) | _clamp_regs(op)
+    return [*steps, Kick.make(Opcode.FC, regs), *store]
+
+
+def _mean_tile(op, io: "TileIo", r0: int, nr: int, c0: int, nc: int) -> list[Step]:
+    H, W, _ = op.ifm.shape
+    steps: list[Step] = []
+    ifm = io.load(steps, "ifm", op.ifm, 0, H, 0, W, c0, nc)
+    ofm, store = io.store("ofm", op.ofm, 0, 1, 0, 1, c0, nc)
+    regs = {Reg.IFM_ADDR: ifm, Reg.IFM_H: H, Reg.IFM_W: W, Reg.IFM_C: nc,
+            Reg.IFM_ZERO_POINT: op.ifm_zero_point, Reg.OFM_ADDR: ofm,
+            Reg.OFM_ZERO_POINT: op.ofm_zero_point, Reg.OFM_MULTIPLIER: op.multiplier,
+            Reg.OFM_SHIFT: op.shift} | _clamp_regs(op)  # fmt: skip
+    return [*steps, Kick.make(Opcode.MEAN, regs), *store]
+
+
+def _ifm2_regs(op: Add | Mul, io: "TileIo", steps: list[Step], r0: int, nr: int, c0: int, nc: int) -> dict[Reg, int]:
+    """The second operand's registers (ADD, MUL): its tile, or its channel slice when broadcast."""
+    box = (0, 1, 0, 1, c0, nc) if op.broadcast else (r0, nr, 0, op.ofm.shape[1], c0, nc)
+    return {Reg.IFM2_ADDR: io.load(steps, "ifm2", op.ifm2, *box), Reg.IFM2_ZERO_POINT: op.ifm2_zero_point,
+            Reg.IFM2_BROADCAST: int(op.broadcast), Reg.IFM_ZERO_POINT: op.ifm_zero_point,
+            Reg.OFM_ZERO_POINT: op.ofm_zero_point} | _clamp_regs(op)  # fmt: skip
+
+
+def _elementwise_tile(op, io: "TileIo", r0: int, nr: int, c0: int, nc: int) -> list[Step]:
+    W = op.ofm.shape[1]
+    steps: list[Step] = []
+    ifm = io.load(steps, "ifm", op.ifm, r0, nr, 0, W, c0, nc)
+    ofm, store = io.store("ofm", op.ofm, r0, nr, 0, W, c0, nc)
+    regs = {Reg.IFM_ADDR: ifm} | _ofm_regs(ofm, nr, W, nc)
+    if isinstance(op, Add):
+        regs |= _ifm2_regs(op, io, steps, r0, nr, c0, nc) | {
+            Reg.LEFT_SHIFT: op.left_shift, Reg.IFM_MULTIPLIER: op.ifm_multiplier, Reg.IFM_SHIFT: op.ifm_shift,
+            Reg.IFM2_MULTIPLIER: op.ifm2_multiplier, Reg.IFM2_SHIFT: op.ifm2_shift,
+            Reg.OFM_MULTIPLIER: op.ofm_multiplier, Reg.OFM_SHIFT: op.ofm_shift,
+        }  # fmt: skip
+        steps.append(Kick.make(Opcode.ADD, regs))
+    elif isinstance(op, Mul):
+        regs |= _ifm2_regs(op, io, steps, r0, nr, c0, nc)
+        steps.append(Kick.make(Opcode.MUL, regs | {Reg.OFM_MULTIPLIER: op.multiplier, Reg.OFM_SHIFT: op.shift}))
+    else:
+        steps.append(Kick.make(Opcode.LUT, regs | {Reg.LUT_ADDR: io.sram["lut"]}))
+    return steps + store
+
+
+def _softmax_tile(op: Softmax, io: "TileIo", r0: int, nr: int, c0: int, nc: int) -> list[Step]:
+    W = op.ofm.shape[1]
+    steps: list[Step] = []
+    ifm = io.load(steps, "ifm", op.ifm, r0, nr, 0, W, c0, nc)
+    ofm, store = io.store("ofm", op.ofm, r0, nr, 0, W, c0, nc)
+    regs = {Reg.IFM_ADDR: ifm, Reg.LUT_ADDR: io.sram["table"]} | _ofm_regs(ofm, nr, W, nc)
+    return [*steps, Kick.make(Opcode.SOFTMAX, regs), *store]
+
+
+def _phased_tile(op, io, r0, nr, c0, nc) -> list[Step]:
+    raise AssertionError("a phased op is scheduled phase by phase (op_steps)")
+
+
+TILE_STEPS: dict[type, Callable[[NpuOp, TileIo, int, int, int, int], list[Step]]] = {  # (op, io, r0, nr, c0, nc)
+    Conv2D: _spatial_tile,
+    TransposeConv2D: _phased_tile,
+    DepthwiseConv2D: _spatial_tile,
+    Pool: _spatial_tile,
+    FullyConnected: _fc_tile,
+    Mean: _mean_tile,
+    Add: _elementwise_tile,
+    Mul: _elementwise_tile,
+    Lut: _elementwise_tile,
+    Gather: _phased_tile,
+    ResizeBilinear: _phased_tile,
+    Softmax: _softmax_tile,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# One op: its constants, its steps
+
+
+def constants_of(op: NpuOp, pool: Constants) -> dict[str, tuple[int, int]]:
+    """Place the op's constants in the blob: name -> (offset, bytes per output channel)."""
+    if isinstance(op, Phased):  # per phase (a transposed conv's sub-kernels, a copy's identity LUT)
+        return {"phases": [constants_of(p, pool) for p in op.phases]}
+    if isinstance(op, Conv2D | DepthwiseConv2D | FullyConnected):
+        per_channel = int(np.prod(op.weights.shape[1:]))
+        return {
+            "weights": (pool.add(np.ascontiguousarray(op.weights, np.int8).tobytes()), per_channel),
+            "requant": (pool.add(_requant_table(op)), REQUANT_RECORD_BYTES),
+        }
+    if isinstance(op, Lut):
+        return {"lut": (pool.add(np.asarray(op.table, np.int8).tobytes()), 0)}
+    if isinstance(op, Softmax):
+        return {"table": (pool.add(np.asarray(op.table, "<i4").tobytes()), 0)}
+    return {}
+
+
+def op_steps(op: NpuOp, tiling: Tiling, io: TileIo, consts: dict[str, tuple[int, int]]) -> list[Step]:
+    """The steps of one op: its LUT once, per channel block its weights and requantize block,
+    then its row tiles. A phased op: the steps of each of its phases."""
+    if isinstance(op, Phased):
+        return [step for p, c in zip(op.phases, consts["phases"])
+                for step in op_steps(p, Tiling(min(tiling.rows, KINDS[type(p)].rows(p)), tiling.channels), io, c)]
+    kind, emit_tile = KINDS[type(op)], TILE_STEPS[type(op)]
+    rows, channels = kind.rows(op), kind.channels(op)
+    steps: list[Step] = []
+    for name, nbytes in (("lut", LUT_BYTES), ("table", SOFTMAX_TABLE_BYTES)):
+        if name in consts:  # a table does not depend on the channel block: load it once
+            steps.append(_load(consts[name][0], io.sram[name], nbytes))
+    for block, c0 in enumerate(range(0, channels, tiling.channels)):
+        nc = min(tiling.channels, channels - c0)
+        bio = io.second_weights() if block % 2 and SECOND_WEIGHTS in io.sram else io
+        for name in ("weights", "requant"):  # once per channel block
+            if name in consts:
+                offset, per_channel = consts[name]
+                steps.append(_load(offset + c0 * per_channel, bio.sram[name], nc * per_channel))
+        for tile, r0 in enumerate(range(0, rows, tiling.rows)):
+            rio = bio.second_ifm() if tile % 2 and SECOND_IFM in io.sram else bio
+            steps += emit_tile(op, rio, r0, min(tiling.rows, rows - r0), c0, nc)
+    return steps
+
+
+__all__ = ["TileIo", "Constants", "NotResident", "TILE_STEPS", "constants_of", "op_steps", "SECOND_WEIGHTS",
+           "SECOND_REQUANT", "SECOND_IFM"]
