@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import npu_byoc
-from npu_byoc.ops.gather import AxisRun, axis_runs, copies_reason, pixel_gather
+from npu_byoc.ops.gather_copies import AxisRun, axis_runs, copies_reason, pixel_gather
 from npu_byoc.partition.pipeline import partition_log
 from npu_byoc.frontends.tflite_ops import nearest_indices
 
@@ -94,7 +94,7 @@ def test_nearest_index_is_tvms_resize2d():
     import tvm
     from tvm import relax
 
-    from npu_byoc.ops.gather import resize_index
+    from npu_byoc.ops.gather_copies import resize_index
 
     sizes = [(3, 7), (4, 8), (5, 3), (8, 16), (6, 4), (2, 5), (1, 3), (5, 15), (16, 8)]
     modes = ["half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel", "tf_half_pixel_for_nn"]
@@ -117,7 +117,7 @@ def test_nearest_index_is_tvms_resize2d():
 def test_nchw_index_map_decomposes_like_its_nhwc_twin():
     """An NCHW gather (ONNX) is the NHWC gather of the transposed tensors: same rows, columns
     and channel offset."""
-    from npu_byoc.ops.gather import decompose, resize_index, slice_index
+    from npu_byoc.ops.gather_copies import decompose, resize_index, slice_index
 
     nchw = slice_index((1, 6, 9, 8), [1, 2, 3], [2, 1, 0], [5, 9, 8], [1, 2, 3])
     nhwc = slice_index((1, 9, 8, 6), [3, 1, 2], [2, 1, 0], [5, 9, 8], [1, 2, 3])

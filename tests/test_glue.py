@@ -132,7 +132,7 @@ def test_dilated_convs_run_on_the_npu():
 
 
 def test_dilate_kernel_inserts_zeros_between_taps():
-    from npu_byoc.codegen.lower import dilate_kernel
+    from npu_byoc.ops.conv2d import dilate_kernel
 
     w = np.arange(1, 1 + 2 * 2 * 3 * 1, dtype=np.int8).reshape(2, 2, 3, 1)
     d = dilate_kernel(w, (3, 2))

@@ -16,6 +16,8 @@ import pytest
 
 import npu_byoc
 from npu_byoc.ops import lut as lut_ops
+from npu_byoc.ops.lut_tables import hard_swish_params
+from npu_byoc.ops.records import numerics_for
 from npu_byoc.ops.table import PATTERNS_BY_NAME
 from npu_byoc.ops.composites import composite_functions, extract_composite, npu_functions
 from npu_byoc.ops.records import QLut, QTensor
@@ -262,7 +264,7 @@ def test_hand_written_relax_takes_tflite_numerics():
     (c,) = [c for f in npu_functions(mod).values() for _, c in composite_functions(f)]
     op = extract_composite(c)
     assert op.function == "hard_swish" and op.numerics == "tflite"
-    assert lut_ops.numerics_for("onnx") == "onnx" and lut_ops.numerics_for("tflite") == "tflite"
+    assert numerics_for("onnx") == "onnx" and numerics_for("tflite") == "tflite"
 
 
 # ------------------------------------------------------------------------------- scales
@@ -296,7 +298,7 @@ def test_vectors_reach_both_hard_swish_shift_branches():
     exponents = set()
     for c in load_cases("hard_swish"):
         t = QTensor((1, 256), "int8", float(c["input_scale"]), 0)
-        exponents.add(np.sign(lut_ops.hard_swish_params(QLut("hard_swish", t, t, -128, 127))[3]))
+        exponents.add(np.sign(hard_swish_params(QLut("hard_swish", t, t, -128, 127))[3]))
     assert {-1, 1} <= exponents
 
 

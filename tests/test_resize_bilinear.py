@@ -19,7 +19,7 @@ import npu_byoc
 from npu_byoc.patterns import partition_log
 from npu_byoc.ops.npu_ops import ResizeBilinear, TensorRef
 from npu_byoc.arch.isa import Region
-from npu_byoc.ops.resize import passes, reference
+from npu_byoc.ops.resize_passes import passes, reference
 from npu_byoc.runtime import golden
 
 from .conftest import MODELS, built, model_path, run_phases

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import npu_byoc
-from npu_byoc.ops import softmax as S
+from npu_byoc.ops import softmax_kernel as S
 from npu_byoc.arch.encoder import Dma, Kick, encode
 from npu_byoc.arch.config import DEFAULT_CONFIG
 from npu_byoc.partition.pipeline import partition_log

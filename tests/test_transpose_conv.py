@@ -30,7 +30,7 @@ from npu_byoc.ops.composites import npu_functions
 from npu_byoc.partition.pipeline import partition_for_npu, partition_log
 from npu_byoc.runtime import golden
 from npu_byoc.runtime.verilator import VerilatorNpu
-from npu_byoc.ops.transpose_conv import axis_phases
+from npu_byoc.ops.transpose_conv_phases import axis_phases
 
 from . import relax_builders as rb
 from .conftest import assert_equals_reference, built, model_path, reference, run_phases

@@ -5,12 +5,12 @@
   after the other, :func:`batch_reason` is the limit each image meets);
 - registers: every dimension and every byte offset must fit the register that carries it
   (npu_byoc.arch.encoder.to_word, the encoder's own range check);
-- the op lowered alone (the lowering registry npu_byoc.codegen.lower.LOWERINGS): its shifts in
+- the op lowered alone (the lowering registry npu_byoc.ops.registry.LOWERINGS): its shifts in
   the ranges the stream machine accepts, and the scheduler's own tiling search for the SRAM
   (npu_byoc.codegen.tiling.untileable_reason).
 
-The checks in npu_byoc.ops.checks call these, so the partition refuses exactly what lowering,
-scheduling and encoding would refuse.
+The checks (npu_byoc.ops.checks and each op's own, npu_byoc.ops.<op>) call these, so the
+partition refuses exactly what lowering, scheduling and encoding would refuse.
 """
 
 from __future__ import annotations

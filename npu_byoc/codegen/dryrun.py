@@ -11,9 +11,9 @@ from ..arch.limits import ShapeError, shift_reason
 from .tiling import check_geometry, untileable_reason
 from ..errors import LoweringError
 from ..ops.kick_limits import lower_alone, unit_reason
-from ..ops.lut import DEFAULT_NUMERICS
-from ..ops.records import QOp, Reject
-from ..ops.table import NpuPattern
+from ..ops.entry import NpuPattern
+from ..ops.records import DEFAULT_NUMERICS, QOp, Reject
+from ..ops.registry import LOWERINGS
 
 
 def lowering_reason(op, hw: HwConfig) -> str | None:
@@ -22,7 +22,7 @@ def lowering_reason(op, hw: HwConfig) -> str | None:
     cut it into tiles that fit the SRAM (None: it runs)."""
 
     try:
-        npu_op = lower_alone(op, hw)
+        npu_op = lower_alone(op, hw, LOWERINGS[type(op)])
         check_geometry(npu_op, "op")
     except (ShapeError, Reject) as err:
         return str(err)

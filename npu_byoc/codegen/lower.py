@@ -1,7 +1,7 @@
 """Lowering: a Codegen="npu" partition -> a PartitionPlan of typed, integer-only NPU ops.
 
-Each composite is re-extracted into its quantized-op record (npu_byoc.ops.table) and lowered
-by the registry entry for its record type; the real-valued scales become multipliers, shifts
+Each composite is re-extracted into its quantized-op record (its table entry, npu_byoc.ops.<op>) and lowered
+by the registry entry for its record type (npu_byoc.ops.registry.LOWERINGS); the real-valued scales become multipliers, shifts
 and tables here (npu_byoc.arch.numerics), and nowhere after. Tensors are placed in regions: the
 partition's inputs and outputs in their own regions in the model's layout, intermediates in
 the scratch region, NHWC.
@@ -17,15 +17,14 @@ import tvm
 from tvm import relax
 
 from ..arch import limits
-from ..ops import lut as lut_ops, softmax
 from ..ops.checks import same_quantization
 from ..arch import numerics as nx
 from ..errors import LoweringError
 from ..arch.config import DEFAULT_CONFIG, HwConfig
 from ..arch.isa import MAX_REGIONS, Region
 from ..ops.composites import extract_composite
-from ..ops.lut import DEFAULT_NUMERICS
-from ..ops.table import LAYER_ATTR, PATTERNS_BY_NAME, Reject
+from ..ops.records import DEFAULT_NUMERICS, Reject
+from ..ops.table import LAYER_ATTR, PATTERNS_BY_NAME
 from . import dryrun
 from ..ops.records import (
     QAdd, QConcat, QConv2D, QFullyConnected, QGather, QLut, QMean, QMul, QOp, QPool2D, QReshape,
@@ -39,9 +38,10 @@ from ..ops.npu_ops import (
 )  # fmt: skip
 
 from ..ops import kick_limits
-from ..ops.lowering import (  # noqa: F401 (callers of lower.X)
-    hwc, partition_batch, per_image, view, dilate_kernel, last_axis_as_channels, LOWERINGS, _lower_lut,
-)
+from ..ops.lowering import hwc, partition_batch, per_image, view  # noqa: F401 (lower.X callers)
+from ..ops.lut import _lower_lut
+from ..ops.registry import LOWERINGS
+from ..ops.softmax import last_axis_as_channels
 
 SCRATCH_ALIGN = 16
 

@@ -8,10 +8,9 @@ import tvm
 from tvm import relax
 
 from ..arch.config import DEFAULT_CONFIG, HwConfig
-from . import lut as lut_ops
-from .records import QOp
-from .records import Reject
-from .table import _NOT_MINE, CODEGEN_NAME, LEFT_SHIFT_ATTR, NUMERICS_ATTR, PATTERNS_BY_NAME
+from .entry import NOT_MINE
+from .records import DEFAULT_NUMERICS, QOp, Reject
+from .table import CODEGEN_NAME, LEFT_SHIFT_ATTR, NUMERICS_ATTR, PATTERNS_BY_NAME
 
 
 def npu_functions(mod: tvm.IRModule) -> dict[str, relax.Function]:
@@ -41,10 +40,10 @@ def extract_composite(composite: relax.Function, hw: HwConfig = DEFAULT_CONFIG) 
     entry = PATTERNS_BY_NAME[name]
     bindings = {b.var: b.value for block in composite.body.blocks for b in block.bindings}
     root = composite.body.body
-    numerics = str(composite.attrs[NUMERICS_ATTR]) if NUMERICS_ATTR in composite.attrs else lut_ops.DEFAULT_NUMERICS
+    numerics = str(composite.attrs[NUMERICS_ATTR]) if NUMERICS_ATTR in composite.attrs else DEFAULT_NUMERICS
     overflow = str(composite.attrs[LEFT_SHIFT_ATTR]) if LEFT_SHIFT_ATTR in composite.attrs else "wrap"
     op, reason = entry.evaluate(root, bindings, hw, numerics, overflow)
-    if op is None or (reason and reason != _NOT_MINE):
+    if op is None or (reason and reason != NOT_MINE):
         raise Reject(reason or f"{name}: extraction failed")
     return op
 

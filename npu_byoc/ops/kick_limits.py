@@ -10,13 +10,13 @@ import numpy as np
 from ..arch.config import HwConfig
 from ..arch.isa import SOFTMAX_MAX_CHANNELS, Region
 from ..arch.limits import batch_of, binary_layout, hwc, per_image
-from .lowering import LOWERINGS
 from .npu_ops import Conv2D, DepthwiseConv2D, FullyConnected, Mean, Phased, Pool, Softmax, TensorRef, TransposeConv2D
 
 
-def lower_alone(op, hw: HwConfig, layout: str = "NHWC"):
-    """``op`` (a quantized-op record) lowered by the compiler's own registry as if it were
-    a partition on its own (inputs and output in IO regions). Raises ShapeError or Reject."""
+def lower_alone(op, hw: HwConfig, lower, layout: str = "NHWC"):
+    """``op`` (a quantized-op record) lowered by ``lower`` (its op's lowering: the compiler's
+    own, registry.LOWERINGS[type(op)]) as if it were a partition on its own (inputs and output
+    in IO regions). Raises ShapeError or Reject."""
 
     layout = getattr(op, "layout", binary_layout(op) if hasattr(op, "input_b") else layout)
     tensors = [*_inputs(op), op.output]
@@ -25,7 +25,7 @@ def lower_alone(op, hw: HwConfig, layout: str = "NHWC"):
         TensorRef(f"t{k}", int(Region.IO) + k, 0, hwc(per_image(t.shape, n), layout), layout)
         for k, t in enumerate(tensors)
     ]
-    return LOWERINGS[type(op)]("op", op, refs[:-1], refs[-1])
+    return lower("op", op, refs[:-1], refs[-1])
 
 
 def _inputs(op) -> list:

@@ -15,8 +15,8 @@ TVM's CPU build of the same Relax graph computes the float function and rounds w
 
 Adding a function is one :class:`LutFunction` in :data:`FUNCTIONS`: its Relax form(s) (as
 TVM's frontends write them, in terms of the dequantized input), the source operator's name
-per frontend (for reasons), and one table builder per numerics. The pattern table
-(:mod:`npu_byoc.ops.table`), the lowering and docs/patterns.md derive from the registry.
+per frontend (for reasons), and one table builder per numerics (:mod:`npu_byoc.ops.lut_tables`).
+The table entries (:data:`ENTRIES`), the lowering and docs/patterns.md derive from the registry.
 """
 
 from __future__ import annotations
@@ -28,15 +28,19 @@ from dataclasses import dataclass, field
 import numpy as np
 from tvm.relax.dpl import DFPattern, is_const, is_op, wildcard
 
+from . import checks as C
+from ._qdq import _Tail, _activation, _deq, _dequantize_leaves, _requant_tail
 from ..arch import numerics as nx
-from .records import QLut
+from .entry import Convention, NpuPattern
+from .npu_ops import Lut, NpuOp, TensorRef
+from .records import DEFAULT_NUMERICS, QLut, Reject
+from .lut_tables import (
+    Table, onnx_float, tflite_lut_populate, _tflite_requantize, _tflite_relu, _tflite_leaky_relu,
+    _tflite_add_scalar, _tflite_mul_scalar, _scalar_float, _tflite_abs, _tflite_hard_swish, hard_swish_exponent,
+    _f32, _sigmoid, _hard_swish_onnx, _hard_sigmoid_onnx, _elu_onnx, tflite_float_wrapped, _tflite_sqrt,
+    _elu_tflite, _leaky_relu_onnx, _gelu_tflite, _identity,
+)  # fmt: skip
 from ..util.relax_utils import NotConstant, const_eval, op_name, prim_value, resolve
-
-VALUES = np.arange(-128, 128, dtype=np.int64)  # the table index is v + 128
-NUMERICS = ("tflite", "onnx")
-# Which numerics a model's source format implies (frontend.ModelInfo.format).
-FORMAT_NUMERICS = {"tflite": "tflite", "onnx": "onnx", "relax": "tflite"}
-DEFAULT_NUMERICS = "tflite"
 
 
 class NotThisFunction(Exception):
@@ -58,9 +62,6 @@ class Form:
     anchor_ops: tuple[str, ...] = ()
 
 
-Table = Callable[[QLut], np.ndarray]
-
-
 @dataclass(frozen=True)
 class LutFunction:
     name: str  # registry key and composite name "npu.<name>"
@@ -76,275 +77,6 @@ class LutFunction:
 
     def op_name(self, numerics: str) -> str:
         return self.ops.get(numerics, self.ops[DEFAULT_NUMERICS])
-
-
-# ---------------------------------------------------------------------------------------------
-# Table builders shared by several functions
-
-
-def _float_in(op: QLut) -> np.ndarray:
-    """float32(s_in) · float32(v − zp_in): DequantizeLinear / LUTPopulate's dequantized input."""
-    return np.float32(op.input.scale) * (VALUES - op.input.zero_point).astype(np.float32)
-
-
-def _quantize_half_even(y: np.ndarray, op: QLut) -> np.ndarray:
-    """ONNX QuantizeLinear: round_half_even(float32(y / s_out)) + zp_out, saturated to int8."""
-    q = np.rint((y.astype(np.float32) / np.float32(op.output.scale)).astype(np.float32)).astype(np.int64)
-    return np.clip(q + op.output.zero_point, nx.INT8_MIN, nx.INT8_MAX)
-
-
-def onnx_float(fn: Callable[[np.ndarray, dict], np.ndarray]) -> Table:
-    """The onnxruntime QDQ table of a float32 function ``fn(x, params)``."""
-    return lambda op: _quantize_half_even(fn(_float_in(op), dict(op.params)).astype(np.float32), op)
-
-
-def tflite_lut_populate(fn: Callable[[np.ndarray], np.ndarray]) -> Table:
-    """LiteRT's ``LUTPopulate<int8_t>`` of a float32 function (LOGISTIC, TANH, EXP)."""
-    return lambda op: nx._lut_int8(
-        fn, op.input.scale, op.input.zero_point, op.output.scale, op.output.zero_point
-    ).astype(np.int64)
-
-
-def _requant(x: np.ndarray, real: float, zp_out: int) -> np.ndarray:
-    """zp_out + MultiplyByQuantizedMultiplier(x, QuantizeMultiplier(real)), unclamped."""
-    m, s = nx.quantize_multiplier(real)
-    return nx.multiply_by_quantized_multiplier(x, m, s).astype(np.int64) + zp_out
-
-
-def _f32_ratio(a: float, b: float) -> float:
-    """float a / float b in float32, as the C++ computes a ``float`` quotient."""
-    return float(np.float32(a) / np.float32(b))
-
-
-def _clamp8(q: np.ndarray) -> np.ndarray:
-    return np.clip(q, nx.INT8_MIN, nx.INT8_MAX)
-
-
-# ---------------------------------------------------------------------------------------------
-# LiteRT integer kernels evaluated on the 256 inputs
-
-
-def _tflite_requantize(op: QLut) -> np.ndarray:
-    """QUANTIZE int8 -> int8 (``reference_ops::Requantize``): the multiplier of
-    double(s_in) / double(s_out)."""
-    x = VALUES - op.input.zero_point
-    real = float(np.float32(op.input.scale)) / float(np.float32(op.output.scale))
-    return _clamp8(_requant(x, real, op.output.zero_point))
-
-
-def _tflite_relu(op: QLut) -> np.ndarray:
-    """RELU / RELU6 / RELU_N1_TO_1 / RELU_0_TO_1 (``ReluX``): as QUANTIZE but the multiplier
-    of the float32 quotient s_in / s_out (ReluPrepare); the clamp is the activation's."""
-    x = VALUES - op.input.zero_point
-    return _clamp8(_requant(x, _f32_ratio(op.input.scale, op.output.scale), op.output.zero_point))
-
-
-def _tflite_leaky_relu(op: QLut) -> np.ndarray:
-    """``QuantizeLeakyRelu``: two multipliers, float32 s_in·alpha/s_out for x < 0 and
-    float32 s_in/s_out for x >= 0 (LeakyReluPrepare)."""
-    alpha = np.float32(dict(op.params)["alpha"])
-    s_in, s_out = np.float32(op.input.scale), np.float32(op.output.scale)
-    x = VALUES - op.input.zero_point
-    pos = _requant(x, float(s_in / s_out), op.output.zero_point)
-    neg = _requant(x, float((s_in * alpha) / s_out), op.output.zero_point)
-    return _clamp8(np.where(x >= 0, pos, neg))
-
-
-def _constant(op: QLut) -> tuple[int, float, int]:
-    """The scalar constant operand of ADD / SUB / MUL: (int8 value, scale, zero point)."""
-    p = dict(op.params)
-    return int(p["constant"]), float(p["constant_scale"]), int(p["constant_zero_point"])
-
-
-def _tflite_add_scalar(op: QLut, sign: int = 1) -> np.ndarray:
-    """ADD (SUB: sign −1) of a scalar constant, ``reference_integer_ops::AddFunc``; SUB is ADD
-    with the second input's multiplier negated (PrepareGeneralSubOp)."""
-    c, s_c, zp_c = _constant(op)
-    p = nx.add_params(op.input.scale, s_c, op.output.scale)
-    p = p._replace(input2_multiplier=sign * p.input2_multiplier)
-    return nx.add(VALUES, c, op.input.zero_point, zp_c, op.output.zero_point, p).astype(np.int64)
-
-
-def _tflite_mul_scalar(op: QLut) -> np.ndarray:
-    """MUL by a scalar constant (``MulElementwise``): zp_out + MBQM((v − zp_in)·(c − zp_c)),
-    multiplier of s_in·s_c/s_out."""
-    c, s_c, zp_c = _constant(op)
-    real = float(np.float32(op.input.scale)) * float(np.float32(s_c)) / float(np.float32(op.output.scale))
-    return _clamp8(_requant((VALUES - op.input.zero_point) * (c - zp_c), real, op.output.zero_point))
-
-
-def _scalar_float(op: QLut) -> np.float32:
-    c, s_c, zp_c = _constant(op)
-    return np.float32(s_c) * np.float32(c - zp_c)
-
-
-def _tflite_abs(op: QLut) -> np.ndarray:
-    """ABS (elementwise.cc): |x − zp_in|, rescaled by the float32 s_in/s_out multiplier when
-    the scales differ, + zp_out."""
-    x = np.abs(VALUES - op.input.zero_point)
-    if np.float32(op.input.scale) == np.float32(op.output.scale):
-        return _clamp8(x + op.output.zero_point)
-    return _clamp8(_requant(x, _f32_ratio(op.input.scale, op.output.scale), op.output.zero_point))
-
-
-def _i16(x: np.ndarray) -> np.ndarray:
-    """Wrap to int16 (a C++ int -> int16_t conversion)."""
-    return ((x + 32768) % 65536) - 32768
-
-
-def _srdhm16(a: np.ndarray, b: int) -> np.ndarray:
-    """gemmlowp SaturatingRoundingDoublingHighMul on int16: round(a·b / 2^15), ties up."""
-    n = a * b + np.where(a * b >= 0, 1 << 14, 1 - (1 << 14))
-    r = np.sign(n) * (np.abs(n) >> 15)  # C division: toward zero
-    return np.where((a == -32768) & (b == -32768), 32767, r)
-
-
-def _sdhm16(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """TFLite's SaturatingDoublingHighMul (int16): a·b / 2^15 truncated toward zero."""
-    p = a * b
-    r = np.sign(p) * (np.abs(p) >> 15)
-    return np.where((a == -32768) & (b == -32768), 32767, r)
-
-
-def _rdbpot16(x: np.ndarray, exponent: int) -> np.ndarray:
-    mask = (1 << exponent) - 1
-    threshold = (mask >> 1) + (x < 0)
-    return (x >> exponent) + ((x & mask) > threshold)
-
-
-def _sat_lshift16(x: np.ndarray, amount: int) -> np.ndarray:
-    return np.clip(x * (1 << amount), -32768, 32767)
-
-
-def _int16_multiplier(real: float) -> tuple[int, int]:
-    """QuantizeMultiplier, then DownScaleInt32ToInt16Multiplier (round to the top 16 bits)."""
-    m32, exponent = nx.quantize_multiplier(real)
-    if m32 >= 2**31 - 1 - (1 << 15):
-        return 32767, exponent
-    return (m32 + (1 << 15)) >> 16, exponent
-
-
-def hard_swish_params(op: QLut) -> tuple[int, int, int, int]:
-    """HardSwishPrepare, in float32: (output multiplier, exponent, reluish multiplier, exponent)."""
-    hires = np.float32(1.0 / 128.0) * np.float32(op.input.scale)
-    out_m, out_e = _int16_multiplier(float(hires / np.float32(op.output.scale)))
-    relu_m, relu_e = _int16_multiplier(float(hires / np.float32(3.0 / 32768.0)))
-    return out_m, out_e, relu_m, relu_e
-
-
-def _tflite_hard_swish(op: QLut) -> np.ndarray:
-    """``reference_ops::HardSwish`` (int8): 16-bit fixed point, x·relu6(x+3)/6 as
-    x_hires · reluish, with reluish = (x/3 rescaled to [-1, 1] saturating + 1) / 2."""
-    out_m, out_e, relu_m, relu_e = hard_swish_params(op)
-    hires = (VALUES - op.input.zero_point) * 128  # |x| <= 255: fits int16
-    preshift = _srdhm16(hires, out_m)
-    reluish = hires
-    if relu_e > 0:
-        reluish = _sat_lshift16(reluish, relu_e - 1)
-    reluish = _srdhm16(reluish, relu_m)
-    if relu_e > 0:
-        reluish = _sat_lshift16(reluish, 1)
-    if relu_e < 0:
-        reluish = _rdbpot16(reluish, -relu_e)
-    reluish = (reluish + (1 << 15)) >> 1
-    out = _rdbpot16(_sdhm16(reluish, preshift), -out_e)
-    return _clamp8(_i16(out + op.output.zero_point))
-
-
-def hard_swish_exponent(op: QLut, hw) -> str | None:
-    """LiteRT's int8 HARD_SWISH needs s_in / (128 · s_out) < 1 (its output exponent ≤ 0)."""
-    if op.numerics == "tflite" and hard_swish_params(op)[1] > 0:
-        return (
-            f"output scale {op.output.scale:.6g} is below input scale / 128 "
-            f"({op.input.scale / 128:.6g}): LiteRT's HARD_SWISH refuses it"
-        )
-    return None
-
-
-# ---------------------------------------------------------------------------------------------
-# float32 functions (ONNX numerics; LiteRT's float tables)
-
-
-def _f32(fn):
-    def f(x, p=None):
-        with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf, sqrt(-1) = NaN: as in C
-            return fn(x.astype(np.float64)).astype(np.float32)
-
-    return f
-
-
-def _sigmoid(x, p=None):
-    return nx._sigmoid_f32(x)
-
-
-def _hard_swish_onnx(x, p=None):
-    # onnxruntime HardSwish: x · max(0, min(1, x/6 + 0.5)) in float32.
-    h = np.clip(x * np.float32(1.0 / 6.0) + np.float32(0.5), np.float32(0), np.float32(1))
-    return (x * h).astype(np.float32)
-
-
-def _hard_sigmoid_onnx(x, p):
-    # onnxruntime HardSigmoid: max(0, min(1, alpha · x + beta)) in float32.
-    y = np.float32(p["alpha"]) * x.astype(np.float32) + np.float32(p["beta"])
-    return np.clip(y.astype(np.float32), np.float32(0), np.float32(1))
-
-
-def _elu_onnx(x, p):
-    # onnxruntime Elu: x >= 0 ? x : alpha · (exp(x) − 1), float32.
-    e = np.exp(x.astype(np.float64)).astype(np.float32) - np.float32(1)
-    return np.where(x >= 0, x, np.float32(p["alpha"]) * e).astype(np.float32)
-
-
-def tflite_float_wrapped(fn: Callable[[np.ndarray, dict], np.ndarray]) -> Table:
-    """An op the converter keeps in float (ELU, NEG): DEQUANTIZE (float(double(s_in)·(v −
-    zp_in))), the float32 kernel ``fn(x, params)``, QUANTIZE (round_half_away(x / float(s_out))
-    + zp_out, saturated)."""
-
-    def build(op: QLut) -> np.ndarray:
-        x = (float(np.float32(op.input.scale)) * (VALUES - op.input.zero_point)).astype(np.float32)
-        y = fn(x, dict(op.params)).astype(np.float32)
-        scaled = (y / np.float32(op.output.scale)).astype(np.float32).astype(np.float64)
-        rounded = np.where(scaled >= 0, np.floor(scaled + 0.5), -np.floor(-scaled + 0.5))
-        return _clamp8(rounded.astype(np.int64) + op.output.zero_point)
-
-    return build
-
-
-def _tflite_sqrt(op: QLut) -> np.ndarray:
-    """LiteRT's int8 SQRT (measured against BUILTIN_REF on tests/fixtures/ops/sqrt.npz): the
-    float32 sqrt of the dequantized input, divided by s_out and truncated (no rounding)."""
-    x = np.float32(op.input.scale) * (VALUES - op.input.zero_point).astype(np.float32)
-    with np.errstate(invalid="ignore"):
-        y = np.sqrt(x.astype(np.float64)).astype(np.float32)
-    q = np.trunc((y / np.float32(op.output.scale)).astype(np.float32))
-    q = np.where(np.isfinite(q), q, nx.INT32_MIN).astype(np.int64)  # sqrt(x < 0) = NaN
-    return _clamp8(q + op.output.zero_point)
-
-
-def _elu_tflite(x, p):
-    # LiteRT's float ELU: x < 0 ? alpha · expm1f(x) : x
-    return np.where(x < 0, np.float32(p["alpha"]) * np.expm1(x.astype(np.float64)).astype(np.float32), x)
-
-
-def _leaky_relu_onnx(x, p):
-    return np.where(x >= 0, x, x * np.float32(p["alpha"])).astype(np.float32)
-
-
-def _gelu_tflite(x, p):
-    """LiteRT's GeluTransform / GeluTransformApproximate in float32 (erfcf and tanhf taken as
-    the correctly rounded float32 of the double function, as for the other float kernels)."""
-    x = x.astype(np.float32)
-    half_x = np.float32(0.5) * x
-    if p["approximate"]:
-        sqrt_2_over_pi = np.float32(2 / math.sqrt(math.pi) * math.sqrt(0.5))  # M_2_SQRTPI · M_SQRT1_2
-        inner = sqrt_2_over_pi * (x + np.float32(0.044715) * x * x * x)
-        return half_x * (np.float32(1) + np.tanh(inner.astype(np.float64)).astype(np.float32))
-    arg = (x * np.float32(-math.sqrt(0.5))).astype(np.float64)
-    return half_x * np.array([math.erfc(v) for v in arg], np.float32)
-
-
-def _identity(x, p=None):
-    return x
 
 
 # ---------------------------------------------------------------------------------------------
@@ -645,11 +377,6 @@ FUNCTIONS: dict[str, LutFunction] = {
 }
 
 
-def numerics_for(model_format: str | None) -> str:
-    """The numerics a model's source format implies (unknown formats: TFLite's)."""
-    return FORMAT_NUMERICS.get(model_format or "", DEFAULT_NUMERICS)
-
-
 def table(op: QLut) -> np.ndarray:
     """The 256 int8 entries the NPU's LUT holds for ``op`` (activation clamp applied)."""
     fn = FUNCTIONS[op.function]
@@ -688,3 +415,54 @@ def table_computable(op: QLut, hw) -> str | None:
 def lut_lookup(x, op: QLut) -> np.ndarray:
     """What the NPU computes for ``op`` on int8 ``x`` (for tests and reports)."""
     return nx.lut_lookup(x, table(op))
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowering and the table entries: one per function, in the registry's order
+
+
+def _lower_lut(name: str, op: QLut, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
+    return Lut(name=name, function=op.function, ifm=ifms[0], ofm=ofm, table=table(op))
+
+
+def _lut_entry(fn: LutFunction) -> NpuPattern:
+    """One function of the LUT registry (npu_byoc.ops.lut) as a table entry."""
+
+    def extract(root, bindings) -> QLut:
+        tail = _Tail(root, bindings)
+        deqs = _dequantize_leaves(tail.body, bindings)
+        try:
+            params = fn.params(tail.body, bindings, tail)
+        except (NotThisFunction, AttributeError, IndexError) as err:
+            raise Reject(f"not a {fn.name}: {err}") from None
+        x = deqs[0].args[0]
+        inp = _activation(deqs[0], bindings, "input", x)
+        for d in deqs[1:]:
+            if not d.args[0].same_as(x) or _activation(d, bindings, "input", x) != inp:
+                raise Reject(f"the {fn.name} form reads two different tensors")
+        out = tail.output(bindings)
+        lo, hi = tail.clamp(out, bindings)
+        return QLut(
+            function=fn.name, input=inp, output=out, act_min=lo, act_max=hi, convention="qdq",
+            params=tuple(sorted(params.items())), operands=(x,),
+        )
+
+    conventions = tuple(
+        Convention(f"{form.name}{tail}", form.source, pat, form.text + tail_form)
+        for form in fn.forms
+        for tail, pat, tail_form in _requant_tail(form.build(_deq))
+    )
+    return NpuPattern(
+        name=f"npu.{fn.name}",
+        summary=fn.summary,
+        anchor_ops=tuple(sorted({a for form in fn.forms for a in form.anchor_ops})),
+        conventions=conventions,
+        extract=extract,
+        checks=(*C.COMMON, int8_to_int8, has_table, *fn.checks, table_computable),
+        applies=fn.applies,
+        subject=fn.op_name,
+    )
+
+
+ENTRIES = tuple(_lut_entry(fn) for fn in FUNCTIONS.values())
+LOWERINGS = {QLut: _lower_lut}

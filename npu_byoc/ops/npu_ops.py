@@ -196,7 +196,7 @@ class TransposeConv2D(_Convolution, Phased):
     @cached_property
     def phases(self) -> list[Conv2D]:
         """The stride-1 convolutions that compute it, one per output phase (φ_h, φ_w)."""
-        from .transpose_conv import phases
+        from .transpose_conv_phases import phases
 
         (h, w, _), (oh, ow, c) = self.ifm.shape, self.ofm.shape
         out = []
@@ -389,7 +389,7 @@ class Gather(Phased):
 
     @cached_property
     def phases(self) -> list[Lut]:
-        from .gather import axis_runs
+        from .gather_copies import axis_runs
 
         out, c = [], self.ofm.shape[2]
         for rh in axis_runs(self.rows):
@@ -422,7 +422,7 @@ class ResizeBilinear(Phased):
 
     @cached_property
     def phases(self) -> list[DepthwiseConv2D]:
-        from .resize import passes
+        from .resize_passes import passes
 
         (h, w, c), (oh, ow, _) = self.ifm.shape, self.ofm.shape
         out = []

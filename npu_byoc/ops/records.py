@@ -1,6 +1,6 @@
 """Quantized operator descriptions: what a matched pattern means, whatever convention it came in.
 
-Extraction (npu_byoc.ops.table) turns a match into one of these records, once; the NPU checks,
+Extraction (each op module's, npu_byoc.ops.<op>) turns a match into one of these records, once; the NPU checks,
 the coverage report and the lowering to integer NPU operations all read them. They still hold
 the model's real-valued scales: the integer-only NPU operations are derived from them.
 
@@ -15,6 +15,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+
+# Whose arithmetic a record replicates where the model's runtimes differ (LUT tables, SOFTMAX,
+# a concatenation's rescale): the numerics of the model's source format (frontend.ModelInfo.format).
+NUMERICS = ("tflite", "onnx")
+FORMAT_NUMERICS = {"tflite": "tflite", "onnx": "onnx", "relax": "tflite"}
+DEFAULT_NUMERICS = "tflite"
+
+
+def numerics_for(model_format: str | None) -> str:
+    """The numerics a model's source format implies (unknown formats: TFLite's)."""
+    return FORMAT_NUMERICS.get(model_format or "", DEFAULT_NUMERICS)
 
 
 @dataclass(frozen=True)
@@ -229,7 +240,7 @@ class QLut:
     act_max: int
     convention: str = ""
     params: tuple = ()  # the function's parameters as sorted (name, value) pairs (alpha, ...)
-    numerics: str = "tflite"  # whose arithmetic the table replicates (npu_byoc.ops.lut.NUMERICS)
+    numerics: str = "tflite"  # whose arithmetic the table replicates (NUMERICS)
     # The Relax expressions of the quantized inputs, in the order of the record's inputs
     # (lowering maps them to the composite's arguments). Not part of the op's meaning.
     operands: tuple = field(default=(), compare=False, repr=False)
@@ -302,7 +313,7 @@ class QConcat:
     output: QTensor
     axis: int  # non-negative
     convention: str = ""
-    # whose arithmetic rescales an input quantized unlike the output (npu_byoc.ops.lut.NUMERICS)
+    # whose arithmetic rescales an input quantized unlike the output (NUMERICS)
     numerics: str = "tflite"
     operands: tuple = field(default=(), compare=False, repr=False)
 
@@ -324,7 +335,7 @@ class QSoftmax:
     act_min: int = -128
     act_max: int = 127
     convention: str = ""
-    numerics: str = "tflite"  # whose kernel the model's runtime runs (npu_byoc.ops.lut.NUMERICS)
+    numerics: str = "tflite"  # whose kernel the model's runtime runs (NUMERICS)
     operands: tuple = field(default=(), compare=False, repr=False)
 
     @property

@@ -2,7 +2,7 @@
 NPU partition (lowering, shift ranges, scheduling, encoding), and send each op it fails on back to the CPU
 with the compiler's reason in the partition log; repeat until every partition compiles.
 
-The partition checks (npu_byoc.ops.checks) are meant to refuse everything the compiler refuses;
+The partition checks (npu_byoc.ops.checks, npu_byoc.ops.<op>) are meant to refuse everything the compiler refuses;
 this is the net under them, so a gap between the two costs NPU coverage, not the compile.
 """
 

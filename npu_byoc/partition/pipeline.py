@@ -22,11 +22,12 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvm.relax.transform import FusionPattern, PatternCheckContext
 
-from ..ops import lut as lut_ops
 from ..arch.config import DEFAULT_CONFIG, HwConfig
+from ..ops._qdq import _DTYPE_RANGE
+from ..ops.entry import NOT_MINE, Convention, NpuPattern
+from ..ops.records import DEFAULT_NUMERICS, numerics_for
 from ..ops.table import (
-    _DTYPE_RANGE, _NOT_MINE, CODEGEN_NAME, LAYER_ATTR, LEFT_SHIFT_ATTR, NUMERICS_ATTR, PARTITION_LOG_ATTR,
-    PATTERN_TABLE, PATTERNS_BY_NAME, Convention, NpuPattern, Reject,
+    LAYER_ATTR, LEFT_SHIFT_ATTR, NUMERICS_ATTR, PARTITION_LOG_ATTR, PATTERN_TABLE, PATTERNS_BY_NAME,
 )  # fmt: skip
 from ..codegen import dryrun
 from ..ops.composites import composite_functions, extract_composite, npu_functions
@@ -50,7 +51,7 @@ class Decision:
 
 
 class _Recorder:
-    def __init__(self, hw: HwConfig, denied: Mapping | None = None, numerics: str = lut_ops.DEFAULT_NUMERICS,
+    def __init__(self, hw: HwConfig, denied: Mapping | None = None, numerics: str = DEFAULT_NUMERICS,
                  left_shift_overflow: str = "wrap"):
         self.hw = hw
         self.numerics = numerics
@@ -82,7 +83,7 @@ class _Recorder:
             bindings = dict(ctx.matched_bindings)
             root_var = ctx.value_to_bound_var.get(ctx.matched_expr) if ctx.value_to_bound_var else None
             op, reason = dryrun.evaluate(entry, ctx.matched_expr, bindings, self.hw, self.numerics, self.left_shift_overflow)
-            if reason == _NOT_MINE:
+            if reason == NOT_MINE:
                 return False
             reason = reason or _shared_pad_reason(ctx, bindings)
             from ..frontends.load import source_op_of
@@ -419,7 +420,7 @@ def partition_for_npu(
     from ..frontends.load import model_info
 
     info = model_info(mod)
-    numerics = lut_ops.numerics_for(info.format if info else None)
+    numerics = numerics_for(info.format if info else None)
     overflow = left_shift_overflow_for(info.format if info else None)
     mod = canonicalise(mod)  # once: every fallback round partitions the same canonical module
     return partition_until_lowerable(mod, lambda denied: _partition_once(mod, table, hw, denied, numerics, overflow), hw)

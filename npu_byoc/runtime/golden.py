@@ -12,9 +12,9 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..arch import numerics as nx
-from ..ops import softmax as sm
-from ..ops import resize as rz
-from ..ops import transpose_conv as tc
+from ..ops import softmax_kernel as sm
+from ..ops import resize_passes as rz
+from ..ops import transpose_conv_phases as tc
 from ..codegen.lower import PartitionPlan
 from ..ops.npu_ops import (
     Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef, Gather,

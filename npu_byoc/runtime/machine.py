@@ -26,7 +26,7 @@ import math
 import numpy as np
 
 from ..arch import numerics as nx
-from ..ops import softmax
+from ..ops import softmax_kernel as softmax
 from ..arch.config import DEFAULT_CONFIG, HwConfig
 from ..arch.isa import (
     HEADER_WORDS, MAGIC, MAX_REGIONS, REQUANT_RECORD_BYTES, SHIFT_MAX, SHIFT_MIN, SIGNED_REGS,

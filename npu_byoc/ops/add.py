@@ -1,0 +1,70 @@
+"""ADD: elementwise add of two int8 tensors with rescaling (TFLite's int8 add), one may be a
+channel vector or a model constant: the convention, extraction into a :class:`QAdd` (the
+extraction it shares with MUL is :func:`npu_byoc.ops._qdq._extract_binary`), and lowering to
+:class:`Add`."""
+
+from __future__ import annotations
+
+from tvm.relax.dpl import is_op
+
+from . import checks as C
+from ._qdq import _deq, _extract_binary, _qdq_unary
+from ..arch import numerics as nx
+from .entry import NpuPattern
+from .lowering import binary_operands
+from .npu_ops import Add, NpuOp, TensorRef
+from .records import QAdd, Reject
+
+
+_extract_add = _extract_binary("add", "adds", QAdd)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowering
+
+
+def _lower_add(name: str, op: QAdd, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
+    a, b, ifm, ifm2, broadcast = binary_operands("add", op, ifms, ofm)
+    try:
+        p = nx.add_params(a.scale, b.scale, op.output.scale)
+    except ValueError as err:
+        raise Reject(f"add rescaling out of range: {err}") from None
+    return Add(
+        name=name,
+        ifm=ifm,
+        ifm2=ifm2,
+        broadcast=broadcast,
+        ofm=ofm,
+        ifm_zero_point=a.zero_point,
+        ifm2_zero_point=b.zero_point,
+        ofm_zero_point=op.output.zero_point,
+        left_shift=p.left_shift,
+        ifm_multiplier=p.input1_multiplier,
+        ifm_shift=p.input1_shift,
+        ifm2_multiplier=p.input2_multiplier,
+        ifm2_shift=p.input2_shift,
+        ofm_multiplier=p.output_multiplier,
+        ofm_shift=p.output_shift,
+        act_min=op.act_min,
+        act_max=op.act_max,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Table entry
+
+
+ENTRY = NpuPattern(
+    name="npu.add",
+    summary="elementwise add of two int8 tensors with rescaling, one may be a channel vector or a model constant (TFLite int8 add)",
+    anchor_ops=("relax.add",),
+    conventions=tuple(
+        _qdq_unary(lambda x: is_op("relax.add")(x, _deq()), "dequantize(a), dequantize(b) → add")
+    ),
+    extract=_extract_add,
+    checks=(*C.COMMON, C.binary_broadcast),
+)
+
+
+ENTRIES = (ENTRY,)
+LOWERINGS = {QAdd: _lower_add}

@@ -1,0 +1,53 @@
+"""MUL: elementwise multiply of two int8 tensors (TFLite's int8 mul), one may be a channel
+vector or a model constant: the convention, extraction into a :class:`QMul` (the extraction it
+shares with ADD is :func:`npu_byoc.ops._qdq._extract_binary`), and lowering to :class:`Mul`."""
+
+from __future__ import annotations
+
+from tvm.relax.dpl import is_op
+
+from . import checks as C
+from ._qdq import _deq, _extract_binary, _qdq_unary
+from ..arch import numerics as nx
+from .entry import NpuPattern
+from .lowering import binary_operands
+from .npu_ops import Mul, NpuOp, TensorRef
+from .records import QMul, Reject
+
+
+_extract_mul = _extract_binary("mul", "multiplies", QMul)
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowering
+
+
+def _lower_mul(name: str, op: QMul, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
+    a, b, ifm, ifm2, broadcast = binary_operands("mul", op, ifms, ofm)
+    try:
+        multiplier, shift = nx.mul_params(a.scale, b.scale, op.output.scale)
+    except ValueError as err:
+        raise Reject(f"mul rescale out of range: {err}") from None
+    return Mul(name=name, ifm=ifm, ifm2=ifm2, ofm=ofm, ifm_zero_point=a.zero_point, ifm2_zero_point=b.zero_point,
+               ofm_zero_point=op.output.zero_point, multiplier=multiplier, shift=shift, act_min=op.act_min,
+               act_max=op.act_max, broadcast=broadcast)  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# Table entry
+
+
+ENTRY = NpuPattern(
+    name="npu.mul",
+    summary="elementwise multiply of two int8 tensors, one may be a [1, 1, 1, C] channel vector or a model constant (TFLite int8 mul)",
+    anchor_ops=("relax.multiply",),
+    conventions=tuple(
+        _qdq_unary(lambda x: is_op("relax.multiply")(x, _deq()), "dequantize(a), dequantize(b) → multiply")
+    ),
+    extract=_extract_mul,
+    checks=(*C.COMMON, C.binary_broadcast),
+)
+
+
+ENTRIES = (ENTRY,)
+LOWERINGS = {QMul: _lower_mul}

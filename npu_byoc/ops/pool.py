@@ -1,0 +1,238 @@
+"""AVERAGE_POOL_2D and MAX_POOL_2D: pooling on int8 that keeps the quantization (average over
+the valid elements, rounded): the conventions, extraction into a :class:`QPool2D`, checks and
+lowering to :class:`Pool`."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from tvm.relax.dpl import is_op, wildcard
+
+from . import checks as C
+from ._qdq import (
+    _DTYPE_RANGE, _Tail, _activation, _add_padding, _carried, _int_clip, _pad, _qdq_unary, _unpad,
+)  # fmt: skip
+from ..arch.config import HwConfig
+from .entry import Convention, NpuPattern
+from .npu_ops import NpuOp, Pool, TensorRef
+from .records import QPool2D, Reject
+from ..util.relax_utils import dtype_of, int_list, op_name, prim_value, resolve
+
+
+# ---------------------------------------------------------------------------------------------
+# Conventions and extraction
+
+
+def _pool_conventions(kind: str) -> tuple[Convention, ...]:
+    op = f"relax.nn.{kind}_pool2d"
+    short = op.removeprefix("relax.")
+    qdq = _qdq_unary(lambda x: is_op(op)(x), f"dequantize(x) → {short}")
+    if kind == "avg":
+        cast = is_op("relax.astype")(is_op(op)(is_op("relax.astype")(wildcard())))
+        form = f"astype(x, int32) → {short} → astype(int8)"
+        integer = [
+            Convention("cast-wrapped+clip", "TFLite", _int_clip(cast), form + " → clip"),
+            Convention("cast-wrapped", "TFLite", cast, form),
+        ]
+    else:
+        plain = is_op(op)(wildcard())
+        padded = is_op(op)(_pad(wildcard()))
+        pad_form = f"nn.pad(int8 x, fill=-128) → {short}"
+        integer = [
+            Convention("integer+pad+clip", "TFLite", _int_clip(padded), pad_form + " → clip"),
+            Convention("integer+pad", "TFLite", padded, pad_form),
+            Convention("integer+clip", "TFLite", _int_clip(plain), f"{short}(int8 x) → clip"),
+            Convention("integer", "TFLite", plain, f"{short}(int8 x)"),
+        ]
+    return tuple(qdq + integer)
+
+
+def _single_window_strides(a, in_shape, out_shape, layout: str) -> tuple:
+    """Along an axis with one output window the stride has no effect beyond keeping it the
+    only one: the smallest such stride, so that a global pool written with stride = window
+    (DS-CNN's 25x5 AVERAGE_POOL_2D) meets the NPU's stride limit. Floor mode only (ceil-mode
+    pools are refused by the checks)."""
+    strides = int_list(a.strides)
+    if bool(a.ceil_mode) or in_shape is None or out_shape is None or len(out_shape) != 4:
+        return strides
+    axes = (1, 2) if layout == "NHWC" else (2, 3)
+    pad = int_list(a.padding)  # top, left, bottom, right
+    out = []
+    for k, (s, ax) in enumerate(zip(strides, axes)):
+        slack = int(in_shape[ax]) + pad[k] + pad[k + 2] - int_list(a.pool_size)[k]  # >= 0 when valid
+        out.append(max(1, min(s, slack + 1)) if int(out_shape[ax]) == 1 and slack >= 0 else s)
+    return tuple(out)
+
+
+def _pool_from_call(kind, pool, inp, out, lo, hi, convention, x) -> QPool2D:
+    a = pool.attrs
+    layout = str(a.layout)
+    if layout not in ("NHWC", "NCHW") or str(a.out_layout) != layout:
+        raise Reject(f"{kind}_pool2d layout {layout}: NPU supports NHWC and NCHW")
+    return QPool2D(
+        kind=kind,
+        layout=layout,
+        input=inp,
+        output=out,
+        pool_size=int_list(a.pool_size),
+        strides=_single_window_strides(a, inp.shape, out.shape, layout),
+        padding=int_list(a.padding),
+        dilation=int_list(a.dilation),
+        ceil_mode=bool(a.ceil_mode),
+        count_include_pad=bool(a.count_include_pad),
+        act_min=lo,
+        act_max=hi,
+        convention=convention,
+        operands=(x,),
+    )
+
+
+def _extract_pool(kind: str):
+    relax_op = f"relax.nn.{kind}_pool2d"
+
+    def extract(root, bindings) -> QPool2D:
+        e = resolve(root, bindings)
+        int_clip = None
+        if op_name(e) == "relax.clip":
+            int_clip, e = e, resolve(e.args[0], bindings)
+        if op_name(e) == "relax.quantize":  # QDQ form
+            tail = _Tail(root, bindings)
+            pool = tail.body
+            x_deq = resolve(pool.args[0], bindings)
+            inp = _activation(x_deq, bindings, "input", x_deq.args[0])
+            out = tail.output(bindings)
+            lo, hi = tail.clamp(out, bindings)
+            return _pool_from_call(kind, pool, inp, out, lo, hi, "qdq", x_deq.args[0])
+        # Integer forms: max_pool2d on int8, or astype(int32) -> avg_pool2d -> astype(int8).
+        if op_name(e) == "relax.astype":
+            e = resolve(e.args[0], bindings)
+        pool = e
+        if op_name(pool) != relax_op:
+            raise Reject(f"not a {kind}_pool2d")
+        x = resolve(pool.args[0], bindings)
+        convention = "integer"
+        folded = None
+        if op_name(x) == "relax.astype":
+            x = x.args[0]
+            convention = "cast-wrapped"
+        elif kind == "max" and op_name(x) == "relax.nn.pad":
+            # a pad filled with the dtype's minimum never wins a max: it is max-pool padding
+            lowest = _DTYPE_RANGE.get(dtype_of(x), (-128, 127))[0]
+            x, folded = _unpad(x, bindings, str(pool.attrs.layout), lowest, "max_pool2d")
+        inp = _carried(x)
+        out = _carried(root)
+        lo, hi = _DTYPE_RANGE.get(out.dtype, (-128, 127))
+        if int_clip is not None:
+            lo = max(lo, int(np.ceil(float(prim_value(int_clip.args[1])))))
+            hi = min(hi, int(np.floor(float(prim_value(int_clip.args[2])))))
+        op = _pool_from_call(kind, pool, inp, out, lo, hi, convention, x)
+        return op if folded is None else replace(op, padding=_add_padding(op.padding, folded))
+
+    return extract
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks
+
+
+def pool_window(op: QPool2D, hw: HwConfig) -> str | None:
+    """Pool window at most max_pool_window, stride at most max_pool_stride, dilation 1."""
+    if max(op.pool_size) > hw.max_pool_window:
+        return f"{op.kind}_pool2d window {op.pool_size}: NPU supports windows up to {hw.max_pool_window}"
+    if max(op.strides) > hw.max_pool_stride:
+        return f"{op.kind}_pool2d stride {op.strides}: NPU supports strides up to {hw.max_pool_stride}"
+    if op.dilation != (1, 1):
+        return f"{op.kind}_pool2d dilation {op.dilation}: NPU supports dilation 1"
+    return None
+
+
+def pool_padding_semantics(op: QPool2D, hw: HwConfig) -> str | None:
+    """No ceil mode; average pooling divides by the count of valid (non-padded) elements."""
+    if op.ceil_mode:
+        return f"{op.kind}_pool2d with ceil_mode: NPU supports floor mode only"
+    if op.kind == "avg" and op.count_include_pad and any(op.padding):
+        return "avg_pool2d counting padded elements: NPU divides by the valid elements (TFLite semantics)"
+    ph, pw = op.pool_size
+    t, l, b, r = op.padding
+    if max(t, b) >= ph or max(l, r) >= pw:
+        return f"{op.kind}_pool2d padding {op.padding} with a {ph}x{pw} window: NPU pads less than the window"
+    return None
+
+
+def pool_same_quantization(op: QPool2D, hw: HwConfig) -> str | None:
+    """Pooling keeps the quantization: input and output share scale and zero point."""
+    if not C.same_quantization(op.input, op.output):
+        return (
+            f"{op.kind}_pool2d rescales (input scale {op.input.scale:.6g} zp {op.input.zero_point}, "
+            f"output scale {op.output.scale:.6g} zp {op.output.zero_point}): NPU pooling keeps the quantization"
+        )
+    return None
+
+
+def pool_uint8_rounding(op: QPool2D, hw: HwConfig) -> str | None:
+    """Integer average pooling of uint8 tensors (TFLite) runs when every window holds an odd
+    number of elements: TFLite rounds a uint8 average half up, the NPU (int8, the uint8 bytes
+    flipped) half away from zero, and the two differ at exact ties, which need an even count."""
+    if op.kind != "avg" or op.convention == "qdq" or op.input.source_dtype != "uint8":
+        return None
+    spatial = (1, 2) if op.layout == "NHWC" else (2, 3)
+    t, l, b, r = op.padding
+    for axis, k, s, lo, hi in zip(spatial, op.pool_size, op.strides, (t, l), (b, r)):
+        n = op.input.shape[axis]
+        for start in range(-lo, n + hi - k + 1, s):
+            count = min(start + k, n) - max(start, 0)
+            if count % 2 == 0:
+                return (f"avg_pool2d of uint8 over windows of {count} valid elements along an axis: TFLite "
+                        "rounds uint8 averages half up, the NPU's int8 average half away from zero "
+                        "(they differ at ties; odd window counts only)")
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowering
+
+
+def _lower_pool(name: str, op: QPool2D, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
+    return Pool(
+        name=name,
+        pool=op.kind,
+        ifm=ifms[0],
+        ofm=ofm,
+        kernel=tuple(op.pool_size),
+        stride=tuple(op.strides),
+        padding=tuple(op.padding),
+        act_min=op.act_min,
+        act_max=op.act_max,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Table entries
+
+
+AVG_POOL2D = NpuPattern(
+    name="npu.avg_pool2d",
+    summary="average pooling, dividing by the valid (non-padded) element count with rounding",
+    anchor_ops=("relax.nn.avg_pool2d",),
+    conventions=_pool_conventions("avg"),
+    extract=_extract_pool("avg"),
+    checks=(*C.COMMON, pool_window, pool_padding_semantics, pool_same_quantization, pool_uint8_rounding),
+)
+
+
+MAX_POOL2D = NpuPattern(
+    name="npu.max_pool2d",
+    summary="max pooling on int8",
+    anchor_ops=("relax.nn.max_pool2d",),
+    conventions=_pool_conventions("max"),
+    extract=_extract_pool("max"),
+    checks=(*C.COMMON, pool_window, pool_padding_semantics, pool_same_quantization),
+    # max_pool2d(x) also matches the float max_pool2d inside a QDQ form whose QDQ match
+    # was rejected: that is not an integer max_pool, so this entry stays silent.
+    applies=lambda op: op.convention == "qdq" or not op.input.dtype.startswith(("float", "bfloat")),
+)
+
+
+ENTRIES = (AVG_POOL2D, MAX_POOL2D)
+LOWERINGS = {QPool2D: _lower_pool}
