@@ -188,7 +188,7 @@ def test_transpose_conv_left_shift_wrap_is_an_expected_class(runner, origin):
     """``npu-byoc fuzz --count 1 --seed 11004`` failed: a TRANSPOSE_CONV with output scale 1e-11
     (requantize shifts up to +22) wraps like a conv, but the wrap class named conv, depthwise
     and MEAN only. The class now asks the partition check's own worst case
-    (limits.left_shift_wrap, per transposed-conv phase)."""
+    (kick_limits.left_shift_wrap, per transposed-conv phase)."""
     spec = generators.random_spec(campaign.case_seed(11004, 0))
     assert spec["ops"][0]["kind"] == "transpose_conv"
     _assert_wrap_class_or_refusal(runner.run({**spec, "origin": origin}), origin)

@@ -203,7 +203,7 @@ def test_out_of_memory_reads_as_such():
 @pytest.mark.parametrize("fixture", ["resize_bilinear_int8.tflite", "tiny_cnn_int8.tflite", "qop_ops.onnx",
                                      "batch2_mean_int8.tflite", "op_softmax_beta_int8.tflite"])  # fmt: skip
 def test_unit_reason_is_what_the_c_model_refuses(fixture):
-    """limits.unit_reason against the C model's kick checks, both ways: partitions lowered and
+    """kick_limits.unit_reason against the C model's kick checks, both ways: partitions lowered and
     scheduled for the default configuration, run on a C model with tighter unit limits (the same
     SRAM and array, so the same stream), stop with INVALID_PARAMETER exactly when unit_reason
     names one of their ops."""

@@ -64,7 +64,7 @@ def _left_shift_wrap(op: NpuOp, origin: str) -> tuple[str, int] | None:
     """TFLite's MultiplyByQuantizedMultiplier shifts the int32 accumulator (a conv, depthwise or
     transposed-conv sum, a MEAN's sum) left *before* the multiply and wraps on overflow (the
     golden model follows it bit-exactly); TVM computes in float and saturates. When the worst
-    case can wrap (limits.left_shift_wrap, the partition check's own test) the two differ
+    case can wrap (kick_limits.left_shift_wrap, the partition check's own test) the two differ
     arbitrarily. Only a TFLite-origin case keeps such an op on the NPU: a Relax one refuses it
     (checks.requant_left_shift_fits), so no class applies there."""
     if origin == "tflite" and left_shift_wrap(op):
