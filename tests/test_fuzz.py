@@ -94,6 +94,15 @@ def test_shrink_reduces_shapes():
     assert small["ops"][0]["pool"] == [1, 1]
 
 
+def test_shrink_puts_configuration_fields_back_to_their_defaults():
+    spec = {"seed": 1, "layout": "NHWC", "input": {"shape": [1, 2, 2, 2], "scale": 0.5, "zp": 0}, "ops": [
+        {"kind": "max_pool", "convention": "integer", "pool": [1, 1], "strides": [1, 1], "padding": [0, 0, 0, 0],
+         "ceil_mode": False, "count_include_pad": False, "int_clip": {"kind": "none"}}],
+        "hw": {"array_rows": 3, "max_kernel": 1, "sram_bytes": 5000}}  # fmt: skip
+    small = reducer.shrink(spec, lambda s: s.get("hw", {}).get("max_kernel") == 1)
+    assert small["hw"] == {"max_kernel": 1}  # only the field the failure needs is left
+
+
 # ---------------------------------------------------------------------------------------------
 # Bugs the fuzzer found (regressions): each case passes, the op on the NPU or refused with a reason
 
