@@ -147,7 +147,6 @@ class StreamBackends:
 
     def __init__(self, names: Sequence[str], hw: HwConfig = DEFAULT_CONFIG):
         self.hw = hw
-        self.names = tuple(names)
         self.npus = {}
         if "functional" in names:
             from ...runtime.functional import FunctionalNpu
