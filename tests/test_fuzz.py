@@ -94,6 +94,15 @@ def test_shrink_reduces_shapes():
     assert small["ops"][0]["pool"] == [1, 1]
 
 
+def test_shrink_puts_configuration_fields_back_to_their_defaults():
+    spec = {"seed": 1, "layout": "NHWC", "input": {"shape": [1, 2, 2, 2], "scale": 0.5, "zp": 0}, "ops": [
+        {"kind": "max_pool", "convention": "integer", "pool": [1, 1], "strides": [1, 1], "padding": [0, 0, 0, 0],
+         "ceil_mode": False, "count_include_pad": False, "int_clip": {"kind": "none"}}],
+        "hw": {"array_rows": 3, "max_kernel": 1, "sram_bytes": 5000}}  # fmt: skip
+    small = reducer.shrink(spec, lambda s: s.get("hw", {}).get("max_kernel") == 1)
+    assert small["hw"] == {"max_kernel": 1}  # only the field the failure needs is left
+
+
 # ---------------------------------------------------------------------------------------------
 # Bugs the fuzzer found (regressions): each case passes, the op on the NPU or refused with a reason
 
@@ -290,3 +299,103 @@ def test_cli_counts_last_and_exit_status(tmp_path, capsys):
     assert not (tmp_path / "summary.txt").exists()  # written every 25 cases only
     assert main(["fuzz", "--count", "1", "--backends", "golden,gpu"]) == 2
     assert "unknown backend(s) gpu" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------
+# --random-hw: every case under a hardware configuration of its own
+
+
+def test_random_hw_cases_pass_with_the_budget_of_their_stream(monkeypatch, tmp_path):
+    """A few --random-hw cases pass on golden and the C model; the C model gets the stream's
+    cycle budget (cycles.stream_budget for the case's configuration), not the fixed default."""
+    from npu_byoc.arch import cycles
+    from npu_byoc.arch.config import DEFAULT_CONFIG
+    from npu_byoc.runtime.functional import FunctionalNpu
+
+    budgets = []
+    real_run = FunctionalNpu.run
+
+    def run(self, words, regions, **kw):
+        budgets.append((self.hw, kw.get("max_cycles")))
+        return real_run(self, words, regions, **kw)
+
+    monkeypatch.setattr(FunctionalNpu, "run", run)
+    backends = ("golden", "functional")
+    tally = campaign.run_campaign(40, 23, backends, tmp_path, reduce=False, progress=None, random_hw=True)
+    assert tally.cases == 40 and tally.random_hw == 40
+    assert not tally.failures, tally.to_text(23, backends)
+    assert sum(c["npu"] for c in tally.per_op.values()) > 20
+    assert sum(tally.refused.values()) > 0  # some ops refused by their configuration: counted, not failed
+    assert "random hardware configurations: 40 cases" in tally.to_text(23, backends)
+    assert budgets and all(b is not None and b >= cycles.DEFAULT_MAX_CYCLES for _, b in budgets)
+    assert any(hw != DEFAULT_CONFIG for hw, _ in budgets)  # not the default configuration
+
+
+def test_random_hw_is_drawn_from_the_case_seed_within_the_ranges():
+    from npu_byoc.arch.config import DEFAULT_CONFIG, FIELD_RANGES, configure
+
+    draws = [generators.random_hw(s) for s in range(300)]
+    assert draws == [generators.random_hw(s) for s in range(300)]  # the seed reproduces it
+    assert json.loads(json.dumps(draws)) == draws
+    for hw in draws:
+        configure(DEFAULT_CONFIG, **hw)  # every value inside its documented range
+        assert hw.get("sram_bytes", 0) <= generators.RANDOM_HW_MAX_SRAM
+        assert all(getattr(DEFAULT_CONFIG, k) != v for k, v in hw.items())  # only fields off the default
+    varied = {k for hw in draws for k in hw}
+    assert varied == {k for k, (lo, hi) in FIELD_RANGES.items() if lo < hi}  # every field is drawn
+    assert any(hw.get("array_rows") == 1 for hw in draws) and any(hw.get("max_kernel", 11) < 3 for hw in draws)
+    # the ops of a seed do not change with --random-hw: the configuration has a generator of its own
+    tally_specs = []
+
+    class Recorder(Runner):
+        def run(self, spec, inputs=None):
+            tally_specs.append(copy.deepcopy(spec))
+            return super().run(spec, inputs)
+
+    for random_hw in (False, True):
+        campaign.run_campaign(3, 7, ("golden",), None, reduce=False, progress=None, runner=Recorder(("golden",)),
+                              random_hw=random_hw)  # fmt: skip
+    plain, drawn = tally_specs[:3], tally_specs[3:]
+    assert [{k: v for k, v in s.items() if k != "hw"} for s in drawn] == plain
+    assert [s["hw"] for s in drawn] == [generators.random_hw(s["seed"]) for s in plain]
+
+
+def _conv3x3():
+    return {"seed": 5, "layout": "NHWC", "input": {"shape": [1, 6, 6, 4], "scale": 0.5, "zp": 0}, "origin": "relax",
+            "ops": [{"kind": "conv2d", "convention": "int32", "out_channels": 5, "kernel": [3, 3], "strides": [1, 1],
+                     "padding": [1, 1, 1, 1], "dilation": [1, 1], "bias": True, "bias_bound": 100, "wseed": 9,
+                     "clamp": {"kind": "none"}, "weight_scales": [0.01] * 5, "out_scale": 0.2, "out_zp": 0}]}  # fmt: skip
+
+
+def test_random_hw_configuration_is_saved_and_replayed(tmp_path, capsys):
+    """The configuration goes into spec.json and --replay runs under it: max_kernel=1 keeps the
+    3x3 conv on the CPU with its reason (refused, not failed); the default runs it on the NPU."""
+    spec = _conv3x3()
+    assert Runner(("golden", "functional")).run(spec).placement == "npu"
+    spec["hw"] = {"max_kernel": 1, "array_rows": 3, "sram_bytes": 4096}
+    case = reducer.save(tmp_path / "case-5", spec, builder.random_inputs(spec, builder.build(spec)), "test")
+    assert json.loads((case / "spec.json").read_text())["hw"] == spec["hw"]
+    out = campaign.replay(case, ("golden", "functional"))
+    assert out.ok and out.hw == spec["hw"] and out.placement == "cpu"
+    assert "kernel" in out.reasons[0]
+    tally = campaign.Tally()
+    tally.add(out)
+    assert not tally.failures and sum(tally.refused.values()) == 1 and tally.per_op["conv2d/int32"]["cpu"] == 1
+    assert cmd_fuzz(_argv(replay=str(case), backends="golden,functional")) == 0
+    assert "hardware {'max_kernel': 1" in capsys.readouterr().out
+    spec["hw"] = {"max_kernel": 0}  # outside the range: one clean error, not a crash
+    (case / "spec.json").write_text(json.dumps(spec))
+    from npu_byoc.errors import NpuByocError
+
+    with pytest.raises(NpuByocError, match="max_kernel=0"):
+        cmd_fuzz(_argv(replay=str(case)))
+
+
+def test_random_hw_small_array_and_sram_run_on_the_npu():
+    """Accepted under a tiny configuration (1x1 array, 2 KiB SRAM, narrow DMA): it runs, tiled,
+    and golden = C model exactly."""
+    spec = _conv3x3()
+    spec["hw"] = {"array_rows": 1, "array_cols": 1, "sram_bytes": 2048, "dma_bytes_per_cycle": 1, "dma_queue_depth": 1}
+    out = Runner(("golden", "functional")).run(spec)
+    assert out.ok, out.mismatches
+    assert out.placement == "npu"

@@ -35,6 +35,9 @@ class Tally:
     failures: list[tuple[int, str]] = field(default_factory=list)  # (case seed, reproducer or detail)
     seconds: float = 0.0
     invalid: list[str] = field(default_factory=list)  # specs that did not build (generator bugs)
+    random_hw: int = 0  # cases run under a configuration of their own (--random-hw)
+    hw_fields: Counter = field(default_factory=Counter)  # field -> cases where it was off the default
+    rtl_skipped: int = 0  # cases whose configuration the RTL was not built for
 
     def add(self, out: Outcome) -> None:
         self.cases += 1
@@ -49,6 +52,10 @@ class Tally:
         if out.cpu_unavailable:
             self.cpu_unavailable[reason_class(out.cpu_unavailable)] += 1
         self.max_cpu_lsb = max(self.max_cpu_lsb, out.max_cpu_lsb)
+        if "hw" in out.spec:
+            self.random_hw += 1
+            self.hw_fields.update(out.hw.keys())
+        self.rtl_skipped += out.rtl_skipped
 
     def to_text(self, seed: int, backends) -> str:
         rate = self.cases / self.seconds if self.seconds else 0.0
@@ -72,6 +79,11 @@ class Tally:
             lines.append(f"  GENERATOR ERROR {text}")
         for s, where in self.failures[:20]:
             lines.append(f"  FAILED case seed {s}: {where}")
+        if self.random_hw:
+            lines.append(f"  random hardware configurations: {self.random_hw} cases; fields drawn off the default "
+                         f"(cases): " + ", ".join(f"{k} {n}" for k, n in sorted(self.hw_fields.items())))  # fmt: skip
+        if self.rtl_skipped:
+            lines.append(f"  RTL not run in {self.rtl_skipped} cases: it is built for the default configuration only")
         p = self.placement
         cpu = f"; max golden vs TVM CPU {self.max_cpu_lsb} LSB" if "cpu" in backends else ""
         lines.append(f"  cases: {self.cases} (every op on the NPU {p['npu']}, partly {p['partial']}, "
@@ -84,16 +96,19 @@ class Tally:
 
 def run_campaign(count: int, seed: int, backends, out_dir: Path | None, *, reduce: bool = True,
                  progress=sys.stderr, runner: Runner | None = None, kinds: tuple[str, ...] = gen.OP_KINDS,
-                 reduce_tries: int = 80) -> Tally:  # fmt: skip
+                 reduce_tries: int = 80, random_hw: bool = False) -> Tally:  # fmt: skip
     """``count`` random cases from ``seed``; failures are shrunk and saved under ``out_dir``.
     Every 25 cases the counts so far go to ``out_dir/summary.txt`` (a long run stopped early
-    still has its figures)."""
+    still has its figures). ``random_hw``: each case also draws a hardware configuration
+    (generators.random_hw, from the case seed; the ops drawn do not change) and runs under it."""
     runner = runner or Runner(backends)
     tally = Tally()
     t0 = time.perf_counter()
     for i in range(count):
         s = case_seed(seed, i)
         spec = gen.random_spec(s, kinds)
+        if random_hw:
+            spec["hw"] = gen.random_hw(s)
         try:
             out = runner.run(spec)
         except gen.InvalidSpec as err:  # a generator bug, not an NPU one: counted, shown
@@ -123,11 +138,21 @@ def _report_failure(runner: Runner, spec: dict, out: Outcome, out_dir: Path | No
         if small is not spec:
             again = runner.run(small)
             inputs, detail = again.inputs, "; ".join(f"{m.pair}: {m.detail}" for m in again.mismatches)
+    hw = f"\nhardware configuration (fields off the default): {small['hw']}" if "hw" in small else ""
     where = reducer.save(Path(out_dir) / f"case-{spec['seed']}", small, inputs,
-                         f"ops: {', '.join(o['kind'] for o in small['ops'])}\n{detail}")  # fmt: skip
+                         f"ops: {', '.join(o['kind'] for o in small['ops'])}{hw}\n{detail}")  # fmt: skip
     return f"{detail} -> {where}"
 
 
 def replay(directory: Path, backends) -> Outcome:
+    """Re-run a reproducer, under the configuration its spec.json names (``"hw"``), if any."""
+    from ...arch.config import HwConfigError
+    from ...errors import NpuByocError
+    from .runner import hw_of
+
     spec, inputs = reducer.load(directory)
+    try:
+        hw_of(spec)
+    except (HwConfigError, gen.InvalidSpec) as err:
+        raise NpuByocError(f"{directory / 'spec.json'}: 'hw': {err}") from None
     return Runner(backends).run(spec, inputs)

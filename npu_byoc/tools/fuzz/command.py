@@ -29,6 +29,8 @@ def add_parser(sub) -> None:
     f.add_argument("--no-reduce", action="store_true", help="save failing cases without shrinking them")
     f.add_argument("--fixtures", help="files mode: directory of .tflite/.onnx models (default tests/fixtures/models)")
     f.add_argument("--timeout", type=float, default=120.0, help="files mode: seconds per case")
+    f.add_argument("--random-hw", action="store_true",
+                   help="ops mode: every case draws a hardware configuration of its own (docs/fuzz.md)")
     f.add_argument("--replay", metavar="DIR", help="re-run a saved reproducer")
     f.set_defaults(func=cmd_fuzz)
 
@@ -55,7 +57,8 @@ def cmd_fuzz(args) -> int:
         return 1 if tally.failures else 0
     from .campaign import run_campaign
 
-    tally = run_campaign(args.count, args.seed, backends, out, reduce=not args.no_reduce)
+    tally = run_campaign(args.count, args.seed, backends, out, reduce=not args.no_reduce,
+                         random_hw=getattr(args, "random_hw", False))
     if tally.failures:
         print(f"reproducers: {out}", file=sys.stderr)
     sys.stdout.write(tally.to_text(args.seed, backends))
@@ -68,7 +71,8 @@ def _replay(directory: Path, backends) -> int:
     if not (directory / "spec.json").is_file():
         raise NpuByocError(f"{directory}: not a fuzz reproducer (no spec.json)")
     out = replay(directory, backends)
-    print(f"replay {directory}: ops {', '.join(out.ops)}; placement {out.placement}")
+    hw = f"; hardware {out.hw}" if out.hw else ""
+    print(f"replay {directory}: ops {', '.join(out.ops)}; placement {out.placement}{hw}")
     for m in out.mismatches:
         print(f"  MISMATCH {m.pair}: {m.detail}")
     print("result: " + ("PASS" if out.ok else "FAIL"))

@@ -454,3 +454,45 @@ def infer_shape(op: dict, t: Tensor, layout: str, spec: dict | None = None) -> T
     if kind in ("add", "softmax"):
         return Tensor(t.shape, op["out_scale"], op["out_zp"])
     raise InvalidSpec(f"unknown op kind {kind}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Random hardware configurations (``npu-byoc fuzz --random-hw``)
+
+# The largest SRAM drawn: inside the documented range (arch/config.FIELD_RANGES, up to 64 MiB)
+# but small enough that the C model and the RTL harness (which zero the SRAM) stay fast.
+RANDOM_HW_MAX_SRAM = 4 << 20
+_HW_STREAM = 0x4857  # the configuration's own generator: a seed's ops do not depend on it
+
+
+def _log_int(rng: np.random.Generator, lo: int, hi: int) -> int:
+    """An integer in [lo, hi], log-uniform (small values as likely as large ones)."""
+    return int(min(hi, max(lo, round(2.0 ** rng.uniform(math.log2(lo), math.log2(hi))))))
+
+
+def random_hw(seed: int) -> dict:
+    """A random hardware configuration for case ``seed`` as the fields that differ from the
+    default (JSON-able; arch.config.configure(**it) checks it): every field of HwConfig is kept
+    at its default or drawn inside its documented range (FIELD_RANGES), SRAM at most
+    RANDOM_HW_MAX_SRAM. The unit limits are drawn near the sizes the op generators produce half
+    of the time (so that some ops are refused by them) and anywhere in the range otherwise."""
+    from ...arch.config import DEFAULT_CONFIG, FIELD_RANGES, configure, overrides_of
+
+    rng = np.random.default_rng([seed, _HW_STREAM])
+    near = {  # limits near what the generators draw: kernels 1-5, strides 1-4, 1-520 channels ...
+        "max_kernel": (1, 6), "max_stride": (1, 4), "max_channels": (1, 160), "max_pool_window": (1, 16),
+        "max_pool_stride": (1, 5), "max_mean_elements": (1, 300), "max_fc_features": (1, 700),
+    }  # fmt: skip
+    fields: dict[str, int] = {}
+    for name, (lo, hi) in FIELD_RANGES.items():
+        if lo == hi or rng.random() < 0.35:  # keep the default
+            continue
+        if name == "sram_bytes":
+            fields[name] = _log_int(rng, lo, RANDOM_HW_MAX_SRAM)
+        elif name == "dma_overlap":
+            fields[name] = int(rng.integers(0, 2))
+        elif name in near and rng.random() < 0.5:
+            fields[name] = int(rng.integers(near[name][0], near[name][1] + 1))
+        else:
+            fields[name] = _log_int(rng, lo, hi)
+    return overrides_of(configure(DEFAULT_CONFIG, **fields))

@@ -2,7 +2,8 @@
 
 ``shrink(spec, still_fails)`` tries, greedily and in order, smaller variants of the spec — drop
 an op, halve or decrement a dimension of the input, an op's channel / feature count, kernel,
-stride or padding — and keeps each one for which ``still_fails(spec)`` holds, until none does
+stride or padding, put a field of the hardware configuration (``--random-hw``) back to its
+default — and keeps each one for which ``still_fails(spec)`` holds, until none does
 or the budget runs out. Shapes downstream follow (npu_byoc.tools.fuzz.generators): halving the
 input's height shrinks every op after it.
 
@@ -41,6 +42,10 @@ def candidates(spec: dict) -> Iterator[dict]:
             s = copy.deepcopy(spec)
             del s["ops"][j]
             yield s
+    for name in spec.get("hw", {}):  # a configuration field back to its default
+        s = copy.deepcopy(spec)
+        del s["hw"][name]
+        yield s
     shape = spec["input"]["shape"]
     for d in range(len(shape)):
         for v in _smaller(shape[d]):

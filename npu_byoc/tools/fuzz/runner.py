@@ -40,7 +40,8 @@ from tvm import relax
 from ...codegen.lower import PartitionPlan, lower_module
 from ...ops.npu_ops import NpuOp
 from ...codegen.schedule import schedule_partition
-from ...arch.config import DEFAULT_CONFIG, HwConfig
+from ...arch.config import DEFAULT_CONFIG, HwConfig, configure
+from ...arch.cycles import stream_budget
 from ...ops.kick_limits import left_shift_wrap
 from ...ops.composites import npu_functions
 from ...partition.pipeline import partition_for_npu, partition_log
@@ -114,6 +115,8 @@ class Outcome:
     expected: list[str] = field(default_factory=list)  # expected-deviation classes that applied
     max_cpu_lsb: int = 0
     cpu_unavailable: str = ""  # why TVM's CPU build of the case failed (no CPU comparison then)
+    hw: dict = field(default_factory=dict)  # the case's configuration (fields off the default)
+    rtl_skipped: bool = False  # the RTL was not run: it is built for another configuration
     inputs: list[np.ndarray] = field(default_factory=list)
 
     @property
@@ -135,7 +138,12 @@ def op_label(op: dict) -> str:
 
 
 class StreamBackends:
-    """Runs a partition's command stream on the C functional model and the RTL."""
+    """Runs a partition's command stream on the C functional model and the RTL.
+
+    The C model takes its configuration at run time (one library for all), so it runs every
+    case under the case's configuration. The RTL is built per configuration (minutes for a new
+    one): it runs under ``hw`` (the configuration it was built for) only, and a partition of
+    another configuration is marked ``rtl_skipped``."""
 
     def __init__(self, names: Sequence[str], hw: HwConfig = DEFAULT_CONFIG):
         self.hw = hw
@@ -149,13 +157,29 @@ class StreamBackends:
 
             self.npus["verilator"] = VerilatorNpu(hw)
 
-    def run(self, plan: PartitionPlan, inputs: list[np.ndarray], expected: list[np.ndarray], out: Outcome) -> None:
-        if not self.npus:
+    def _npus(self, hw: HwConfig, out: Outcome) -> dict:
+        if hw == self.hw:
+            return self.npus
+        npus = {}
+        if "functional" in self.npus:
+            from ...runtime.functional import FunctionalNpu
+
+            npus["functional"] = FunctionalNpu(hw)
+        if "verilator" in self.npus:
+            out.rtl_skipped = True
+        return npus
+
+    def run(self, plan: PartitionPlan, inputs: list[np.ndarray], expected: list[np.ndarray], out: Outcome,
+            hw: HwConfig | None = None) -> None:  # fmt: skip
+        hw = hw or self.hw
+        npus = self._npus(hw, out) if self.npus else {}
+        if not npus:
             return
-        schedule = schedule_partition(plan, self.hw)
+        schedule = schedule_partition(plan, hw)
         words = schedule.words()
-        for name, npu in self.npus.items():
-            regions, statuses = golden.run_stream(npu, plan, words, schedule.constants, inputs)
+        budget = stream_budget(schedule.steps, hw)  # as a model library passes it (c_codegen)
+        for name, npu in npus.items():
+            regions, statuses = golden.run_stream(npu, plan, words, schedule.constants, inputs, max_cycles=budget)
             status = statuses[-1]
             pair = f"golden-{name}"
             if not status.ok:
@@ -191,6 +215,15 @@ class CpuUnavailable(Exception):
     """TVM cannot build the ops that stay on the CPU (a TVM limitation, counted, not a mismatch)."""
 
 
+def hw_of(spec: dict) -> HwConfig:
+    """The configuration of a spec: the default with ``spec["hw"]``'s fields (each checked
+    against its range; a spec without ``hw`` is the default configuration)."""
+    fields = spec.get("hw") or {}
+    if not isinstance(fields, dict):
+        raise gen.InvalidSpec(f"spec 'hw' must be an object of HwConfig fields, got {fields!r}")
+    return configure(DEFAULT_CONFIG, **fields)
+
+
 def _first_line(err: BaseException) -> str:
     lines = str(err).strip().splitlines()
     return f"{type(err).__name__}: {lines[-1] if lines else ''}"[:160]
@@ -212,7 +245,7 @@ class Runner:
         def runner(plan: PartitionPlan, inputs: list[np.ndarray], on_op=None) -> list[np.ndarray]:
             inputs = [np.ascontiguousarray(x) for x in inputs]
             expected = golden.run_plan(plan, inputs, on_op)
-            self.streams.run(plan, inputs, expected, out)
+            self.streams.run(plan, inputs, expected, out, self.hw)
             return expected
 
         return runner
@@ -246,8 +279,14 @@ class Runner:
     # -- one case -------------------------------------------------------------------------------
 
     def run(self, spec: dict, inputs: list[np.ndarray] | None = None) -> Outcome:
+        """One case, under its own configuration (``spec["hw"]``, fields off the default:
+        ``--random-hw``) or else the runner's."""
         out = Outcome(spec, ops=[op_label(op) for op in spec["ops"]])
+        base = self.hw
         try:
+            if "hw" in spec:
+                self.hw = hw_of(spec)
+                out.hw = dict(spec["hw"])
             self._run(spec, inputs, out)
         except gen.InvalidSpec:
             raise
@@ -256,6 +295,8 @@ class Runner:
             msg = str(err).strip().splitlines()
             out.mismatches.append(Mismatch("crash", f"{type(err).__name__}: {msg[0] if msg else ''} "
                                                     f"({last.filename.rsplit('/', 1)[-1]}:{last.lineno})"))  # fmt: skip
+        finally:
+            self.hw = base
         return out
 
     def _run(self, spec: dict, inputs: list[np.ndarray] | None, out: Outcome) -> None:
