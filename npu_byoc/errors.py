@@ -1,6 +1,13 @@
 """Errors npu_byoc raises. Every message names the file, op or parameter at fault."""
 
 
+def tvm_message(err: BaseException) -> str:
+    """The message of an exception without the C++ backtrace TVM puts around it."""
+    text = str(err).strip()
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith(("Traceback", "  File"))]
+    return lines[-1][:500] if lines else type(err).__name__
+
+
 class NpuByocError(Exception):
     """Base class of every error npu_byoc raises on purpose."""
 

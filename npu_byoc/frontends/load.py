@@ -21,7 +21,7 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from . import onnx_converters, onnx_external, onnx_int4, onnx_qop, relax_json, validate
-from ..errors import ModelLoadError, UnsupportedModelError
+from ..errors import ModelLoadError, UnsupportedModelError, tvm_message
 from ..util.tvm_scopes import builders_closed_on_error
 
 MODEL_INFO_ATTR = "npu_byoc.model_info"
@@ -172,10 +172,10 @@ def _load_tflite(path: Path, data: bytes, input_shapes=None) -> tvm.IRModule:
                 model, shape_dict={t.name: t.shape for t in inputs}, op_converter=RecordingConverter
             )
     except tvm.error.OpNotImplemented as err:
-        raise UnsupportedModelError(f"{path}: TVM cannot import this model: {_first_line(err)}") from None
+        raise UnsupportedModelError(f"{path}: TVM cannot import this model: {tvm_message(err)}") from None
     except Exception as err:
         raise UnsupportedModelError(
-            f"{path}: TVM's TFLite frontend failed: {type(err).__name__}: {_first_line(err)}"
+            f"{path}: TVM's TFLite frontend failed: {type(err).__name__}: {tvm_message(err)}"
         ) from None
 
     # TFLite ops are unnamed: name them after their output tensor (first ';' component).
@@ -216,7 +216,7 @@ def _load_onnx(path: Path, data: bytes, input_shapes=None) -> tvm.IRModule:
     try:
         model = onnx.load_from_string(data)
     except Exception as err:
-        raise ModelLoadError(f"{path}: not an ONNX model ({type(err).__name__}: {_first_line(err)})") from None
+        raise ModelLoadError(f"{path}: not an ONNX model ({type(err).__name__}: {tvm_message(err)})") from None
     if not model.graph.node:
         raise ModelLoadError(f"{path}: not an ONNX model (the graph has no nodes)")
     # External data is read here, from the model's own folder after its checks, and nowhere else:
@@ -227,7 +227,7 @@ def _load_onnx(path: Path, data: bytes, input_shapes=None) -> tvm.IRModule:
     try:
         onnx.checker.check_model(model)
     except Exception as err:
-        raise ModelLoadError(f"{path}: invalid ONNX model: {_first_line(err)}") from None
+        raise ModelLoadError(f"{path}: invalid ONNX model: {tvm_message(err)}") from None
     model = onnx_int4.widen(model)  # 4-bit weights TVM cannot read, as 8-bit ones
     # QOperator / integer ops TVM cannot import become QDQ / int32 graphs (npu_byoc/frontends/onnx_qop.py);
     # the compute node keeps the original name, and its op type is reported as the original's.
@@ -262,10 +262,10 @@ def _load_onnx(path: Path, data: bytes, input_shapes=None) -> tvm.IRModule:
         with builders_closed_on_error():
             mod = importer.from_onnx(model.graph, opset)
     except tvm.error.OpNotImplemented as err:
-        raise UnsupportedModelError(f"{path}: TVM cannot import this model: {_first_line(err)}") from None
+        raise UnsupportedModelError(f"{path}: TVM cannot import this model: {tvm_message(err)}") from None
     except Exception as err:
         raise UnsupportedModelError(
-            f"{path}: TVM's ONNX frontend failed: {type(err).__name__}: {_first_line(err)}"
+            f"{path}: TVM's ONNX frontend failed: {type(err).__name__}: {tvm_message(err)}"
         ) from None
     named = []
     for k, (name, kind, ret) in enumerate(records):
@@ -400,7 +400,7 @@ def _load_relax_json(path: Path, data: bytes) -> tvm.IRModule:
     try:
         mod = tvm.ir.load_json(data.decode("utf-8"))
     except Exception as err:
-        raise ModelLoadError(f"{path}: not a Relax module saved with tvm.ir.save_json ({_first_line(err)})") from None
+        raise ModelLoadError(f"{path}: not a Relax module saved with tvm.ir.save_json ({tvm_message(err)})") from None
     if not isinstance(mod, tvm.IRModule):
         raise ModelLoadError(f"{path}: the JSON holds a {type(mod).__name__}, not an IRModule")
     if "main" not in [gv.name_hint for gv in mod.get_global_vars()]:
@@ -618,10 +618,3 @@ def source_op_of(expr) -> str | None:
         return None
     name = str(span.source_name.name)
     return None if name.startswith(QDQ_SPAN_PREFIX) else name
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    # TVM errors carry a C++ backtrace after the message; keep the message only.
-    lines = [l for l in text.splitlines() if l.strip() and not l.startswith(("Traceback", "  File"))]
-    return lines[-1][:500] if lines else type(err).__name__

@@ -33,7 +33,8 @@ import struct
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import ModelLoadError
+from ..errors import ModelLoadError, tvm_message
+from ..util.relax_utils import int_list
 from ..util.tvm_scopes import builders_closed_on_error
 
 MAX_BYTES = 256 << 20
@@ -314,7 +315,7 @@ def rebuild(path: Path, mod):
     except ModelLoadError:
         raise
     except Exception as err:  # TVM's type inference refusing an operator's arguments
-        raise _refuse(path, f"invalid Relax: {_first_line(err)}") from None
+        raise _refuse(path, f"invalid Relax: {tvm_message(err)}") from None
 
 
 def _rebuild_main(path: Path, main):
@@ -455,29 +456,22 @@ def _type_text(t) -> str:
     return type(t).__name__
 
 
-def _first_line(err: BaseException) -> str:
-    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
-    # TVM puts the message after its traceback lines
-    msg = next((ln for ln in reversed(lines) if not ln.startswith(("File ", "at ", "["))), "")
-    return msg[:300] or type(err).__name__
-
-
 # ---------------------------------------------------------------------------------------------
 # Gate 3: attribute values TVM's type inference divides by or indexes with
 
 
-def _ints(values) -> list[int]:
-    return [] if values is None else [int(v) for v in values]
+def _int_list(values) -> list[int]:
+    return [] if values is None else list(int_list(values))
 
 
 def _window(call, _args) -> str | None:
     a = call.attrs
     for field in ("strides", "dilation", "pool_size"):
-        bad = [v for v in _ints(getattr(a, field, None)) if v < 1]
+        bad = [v for v in _int_list(getattr(a, field, None)) if v < 1]
         if bad:
-            return f"{field} {_ints(getattr(a, field))}: every value must be >= 1"
-    if any(v < 0 for v in _ints(getattr(a, "padding", None))):
-        return f"padding {_ints(a.padding)}: every value must be >= 0"
+            return f"{field} {_int_list(getattr(a, field))}: every value must be >= 1"
+    if any(v < 0 for v in _int_list(getattr(a, "padding", None))):
+        return f"padding {_int_list(a.padding)}: every value must be >= 0"
     if getattr(a, "groups", 1) is not None and int(getattr(a, "groups", 1)) < 1:
         return f"groups {int(a.groups)}: must be >= 1"
     return None
