@@ -236,6 +236,26 @@ def test_nchw_softmaxes_are_placed_alike_alone_and_in_the_model(runner):
     assert out.placement == "npu" and out.offloaded == [True] * 4
 
 
+@pytest.mark.parametrize("case_seed", [1995231039, 182194032])
+def test_softmax_view_of_a_resident_tensor_is_staged(runner, case_seed):
+    """``npu-byoc fuzz --count 2000 --seed 5``: golden != C model and RTL (66 and 99 LSB) where an
+    NCHW partition's softmax read a tensor through its last-axis view while the tensor stayed
+    resident in SRAM for its other reader (a residual add): the view read SCRATCH, which the
+    resident tensor never reached. A tensor any op addresses through a view is staged now
+    (schedule.scratch_live_ranges); golden, C model and RTL agree."""
+    from npu_byoc.codegen.lower import lower_module
+    from npu_byoc.codegen.schedule import scratch_live_ranges
+    from npu_byoc.partition.pipeline import partition_for_npu
+
+    spec = generators.random_spec(case_seed)
+    assert spec["layout"] == "NCHW" and "softmax" in [o["kind"] for o in spec["ops"]]
+    (plan,) = lower_module(partition_for_npu(builder.build(spec).mod)).values()
+    views = {r.offset for op in plan.ops for r in (*op.inputs, op.ofm) if r.is_slice}
+    assert views and not views & set(scratch_live_ranges(plan))
+    out = runner.run(spec)
+    assert out.ok, out.mismatches
+
+
 def _refusals(mod):
     from npu_byoc.ops.composites import npu_functions
     from npu_byoc.partition.pipeline import partition_for_npu, partition_log

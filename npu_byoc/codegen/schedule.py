@@ -116,13 +116,19 @@ def scratch_live_ranges(plan: PartitionPlan) -> dict[int, Buffer]:
     in SCRATCH: a Buffer live from its producer to its last reader."""
     producer = {op.ofm.offset: k for k, op in enumerate(plan.ops) if _dense_scratch(op.ofm)}
     last: dict[int, int] = {}
-    staged = set()  # read or written by a phased op: its phases address strided boxes
+    # Read or written through a view (a strided box, a slice, the permuted view of a softmax over
+    # the W axis) or by a phased op: those address the tensor's bytes in SCRATCH, so it is staged.
+    staged = set()
+    views = []
     for k, op in enumerate(plan.ops):
         for ref in op.inputs:
             if _dense_scratch(ref) and producer.get(ref.offset, k) < k:
                 last[ref.offset] = k
+        views += [ref.offset for ref in (*op.inputs, op.ofm) if ref.region == Region.SCRATCH and ref.is_slice]
         if isinstance(op, Phased):
             staged |= {op.ifm.offset, op.ofm.offset}
+    nbytes = {key: plan.ops[producer[key]].ofm.nbytes for key in last}
+    staged |= {key for key in last for v in views if key <= v < key + nbytes[key]}
     last = {key: end for key, end in last.items() if key not in staged}
     return {key: Buffer(key, producer[key], end, plan.ops[producer[key]].ofm.nbytes) for key, end in last.items()}
 
