@@ -40,8 +40,10 @@ def _cases() -> list[dict]:
 
 
 def _rescale(c: dict) -> tuple[int, int]:
-    """QuantizeMultiplier(s1·s2/s_out) in double, written out (frexp, round half away)."""
-    real = float(c["input_scale"]) * float(c["input2_scale"]) / float(c["output_scale"])
+    """QuantizeMultiplier(s1·s2/s_out) written out (frexp, round half away); the real is the
+    float32 product and quotient of mul.cc Prepare, widened to double afterwards."""
+    f32 = np.float32
+    real = float(f32(f32(c["input_scale"]) * f32(c["input2_scale"])) / f32(c["output_scale"]))
     q, e = np.frexp(real)
     m = int(np.sign(q) * np.floor(abs(q) * 2.0**31 + 0.5))
     if m == 2**31:

@@ -53,6 +53,7 @@ __all__ = [
     "activation_range",
     "AddParams",
     "add_params",
+    "mul_scale",
     "mul_params",
     "mean_params",
     "fold_mean_count",
@@ -240,14 +241,28 @@ def add_params(input1_scale, input2_scale, output_scale, left_shift: int = 20) -
 MUL_MAX_SHIFT = 15
 
 
-def mul_params(input1_scale, input2_scale, output_scale) -> tuple[int, int]:
-    """(output_multiplier, output_shift) of int8 MUL (TFLite ``mul.cc`` Prepare, in double)::
+def mul_scale(input1_scale, input2_scale, output_scale) -> float:
+    """MUL's real output multiplier as LiteRT's ``mul.cc`` Prepare forms it: the ``float``
+    scale fields multiplied and divided **in float32**, and only the quotient widened to
+    double (``double real = s1 * s2 / s_out;`` with three ``float`` operands)::
 
-        output_multiplier, output_shift = quantize_multiplier(double(s1) · double(s2) / double(s_out))
+        real = double(float32(float32(s1 · s2) / s_out))
+
+    The double product can differ in the multiplier's last bits, and an int8 product on a
+    rounding tie then flips by 1 LSB (docs/numerics.md §8b).
+    """
+    f32 = np.float32
+    return float(f32(f32(input1_scale) * f32(input2_scale)) / f32(output_scale))
+
+
+def mul_params(input1_scale, input2_scale, output_scale) -> tuple[int, int]:
+    """(output_multiplier, output_shift) of int8 MUL (TFLite ``mul.cc`` Prepare)::
+
+        output_multiplier, output_shift = quantize_multiplier(mul_scale(s1, s2, s_out))
 
     Raises ValueError when the shift is outside [−31, MUL_MAX_SHIFT].
     """
-    real = float(np.float32(input1_scale)) * float(np.float32(input2_scale)) / float(np.float32(output_scale))
+    real = mul_scale(input1_scale, input2_scale, output_scale)
     m, s = quantize_multiplier(real)
     if not -31 <= s <= MUL_MAX_SHIFT:
         raise ValueError(f"mul_params: s1·s2/s_out = {real:.6g} gives shift {s}, outside [-31, {MUL_MAX_SHIFT}]")

@@ -106,9 +106,9 @@ def _tflite_add_scalar(op: QLut, sign: int = 1) -> np.ndarray:
 
 def _tflite_mul_scalar(op: QLut) -> np.ndarray:
     """MUL by a scalar constant (``MulElementwise``): zp_out + MBQM((v − zp_in)·(c − zp_c)),
-    multiplier of s_in·s_c/s_out."""
+    multiplier of s_in·s_c/s_out in float32 (``numerics.mul_scale``, as mul.cc Prepare)."""
     c, s_c, zp_c = _constant(op)
-    real = float(np.float32(op.input.scale)) * float(np.float32(s_c)) / float(np.float32(op.output.scale))
+    real = nx.mul_scale(op.input.scale, s_c, op.output.scale)
     return _clamp8(_requant((VALUES - op.input.zero_point) * (c - zp_c), real, op.output.zero_point))
 
 
