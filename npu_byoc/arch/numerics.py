@@ -57,6 +57,7 @@ __all__ = [
     "mul_params",
     "mean_params",
     "fold_mean_count",
+    "c_float_to_int32",
     "sigmoid_lut",
     "tanh_lut",
     "pool_padding",
@@ -301,19 +302,33 @@ def mean_params(input_scale, output_scale, num_elements: int) -> tuple[int, int]
     return fold_mean_count(m, s, num_elements)
 
 
+def c_float_to_int32(x) -> np.ndarray:
+    """C's ``static_cast<int32_t>`` of a float or double as x86-64 compiles it (``cvttss2si``):
+    truncation toward zero, and INT32_MIN for NaN, ±inf and anything outside int32 (the
+    "integer indefinite" value). Returns int64."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        ok = np.isfinite(x) & (x > -(2.0**31) - 1) & (x < 2.0**31)
+        return np.where(ok, np.trunc(np.where(ok, x, 0.0)), INT32_MIN).astype(np.int64)
+
+
 def _lut_int8(fn, input_scale, input_zero_point, output_scale, output_zero_point) -> np.ndarray:
-    """TFLite ``LUTPopulateInt8``, in float32 arithmetic like the C++ (see sigmoid_lut)."""
+    """TFLite ``LUTPopulateInt8``, in float32 arithmetic like the C++ (see sigmoid_lut).
+
+    The zero point is added to the rounded float **in float32** before the int conversion
+    (``static_cast<int32_t>(rescaled + output_zero_point)``): above 2^24 the sum rounds, and
+    a sum reaching 2^31 converts to INT32_MIN (an entry of −128, not 127).
+    """
     vals = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.int64)
     s_in = np.float32(input_scale)
     inv_out = np.float32(1.0) / np.float32(output_scale)
     dequant = s_in * (vals - int(input_zero_point)).astype(np.float32)  # float32 product
     transformed = fn(dequant).astype(np.float32)
-    scaled = (transformed * inv_out).astype(np.float64)  # float32 product, exact in double
-    rounded = np.where(scaled >= 0, np.floor(scaled + 0.5), -np.floor(-scaled + 0.5))
-    # C's float -> int32 of ±inf / NaN / out of range is INT32_MIN on x86 (log(0) = -inf).
-    rounded = np.where(np.isfinite(rounded) & (np.abs(rounded) < 2.0**31), rounded, INT32_MIN)
-    q = rounded.astype(np.int64) + int(output_zero_point)
-    return np.clip(q, INT8_MIN, INT8_MAX).astype(np.int8)
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = (transformed * inv_out).astype(np.float64)  # float32 product, exact in double
+        rounded = np.where(scaled >= 0, np.floor(scaled + 0.5), -np.floor(-scaled + 0.5))  # roundf
+        summed = rounded.astype(np.float32) + np.float32(output_zero_point)  # float32 add
+    return np.clip(c_float_to_int32(summed), INT8_MIN, INT8_MAX).astype(np.int8)
 
 
 def _sigmoid_f32(x: np.ndarray) -> np.ndarray:

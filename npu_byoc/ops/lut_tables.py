@@ -206,7 +206,7 @@ def hard_swish_exponent(op: QLut, hw) -> str | None:
 
 def _f32(fn):
     def f(x, p=None):
-        with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf, sqrt(-1) = NaN: as in C
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # log(0) = -inf, sqrt(-1) = NaN, expf(100) = inf: as in C
             return fn(x.astype(np.float64)).astype(np.float32)
 
     return f
@@ -242,9 +242,11 @@ def tflite_float_wrapped(fn: Callable[[np.ndarray, dict], np.ndarray]) -> Table:
     def build(op: QLut) -> np.ndarray:
         x = (float(np.float32(op.input.scale)) * (VALUES - op.input.zero_point)).astype(np.float32)
         y = fn(x, dict(op.params)).astype(np.float32)
-        scaled = (y / np.float32(op.output.scale)).astype(np.float32).astype(np.float64)
-        rounded = np.where(scaled >= 0, np.floor(scaled + 0.5), -np.floor(-scaled + 0.5))
-        return _clamp8(rounded.astype(np.int64) + op.output.zero_point)
+        with np.errstate(over="ignore", invalid="ignore"):
+            scaled = (y / np.float32(op.output.scale)).astype(np.float32).astype(np.float64)
+            rounded = np.where(scaled >= 0, np.floor(scaled + 0.5), -np.floor(-scaled + 0.5))
+        # AffineQuantize: static_cast<int32_t>(TfLiteRound(...)) + zero_point, an int32 add
+        return _clamp8(nx._wrap_i32(nx.c_float_to_int32(rounded) + op.output.zero_point))
 
     return build
 
@@ -255,9 +257,9 @@ def _tflite_sqrt(op: QLut) -> np.ndarray:
     x = np.float32(op.input.scale) * (VALUES - op.input.zero_point).astype(np.float32)
     with np.errstate(invalid="ignore"):
         y = np.sqrt(x.astype(np.float64)).astype(np.float32)
-    q = np.trunc((y / np.float32(op.output.scale)).astype(np.float32))
-    q = np.where(np.isfinite(q), q, nx.INT32_MIN).astype(np.int64)  # sqrt(x < 0) = NaN
-    return _clamp8(q + op.output.zero_point)
+    with np.errstate(over="ignore", invalid="ignore"):
+        q = nx.c_float_to_int32((y / np.float32(op.output.scale)).astype(np.float32))  # sqrt(x < 0) = NaN
+    return _clamp8(nx._wrap_i32(q + op.output.zero_point))
 
 
 def _elu_tflite(x, p):
