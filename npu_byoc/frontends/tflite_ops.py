@@ -44,6 +44,8 @@ import tvm
 from tvm import relax
 from tvm.relax.frontend.tflite import tflite_frontend
 
+from ..arch import numerics as nx
+
 
 # A model's attributes are untrusted: an output larger than this is refused before any
 # array is made (a PAD of 10^9 or a TILE of 10^6 x 10^6 would exhaust memory, not fail).
@@ -464,6 +466,21 @@ class DataMovementConverter(tflite_frontend.OperatorConverter):
         dtype = self.get_tensor_type_str(y.tensor.Type())
         scale, zero_point = (tflite_frontend.get_scalar_from_constant(y.qnn_params[k]) for k in ("scale", "zero_point"))
         return self.convert_qnn_fused_activation_function(out, fused, scale, zero_point, dtype)
+
+    def convert_qnn_fused_activation_function(self, expr, fused_activation_fn, scale, zero_point, dtype):
+        """A quantized fused activation as an integer clip with LiteRT's bounds
+        (``CalculateActivationRangeQuantized``: the float32 quotient ``f / s_out`` rounded half
+        away from zero, :func:`npu_byoc.arch.numerics.activation_range`). TVM's converter
+        rounds the double quotient half to even, 1 off at a tie (RELU6 with s_out = float32(6/253.5)
+        and zero point −128 clamps at 125 where LiteRT clamps at 126)."""
+        from tflite.ActivationFunctionType import ActivationFunctionType as A
+
+        names = {A.RELU: "RELU", A.RELU6: "RELU6", A.RELU_N1_TO_1: "RELU_N1_TO_1"}
+        if fused_activation_fn not in names:  # NONE, or one TVM refuses with its own message
+            return super().convert_qnn_fused_activation_function(expr, fused_activation_fn, scale, zero_point, dtype)
+        info = np.iinfo(dtype)
+        lo, hi = nx.activation_range(names[fused_activation_fn], scale, zero_point, int(info.min), int(info.max))
+        return relax.op.clip(expr, min=float(lo), max=float(hi))
 
     def _fold_constants(self, name: str, op):
         """A :data:`FOLDS` operator: computed at import when its inputs are all unquantized
