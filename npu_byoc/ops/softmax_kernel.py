@@ -121,8 +121,10 @@ def reciprocal(total) -> tuple[np.ndarray, np.ndarray]:
 
 def input_beta_params(input_scale: float, beta: float = 1.0) -> tuple[int, int, int]:
     """TFLite's ``PreprocessSoftmaxScaling`` and ``CalculateInputRadius``:
-    (input_beta_multiplier, input_beta_left_shift, diff_min)."""
-    real = min(float(beta) * float(input_scale) * (1 << (31 - SCALED_DIFF_INTEGER_BITS)), 2.0**31 - 1.0)
+    (input_beta_multiplier, input_beta_left_shift, diff_min). In double from the float32 fields
+    (``SoftmaxPrepare`` widens ``params->beta`` and ``input->params.scale`` before multiplying)."""
+    beta_scale = float(np.float32(beta)) * float(np.float32(input_scale))
+    real = min(beta_scale * (1 << (31 - SCALED_DIFF_INTEGER_BITS)), 2.0**31 - 1.0)
     multiplier, left_shift = nx.quantize_multiplier(real)
     if left_shift < 0:
         raise ValueError(f"input scale × beta = {float(input_scale) * float(beta):g} is below 2^-26: "
