@@ -8,6 +8,8 @@
   squeeze-excite gate in both orders and a broadcast ADD after quantized convs: all on the
   NPU in one partition, 0 LSB against LiteRT on golden, the C model and (slow) the RTL;
 * a single-op plan per vector case through the stream machine (machine == LiteRT);
+* mul_tie_int8.tflite (tools/make_mul_tie.py): issue 24's float32 multiplier tie, a·b and the
+  broadcast a·g, 0 LSB against LiteRT (the double multiplier is off on 516 outputs);
 * se_qdq.onnx: onnxruntime's QDQ squeeze-excite (NCHW [1, C, 1, 1] gate) and swish, all on
   the NPU, golden == C model == RTL, within 2 LSB of onnxruntime's float QDQ arithmetic.
 """
@@ -163,6 +165,44 @@ def test_model_is_litert_exactly(backend):
 @pytest.mark.slow
 def test_model_on_the_rtl_is_litert_exactly():
     _assert_litert_exact("verilator")
+
+
+# ------------------------------------------------------------------------------ issue 24's tie
+TIE = "mul_tie_int8.tflite"
+
+
+def test_mul_tie_fixture_needs_litert_s_float32_multiplier():
+    """mul_tie_int8 (tools/make_mul_tie.py): s1 = 0.03517231, s2 = 2^-8, s_out = 0.027174268.
+    The double multiplier (1389769914, −7) would put 516 of its 6144 outputs 1 LSB off LiteRT's:
+    every (a − 3)(b + 128) = 4845 of sample 0, which the float32 one (1389769856, −7) keeps."""
+    ref = reference(TIE)
+    double = nx.quantize_multiplier(float(np.float32(0.03517231)) * 2.0**-8 / float(np.float32(0.027174268)))
+    assert double == (1389769914, -7) and nx.mul_params(0.03517231, 2.0**-8, 0.027174268) == (1389769856, -7)
+    off = 0
+    for (a, b, g), (ab, ag) in zip(ref["inputs"], ref["outputs"]):
+        off += int((nx.mul(a, b, 3, -128, 0, *double) != ab).sum() + (nx.mul(a, g, 3, -128, 0, *double) != ag).sum())
+    assert off == 516
+
+
+def _assert_tie_litert_exact(backend: str):
+    model = npu_byoc.build(npu_byoc.load_model(model_path(TIE)), backend)
+    report = npu_byoc.coverage_report(npu_byoc.load_model(model_path(TIE)))
+    assert [(o.op, o.pattern) for o in report.ops] == [("MUL", "npu.mul")] * 2
+    ref = reference(TIE)
+    assert ref["reference"].endswith("BUILTIN_REF")
+    for inputs, outputs in zip(ref["inputs"], ref["outputs"]):
+        for g, w in zip(model.run(inputs), outputs, strict=True):
+            np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("backend", ["golden", "functional"])
+def test_mul_tie_model_is_litert_exactly(backend):
+    _assert_tie_litert_exact(backend)
+
+
+@pytest.mark.slow
+def test_mul_tie_model_on_the_rtl_is_litert_exactly():
+    _assert_tie_litert_exact("verilator")
 
 
 # ------------------------------------------------------------------------------ ONNX QDQ
