@@ -253,7 +253,8 @@ def mul_scale(input1_scale, input2_scale, output_scale) -> float:
     rounding tie then flips by 1 LSB (docs/numerics.md §8b).
     """
     f32 = np.float32
-    return float(f32(f32(input1_scale) * f32(input2_scale)) / f32(output_scale))
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):  # inf / NaN: quantize_multiplier refuses
+        return float(f32(f32(input1_scale) * f32(input2_scale)) / f32(output_scale))
 
 
 def mul_params(input1_scale, input2_scale, output_scale) -> tuple[int, int]:
