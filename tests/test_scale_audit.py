@@ -223,6 +223,24 @@ def test_tflite_import_clamps_a_fused_relu6_at_litert_s_bound():
     assert bounds == list(ref.activation_range("RELU6", s_out, -128)) == [-128, 126]
 
 
+def test_a_float_clip_bound_is_quantized_as_onnxruntime_and_tvm_quantize_it():
+    """ONNX QDQ and Relax: a float Clip / Relu before the output quantize bounds the result at
+    QuantizeLinear(f) = round_half_even(float32(f) / float32(s_out)) + zp (onnxruntime's MLAS and
+    TVM's legalized relax.quantize both divide in float32). At s_out = float32(6/253.5) the
+    float32 quotient is the tie 253.5 (→ 254); the double 253.4999967 would give 253."""
+    from npu_byoc.ops._qdq import _quantize_bound
+
+    def q(f, s, zp):
+        return int(np.rint(F32(F32(f) / F32(s)))) + zp
+
+    assert _quantize_bound(6.0, QTensor((1,), "int8", float(F32(6.0 / 253.5)), -128)) == 254 - 128
+    rng = np.random.default_rng(14)
+    for s, zp in zip(_scales(rng, DRAWS, -9, 0), rng.integers(-128, 128, DRAWS)):
+        out = QTensor((1,), "int8", float(s), int(zp))
+        for f in (0.0, 6.0, -1.0, 1.0, float(rng.uniform(-4, 4))):
+            assert _quantize_bound(f, out) == q(f, s, int(zp)), (f, s, zp)
+
+
 # ------------------------------------------------------------------------------------- LUT functions
 def _lut(function: str, s_in, zp_in, s_out, zp_out, **params) -> QLut:
     return QLut(function, QTensor((1, 256), "int8", float(s_in), zp_in), QTensor((1, 256), "int8", float(s_out), zp_out),

@@ -217,9 +217,14 @@ class _Tail:
 
 
 def _quantize_bound(x: float, out: QTensor) -> int:
+    """The float clip bound x as the quantize after it maps it: round_half_even(float32(x) /
+    float32(s_out)) + zp_out, as onnxruntime's QuantizeLinear and TVM's legalized quantize
+    divide (a double quotient rounds the other way where the float32 one lands on a tie)."""
     if not np.isfinite(x):
         return -(2**31) if x < 0 else 2**31 - 1
-    return int(np.round(x / out.scale)) + out.zero_point
+    with np.errstate(over="ignore"):
+        q = float(np.rint(np.float32(x) / np.float32(out.scale)))
+    return int(max(min(q, 2.0**31 - 1), -(2.0**31))) + out.zero_point
 
 
 def _weights(weight_expr, bindings, layout: str, what: str = "weight"):
