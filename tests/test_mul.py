@@ -8,7 +8,7 @@
   squeeze-excite gate in both orders and a broadcast ADD after quantized convs: all on the
   NPU in one partition, 0 LSB against LiteRT on golden, the C model and (slow) the RTL;
 * a single-op plan per vector case through the stream machine (machine == LiteRT);
-* mul_tie_int8.tflite (tools/make_mul_tie.py): issue 24's float32 multiplier tie, a·b and the
+* mul_tie_int8.tflite (tools/make_scale_ties.py): issue 24's float32 multiplier tie, a·b and the
   broadcast a·g, 0 LSB against LiteRT (the double multiplier is off on 516 outputs);
 * se_qdq.onnx: onnxruntime's QDQ squeeze-excite (NCHW [1, C, 1, 1] gate) and swish, all on
   the NPU, golden == C model == RTL, within 2 LSB of onnxruntime's float QDQ arithmetic.
@@ -172,7 +172,7 @@ TIE = "mul_tie_int8.tflite"
 
 
 def test_mul_tie_fixture_needs_litert_s_float32_multiplier():
-    """mul_tie_int8 (tools/make_mul_tie.py): s1 = 0.03517231, s2 = 2^-8, s_out = 0.027174268.
+    """mul_tie_int8 (tools/make_scale_ties.py): s1 = 0.03517231, s2 = 2^-8, s_out = 0.027174268.
     The double multiplier (1389769914, −7) would put 516 of its 6144 outputs 1 LSB off LiteRT's:
     every (a − 3)(b + 128) = 4845 of sample 0, which the float32 one (1389769856, −7) keeps."""
     ref = reference(TIE)

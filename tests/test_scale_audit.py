@@ -223,6 +223,22 @@ def test_tflite_import_clamps_a_fused_relu6_at_litert_s_bound():
     assert bounds == list(ref.activation_range("RELU6", s_out, -128)) == [-128, 126]
 
 
+@pytest.mark.parametrize("backend", ["golden", "functional"])
+def test_relu6_tie_model_is_litert_exactly(backend):
+    """relu6_tie_int8.tflite (tools/make_scale_ties.py): a CONV_2D with fused RELU6 at that
+    s_out; LiteRT clamps 327 of its 3072 outputs at 126, which TVM's bound would make 125."""
+    import npu_byoc
+
+    from .conftest import model_path, reference
+
+    ref = reference("relu6_tie_int8.tflite")
+    assert ref["reference"].endswith("BUILTIN_REF")
+    assert sum(int((outs[0] == 126).sum()) for outs in ref["outputs"]) == 327
+    model = npu_byoc.build(npu_byoc.load_model(model_path("relu6_tie_int8.tflite")), backend)
+    for inputs, outputs in zip(ref["inputs"], ref["outputs"]):
+        np.testing.assert_array_equal(model.run(inputs)[0], outputs[0])
+
+
 def test_a_float_clip_bound_is_quantized_as_onnxruntime_and_tvm_quantize_it():
     """ONNX QDQ and Relax: a float Clip / Relu before the output quantize bounds the result at
     QuantizeLinear(f) = round_half_even(float32(f) / float32(s_out)) + zp (onnxruntime's MLAS and
