@@ -1,0 +1,174 @@
+"""``npu-byoc export``: a model as a stand-alone C99 library of its NPU command stream.
+
+    from npu_byoc.tools.export import export_model
+    export_model(npu_byoc.load_model("model.tflite"), "out/", model_name="model.tflite")
+
+writes a directory a hardware team builds without Python or TVM (docs/export.md):
+
+- ``model.h`` / ``model.c``: the command stream and the constants as ``const`` arrays, the model's
+  input and output tensors, and ``npu_model_run()``, which runs the model through the HAL of
+  ``npu_hal.h`` (bind the regions, submit the stream, wait);
+- ``npu_hal_driver.c``: that HAL on the driver API (npu_driver.h), ``npu_functional.c``: the C
+  functional model behind it, ``model_run.c``: ``model_run in.bin out.bin``;
+- ``rtl/``, ``sim/``: the Verilog for this configuration and the Verilator harness;
+- ``Makefile``: ``make`` builds model_run with cc alone, ``make rtl`` model_run_rtl on the RTL.
+
+Only a model whose every run-time operator is in its one NPU partition exports (graph.py).
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ...arch import hwgen
+from ...arch.config import DEFAULT_CONFIG, HwConfig
+from ...arch.cycles import stream_budget
+from ...codegen import c_codegen
+from ...codegen.lower import lower_partition
+from ...codegen.schedule import schedule_partition
+from ...frontends.load import model_info
+from ...ops.uint8 import FLIPPED_DTYPES
+from ...partition.pipeline import partition_for_npu
+from ...runtime import functional, verilator
+from .graph import ExportError, ExportGraph, read_graph
+
+__all__ = ["ExportError", "ExportResult", "export_model"]
+
+CONST_BYTES_PER_LINE = 16
+_TEMPLATES = {  # file written -> template (npu_byoc/codegen/templates)
+    "model.h": "export_model.h.j2",
+    "model.c": "export_model.c.j2",
+    "model_run.c": "export_model_run.c.j2",
+    "npu_hal_driver.h": "export_hal_driver.h.j2",
+    "npu_hal_driver.c": "export_hal_driver.c.j2",
+    "Makefile": "export_Makefile.j2",
+}
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    directory: Path
+    partition: str
+    files: tuple[str, ...]
+    stream_words: int
+    constant_bytes: int
+    scratch_bytes: int
+
+
+def _const_lines(data: bytes) -> list[str]:
+    return [
+        " ".join(f"0x{b:02X}," for b in data[k : k + CONST_BYTES_PER_LINE])
+        for k in range(0, len(data), CONST_BYTES_PER_LINE)
+    ] or ["0"]
+
+
+def _tensor(arg: str, info, io, offset: int) -> dict:
+    return dict(
+        arg=arg,
+        name=info.name if info is not None else io.name,
+        dtype=io.dtype,
+        ctype="uint8_t" if io.dtype in FLIPPED_DTYPES else "int8_t",
+        shape=[int(d) for d in io.shape],
+        nbytes=_nbytes(io),
+        scale=float(info.scale) if info is not None and info.scale is not None else 0.0,
+        zero_point=int(info.zero_point) if info is not None and info.zero_point is not None else 0,
+        offset=offset,
+    )
+
+
+def _nbytes(io) -> int:
+    n = 1
+    for d in io.shape:
+        n *= int(d)
+    return n
+
+
+def _context(graph: ExportGraph, mod, model: str, hw: HwConfig) -> dict:
+    plan = lower_partition(graph.partition, graph.func, hw)
+    schedule = schedule_partition(plan, hw)
+    rows, n_words = c_codegen.stream_rows(schedule)
+    info = model_info(mod)
+    infos = {"input": info.inputs if info else (), "output": info.outputs if info else ()}
+    tensors = {"input": [], "output": []}
+    regions = []
+    for role, ios, bindings in (("input", plan.inputs, graph.inputs), ("output", plan.outputs, graph.outputs)):
+        by_model = sorted(bindings, key=lambda b: b.model)
+        offset = 0
+        for b in by_model:
+            io = ios[b.partition]
+            meta = infos[role][b.model] if b.model < len(infos[role]) else None
+            tensors[role].append(_tensor(f"{role}{b.model}", meta, io, offset))
+            offset += _nbytes(io)
+        for k, io in enumerate(ios):
+            model_index = next(b.model for b in bindings if b.partition == k)
+            io_index = k if role == "input" else len(plan.inputs) + k
+            if io.ref.region != 2 + io_index:
+                raise ExportError(f"{model}: partition {role} {k} is in region {io.ref.region}, expected {2 + io_index}")
+            regions.append(dict(
+                role=role, index=k, io=io_index, region=io.ref.region, arg=f"{role}{model_index}",
+                name=tensors[role][[t["arg"] for t in tensors[role]].index(f"{role}{model_index}")]["name"],
+                layout=io.ref.layout, image_bytes=int(io.ref.nbytes), flip=io.dtype in FLIPPED_DTYPES,
+            ))  # fmt: skip
+    if len(plan.inputs) != len(graph.inputs) or len({b.model for b in graph.inputs}) != len(tensors["input"]):
+        raise ExportError(f"{model}: cannot export: a model input feeds {graph.partition} twice")
+    return dict(
+        model=model,
+        partition=graph.partition,
+        layers=[dict(kind=op.kind, name=op.name, ifm="x".join(map(str, op.ifm.shape)),
+                     ofm="x".join(map(str, op.ofm.shape))) for op in plan.ops],  # fmt: skip
+        inputs=tensors["input"],
+        outputs=tensors["output"],
+        regions=regions,
+        flips=any(r["flip"] for r in regions),
+        stream=rows,
+        n_words=n_words,
+        max_cycles=stream_budget(schedule.steps, hw),
+        constants=_const_lines(schedule.constants),
+        n_const=len(schedule.constants),
+        scratch_bytes=max(plan.scratch_bytes, 1),
+        batch=plan.batch,
+        verilator_defines=verilator.VERILATOR_DEFINES,
+    )
+
+
+def _copy_sources(out: Path, hw: HwConfig) -> list[str]:
+    """The headers for ``hw``, the C functional model as C, the RTL and the Verilator harness."""
+    (out / "rtl").mkdir(exist_ok=True)
+    (out / "sim").mkdir(exist_ok=True)
+    (out / "npu_isa.h").write_text(hwgen.c_header(hw))
+    shutil.copy(functional.include_dir() / "npu_driver.h", out / "npu_driver.h")
+    shutil.copy(functional.include_dir() / "npu_hal.h", out / "npu_hal.h")
+    (src,) = functional.functional_sources()
+    shutil.copy(src, out / "npu_functional.c")  # one source, C99 and C++ (see its header)
+    files = ["npu_isa.h", "npu_driver.h", "npu_hal.h", "npu_functional.c"]
+    for path in verilator.rtl_sources():
+        shutil.copy(path, out / "rtl" / path.name)
+        files.append(f"rtl/{path.name}")
+    (out / "rtl" / "npu_config.vh").write_text(hwgen.verilog_header(replace(hw, dma_overlap=DEFAULT_CONFIG.dma_overlap)))
+    files.append("rtl/npu_config.vh")
+    for path in verilator.sim_sources():
+        if path.name.startswith("npu_verilator"):
+            shutil.copy(path, out / "sim" / path.name)
+            files.append(f"sim/{path.name}")
+    return files
+
+
+def export_model(mod, directory: str | Path, hw: HwConfig = DEFAULT_CONFIG, model_name: str | None = None) -> ExportResult:
+    """Partition ``mod`` (from load_model) for ``hw`` and write its library into ``directory``."""
+    model = model_name or "model"
+    part = partition_for_npu(mod, hw=hw)
+    graph = read_graph(part, model)
+    context = _context(graph, mod, model, hw)
+    out = Path(directory)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        files = [name for name in _TEMPLATES]
+        for name, template in _TEMPLATES.items():
+            (out / name).write_text(c_codegen.render(template, **context))
+        files += _copy_sources(out, hw)
+    except OSError as err:
+        raise ExportError(f"{directory}: cannot write ({err.strerror})") from None
+    return ExportResult(out, graph.partition, tuple(files), context["n_words"], context["n_const"],
+                        context["scratch_bytes"])  # fmt: skip
