@@ -1,0 +1,144 @@
+"""`npu-byoc export`: the stand-alone C99 library of a model, built with cc alone (make) and with
+the Verilated RTL (make rtl), bit-exact with LiteRT's recorded outputs; CPU operators refused
+with their reasons; names from model files escaped in the C."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import tvm
+
+import npu_byoc
+from npu_byoc.cli import main
+from npu_byoc.frontends.bundled import bundled_model
+from npu_byoc.runtime.verilator import find_verilator
+from npu_byoc.tools.export import ExportError, export_model
+from npu_byoc.util import escape
+
+from .conftest import model_path, reference
+from .relax_builders import qdq_conv2d
+
+# The C of an export must compile as strict C99: the Makefile's -std=c99 -Wall -Wextra -pedantic
+# plus -Werror, with the system's cc and nothing else.
+STRICT = ["CC=cc", "CFLAGS=-O2 -Werror"]
+
+
+def _make(directory: Path, *args: str) -> None:
+    proc = subprocess.run(["make", "-C", str(directory), *STRICT, *args], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+def _run(exe: Path, x: np.ndarray, work: Path) -> tuple[np.ndarray, str]:
+    """model_run on the raw bytes of x: the raw output bytes and what it printed."""
+    inp, out = work / "in.bin", work / "out.bin"
+    np.ascontiguousarray(x).tofile(inp)
+    out.unlink(missing_ok=True)
+    proc = subprocess.run([str(exe), str(inp), str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    return np.fromfile(out, dtype=np.int8), proc.stderr
+
+
+@pytest.fixture(scope="session")
+def mobilenet(tmp_path_factory) -> Path:
+    """The bundled MobileNetV2 exported through the command line and built with `make`."""
+    out = tmp_path_factory.mktemp("export") / "mobilenet_v2"
+    assert main(["export", str(bundled_model("mobilenet_v2")), "-o", str(out)]) == 0
+    _make(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def mobilenet_rtl(mobilenet) -> Path:
+    """The same library on the Verilated RTL (`make rtl`), built once per session."""
+    v = find_verilator()
+    _make(mobilenet, "rtl", f"VERILATOR={v.exe}", f"VERILATOR_ROOT={v.root}")
+    return mobilenet / "model_run_rtl"
+
+
+def test_export_writes_a_self_contained_library(mobilenet):
+    for name in ("model.h", "model.c", "model_run.c", "Makefile", "npu_hal.h", "npu_hal_driver.c", "npu_functional.c",
+                 "npu_isa.h", "npu_driver.h", "rtl/npu_top.v", "rtl/npu_config.vh", "sim/npu_verilator.cc"):
+        assert (mobilenet / name).is_file(), name
+    header = (mobilenet / "model.h").read_text()
+    assert "uint32_t npu_model_run(const npu_hal_t *hal, const int8_t *input0, int8_t *output0);" in header
+    assert "#define NPU_MODEL_INPUT0_BYTES 27648u" in header and "#define NPU_MODEL_OUTPUT0_BYTES 10u" in header
+    for path in mobilenet.rglob("*"):  # C (and the Verilog) only: no TVM, no Python, no C++ of npu_byoc's own
+        assert path.suffix not in (".py", ".cc", ".cpp", ".so") or path.parts[-2] in ("sim", "obj_rtl"), path
+
+
+def test_mobilenet_v2_on_the_c_model_is_bit_exact(mobilenet, tmp_path):
+    """Every recorded sample, on the C functional model, equals LiteRT's reference kernels."""
+    ref = reference("mobilenet_v2_int8.tflite")
+    assert ref["reference"].startswith("litert")
+    for (x,), (y,) in zip(ref["inputs"], ref["outputs"]):
+        got, printed = _run(mobilenet / "model_run", x, tmp_path)
+        np.testing.assert_array_equal(got.reshape(y.shape), y)
+        assert "NPU cycles" in printed
+
+
+@pytest.mark.slow
+def test_mobilenet_v2_on_the_rtl_is_bit_exact(mobilenet, mobilenet_rtl, tmp_path):
+    """The RTL gives the same bytes, and its clock cycles equal the C model's estimate."""
+    ref = reference("mobilenet_v2_int8.tflite")
+    (x,), (y,) = ref["inputs"][0], ref["outputs"][0]
+    got, rtl_printed = _run(mobilenet_rtl, x, tmp_path)
+    np.testing.assert_array_equal(got.reshape(y.shape), y)
+    _, c_printed = _run(mobilenet / "model_run", x, tmp_path)
+    assert rtl_printed == c_printed  # "model_run: OK, N NPU cycles"
+
+
+def test_model_run_refuses_an_input_of_the_wrong_size(mobilenet, tmp_path):
+    (tmp_path / "short.bin").write_bytes(b"\0" * 100)
+    proc = subprocess.run([str(mobilenet / "model_run"), str(tmp_path / "short.bin"), str(tmp_path / "o.bin")],
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"model_run: {tmp_path / 'short.bin'}: expected exactly 27648 bytes of input"]
+    assert not (tmp_path / "o.bin").exists()
+
+
+def test_a_model_with_cpu_operators_is_refused_with_their_list(tmp_path, capsys):
+    """tiny_cnn_qdq.onnx keeps its Softmax on the CPU (onnxruntime computes it in float)."""
+    path = model_path("tiny_cnn_qdq.onnx")
+    with pytest.raises(ExportError) as err:
+        export_model(npu_byoc.load_model(path), tmp_path / "out", model_name=path.name)
+    message = str(err.value)
+    assert message.startswith("tiny_cnn_qdq.onnx: cannot export: 1 operator(s) would run on the CPU")
+    assert "Softmax" in message and "onnxruntime computes Softmax in float" in message
+    assert not (tmp_path / "out").exists()
+    assert main(["export", str(path), "-o", str(tmp_path / "out")]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("npu-byoc: error: ") and "Softmax" in lines[0]
+
+
+HOSTILE = 'x*/ #define npu_model_run evil /*\n"??/\\'
+
+
+def test_hostile_names_are_escaped(tmp_path):
+    """A tensor name and a model file name that would end a comment, start a directive or end a
+    string: the library still builds strictly, the C string holds the name, and it runs exactly
+    like the golden model (the NPU's specification)."""
+    model = tmp_path / "hostile.json"
+    model.write_text(tvm.ir.save_json(qdq_conv2d(input_name=HOSTILE)))
+    mod = npu_byoc.load_model(model)
+    out = tmp_path / "lib"
+    export_model(mod, out, model_name='evil*/\n#error "x')
+    for name in ("model.c", "model.h", "Makefile"):
+        text = (out / name).read_text()
+        assert not re.search(r"^\s*#\s*(error|define npu_model_run)", text, re.M), name  # no directive escaped
+        code = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', text)  # outside its string literals, no name ends
+        assert "x*/" not in code and "evil /*" not in code, name  # or begins a comment
+    (out / "names.c").write_text(
+        '#include <stdio.h>\n#include "model.h"\nint main(void) { fputs(npu_model_inputs[0].name, stdout); return 0; }\n')
+    _make(out)
+    subprocess.run(["cc", "-std=c99", "-I", str(out), "-o", str(out / "names"), str(out / "names.c"), str(out / "model.c")],
+                   check=True)  # fmt: skip
+    printed = subprocess.run([str(out / "names")], capture_output=True, check=True).stdout.decode()
+    assert printed == escape.normalize(HOSTILE) == HOSTILE
+    x = np.random.default_rng(0).integers(-128, 128, size=(1, 8, 8, 4), dtype=np.int8)
+    expected = npu_byoc.build(npu_byoc.partition_for_npu(mod), backend="golden").run([x])[0]
+    got, _ = _run(out / "model_run", x, tmp_path)
+    np.testing.assert_array_equal(got.reshape(expected.shape), expected)
