@@ -91,6 +91,33 @@ def test_mobilenet_v2_on_the_rtl_is_bit_exact(mobilenet, mobilenet_rtl, tmp_path
     assert rtl_printed == c_printed  # "model_run: OK, N NPU cycles"
 
 
+# Small fixtures for what MobileNetV2 does not have: several partitions (one stream each, in
+# turn), uint8 at the boundary with a reshape left in main, a batch of 2, another configuration.
+OTHERS = [
+    ("op_split_int8.tflite", []),
+    ("tiny_cnn_uint8.tflite", []),
+    ("batch2_mean_int8.tflite", []),
+    ("tiny_cnn_int8.tflite", ["--hw", "array_rows=16", "--hw", "sram_bytes=128K"]),
+]
+
+
+@pytest.mark.parametrize("name,options", OTHERS, ids=[n for n, _ in OTHERS])
+def test_other_models_are_bit_exact_with_litert(name, options, tmp_path):
+    out = tmp_path / "lib"
+    assert main(["export", str(model_path(name)), "-o", str(out), *options]) == 0
+    _make(out)
+    if options:
+        assert "#define NPU_ARRAY_ROWS 16 " in (out / "npu_isa.h").read_text()
+    ref = reference(name)
+    assert ref["reference"].startswith("litert")
+    for xs, ys in zip(ref["inputs"], ref["outputs"]):
+        (tmp_path / "in.bin").write_bytes(b"".join(np.ascontiguousarray(x).tobytes() for x in xs))
+        subprocess.run([str(out / "model_run"), str(tmp_path / "in.bin"), str(tmp_path / "out.bin")], check=True,
+                       capture_output=True)  # fmt: skip
+        assert (tmp_path / "out.bin").read_bytes() == b"".join(np.ascontiguousarray(y).tobytes() for y in ys)
+    assert (out / "model.c").read_text().count("static const uint32_t npu_model_stream") == (3 if "split" in name else 1)
+
+
 def test_model_run_refuses_an_input_of_the_wrong_size(mobilenet, tmp_path):
     (tmp_path / "short.bin").write_bytes(b"\0" * 100)
     proc = subprocess.run([str(mobilenet / "model_run"), str(tmp_path / "short.bin"), str(tmp_path / "o.bin")],

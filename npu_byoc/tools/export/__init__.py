@@ -13,7 +13,8 @@ writes a directory a hardware team builds without Python or TVM (docs/export.md)
 - ``rtl/``, ``sim/``: the Verilog for this configuration and the Verilator harness;
 - ``Makefile``: ``make`` builds model_run with cc alone, ``make rtl`` model_run_rtl on the RTL.
 
-Only a model whose every run-time operator is in its one NPU partition exports (graph.py).
+Only a model whose every run-time operator is in an NPU partition exports (graph.py); its
+partitions run in turn, one command stream each.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ _TEMPLATES = {  # file written -> template (npu_byoc/codegen/templates)
 @dataclass(frozen=True)
 class ExportResult:
     directory: Path
-    partition: str
+    partitions: tuple[str, ...]  # the NPU partitions, in execution order
     files: tuple[str, ...]
     stream_words: int
     constant_bytes: int
@@ -64,71 +65,73 @@ def _const_lines(data: bytes) -> list[str]:
     ] or ["0"]
 
 
-def _tensor(arg: str, info, io, offset: int) -> dict:
+def _tensor(role: str, m: int, shape: tuple[int, ...], dtype: str, info, offset: int) -> dict:
+    nbytes = 1
+    for d in shape:
+        nbytes *= d
     return dict(
-        arg=arg,
-        name=info.name if info is not None else io.name,
-        dtype=io.dtype,
-        ctype="uint8_t" if io.dtype in FLIPPED_DTYPES else "int8_t",
-        shape=[int(d) for d in io.shape],
-        nbytes=_nbytes(io),
+        arg=f"{role}{m}",
+        name=info.name if info is not None else f"{role}{m}",
+        dtype=dtype,
+        ctype="uint8_t" if dtype in FLIPPED_DTYPES else "int8_t",
+        flip=dtype in FLIPPED_DTYPES,
+        shape=list(shape),
+        nbytes=nbytes,
         scale=float(info.scale) if info is not None and info.scale is not None else 0.0,
         zero_point=int(info.zero_point) if info is not None and info.zero_point is not None else 0,
         offset=offset,
     )
 
 
-def _nbytes(io) -> int:
-    n = 1
-    for d in io.shape:
-        n *= int(d)
-    return n
+def _tensors(role: str, declared, infos) -> list[dict]:
+    out, offset = [], 0
+    for m, (shape, dtype) in enumerate(declared):
+        out.append(_tensor(role, m, shape, dtype, infos[m] if m < len(infos) else None, offset))
+        offset += out[-1]["nbytes"]
+    return out
 
 
 def _context(graph: ExportGraph, mod, model: str, hw: HwConfig) -> dict:
-    plan = lower_partition(graph.partition, graph.func, hw)
-    schedule = schedule_partition(plan, hw)
-    rows, n_words = c_codegen.stream_rows(schedule)
     info = model_info(mod)
-    infos = {"input": info.inputs if info else (), "output": info.outputs if info else ()}
-    tensors = {"input": [], "output": []}
-    regions = []
-    for role, ios, bindings in (("input", plan.inputs, graph.inputs), ("output", plan.outputs, graph.outputs)):
-        by_model = sorted(bindings, key=lambda b: b.model)
-        offset = 0
-        for b in by_model:
-            io = ios[b.partition]
-            meta = infos[role][b.model] if b.model < len(infos[role]) else None
-            tensors[role].append(_tensor(f"{role}{b.model}", meta, io, offset))
-            offset += _nbytes(io)
-        for k, io in enumerate(ios):
-            model_index = next(b.model for b in bindings if b.partition == k)
-            io_index = k if role == "input" else len(plan.inputs) + k
-            if io.ref.region != 2 + io_index:
-                raise ExportError(f"{model}: partition {role} {k} is in region {io.ref.region}, expected {2 + io_index}")
-            regions.append(dict(
-                role=role, index=k, io=io_index, region=io.ref.region, arg=f"{role}{model_index}",
-                name=tensors[role][[t["arg"] for t in tensors[role]].index(f"{role}{model_index}")]["name"],
-                layout=io.ref.layout, image_bytes=int(io.ref.nbytes), flip=io.dtype in FLIPPED_DTYPES,
-            ))  # fmt: skip
-    if len(plan.inputs) != len(graph.inputs) or len({b.model for b in graph.inputs}) != len(tensors["input"]):
-        raise ExportError(f"{model}: cannot export: a model input feeds {graph.partition} twice")
+    inputs = _tensors("input", graph.inputs, info.inputs if info else ())
+    outputs = _tensors("output", [(shape, dtype) for _, shape, dtype in graph.outputs], info.outputs if info else ())
+    # Where each tensor's bytes live: a model input (its int8 copy if uint8), a model output, or a
+    # static buffer of the library for a tensor between partitions.
+    homes: dict = {("input", m): f"{t['arg']}_int8" if t["flip"] else t["arg"] for m, t in enumerate(inputs)}
+    homes.update({source: outputs[m]["arg"] for m, (source, _, _) in enumerate(graph.outputs)})
+    buffers, partitions = [], []
+    for c, call in enumerate(graph.calls):
+        plan = lower_partition(call.name, call.func, hw)
+        schedule = schedule_partition(plan, hw)
+        rows, n_words = c_codegen.stream_rows(schedule)
+        regions = []
+        ios = [("input", k, io, call.args[k]) for k, io in enumerate(plan.inputs)]
+        ios += [("output", k, io, ("output", c, k)) for k, io in enumerate(plan.outputs)]
+        for j, (role, k, io, source) in enumerate(ios):
+            if io.ref.region != 2 + j:
+                raise ExportError(f"{model}: {call.name} {role} {k} is in region {io.ref.region}, expected {2 + j}")
+            if source not in homes:  # a tensor only partitions read: the library holds it
+                homes[source] = f"npu_model_p{c}_output{k}"
+                buffers.append(dict(name=homes[source], nbytes=int(io.ref.nbytes) * plan.batch))
+            regions.append(dict(region=2 + j, role=role, index=k, home=homes[source], name=io.name,
+                                layout=io.ref.layout, image_bytes=int(io.ref.nbytes)))  # fmt: skip
+        partitions.append(dict(
+            index=c, name=call.name, stream=rows, n_words=n_words, max_cycles=stream_budget(schedule.steps, hw),
+            constants=_const_lines(schedule.constants), n_const=len(schedule.constants), batch=plan.batch,
+            scratch_bytes=plan.scratch_bytes, regions=regions,
+            layers=[dict(kind=op.kind, name=op.name, ifm="x".join(map(str, op.ifm.shape)),
+                         ofm="x".join(map(str, op.ofm.shape))) for op in plan.ops],
+        ))  # fmt: skip
     return dict(
         model=model,
-        partition=graph.partition,
-        layers=[dict(kind=op.kind, name=op.name, ifm="x".join(map(str, op.ifm.shape)),
-                     ofm="x".join(map(str, op.ofm.shape))) for op in plan.ops],  # fmt: skip
-        inputs=tensors["input"],
-        outputs=tensors["output"],
-        regions=regions,
-        flips=any(r["flip"] for r in regions),
-        stream=rows,
-        n_words=n_words,
-        max_cycles=stream_budget(schedule.steps, hw),
-        constants=_const_lines(schedule.constants),
-        n_const=len(schedule.constants),
-        scratch_bytes=max(plan.scratch_bytes, 1),
-        batch=plan.batch,
+        inputs=inputs,
+        outputs=outputs,
+        partitions=partitions,
+        buffers=buffers,
+        flips=any(t["flip"] for t in inputs + outputs),
+        n_words=sum(p["n_words"] for p in partitions),
+        n_const=sum(p["n_const"] for p in partitions),
+        scratch_bytes=max(1, *(p["scratch_bytes"] for p in partitions)),
         verilator_defines=verilator.VERILATOR_DEFINES,
     )
 
@@ -170,5 +173,5 @@ def export_model(mod, directory: str | Path, hw: HwConfig = DEFAULT_CONFIG, mode
         files += _copy_sources(out, hw)
     except OSError as err:
         raise ExportError(f"{directory}: cannot write ({err.strerror})") from None
-    return ExportResult(out, graph.partition, tuple(files), context["n_words"], context["n_const"],
-                        context["scratch_bytes"])  # fmt: skip
+    return ExportResult(out, tuple(c.name for c in graph.calls), tuple(files), context["n_words"],
+                        context["n_const"], context["scratch_bytes"])  # fmt: skip

@@ -27,7 +27,7 @@ def run(args, mod, hw) -> int:
     result = export_model(mod, args.directory, hw, model_name=Path(args.model).name)
     where = escape.text(result.directory)
     print(f"wrote {where}: {', '.join(f for f in result.files if '/' not in f)}, rtl/, sim/")
-    print(f"  NPU partition {result.partition}: {result.stream_words} stream words, {result.constant_bytes} "
-          f"constant bytes, {result.scratch_bytes} scratch bytes")  # fmt: skip
+    print(f"  {len(result.partitions)} NPU partition(s) ({', '.join(result.partitions)}): {result.stream_words} "
+          f"stream words, {result.constant_bytes} constant bytes, {result.scratch_bytes} scratch bytes")  # fmt: skip
     print(f"  build: make -C {where}   (then: {where}/model_run in.bin out.bin)")
     return 0
