@@ -11,10 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tvm
+from tvm import relax
 
 import npu_byoc
 from npu_byoc.cli import main
 from npu_byoc.frontends.bundled import bundled_model
+from npu_byoc.ops.composites import npu_functions
 from npu_byoc.runtime.verilator import find_verilator
 from npu_byoc.tools.export import ExportError, export_model
 from npu_byoc.util import escape
@@ -116,6 +118,52 @@ def test_other_models_are_bit_exact_with_litert(name, options, tmp_path):
                        capture_output=True)  # fmt: skip
         assert (tmp_path / "out.bin").read_bytes() == b"".join(np.ascontiguousarray(y).tobytes() for y in ys)
     assert (out / "model.c").read_text().count("static const uint32_t npu_model_stream") == (3 if "split" in name else 1)
+
+
+def test_float_boundary_of_an_onnx_model_is_left_to_the_caller(tmp_path):
+    """se_qdq.onnx takes and gives float32: the library takes the int8 input and gives the int8
+    output, declaring the scales and zero points of the boundary quantize / dequantize. Quantized
+    here, run, dequantized, it equals the golden model's run of the whole model (the boundary on
+    TVM's CPU) on every recorded sample."""
+    name = "se_qdq.onnx"
+    mod = npu_byoc.load_model(model_path(name))
+    result = export_model(mod, tmp_path / "lib", model_name=name)
+    (t_in,), (t_out,) = result.inputs, result.outputs
+    assert (t_in["dtype"], t_in["shape"], t_out["dtype"]) == ("int8", [1, 3, 8, 8], "int8")
+    header = (tmp_path / "lib" / "model.c").read_text()
+    assert f'{{"input", "int8", 4, input0_shape, NPU_MODEL_INPUT0_BYTES, {t_in["scale"]!r}, {t_in["zero_point"]}}}' in header
+    _make(tmp_path / "lib")
+    golden = npu_byoc.build(npu_byoc.partition_for_npu(mod), backend="golden")
+    for (x,), _ in zip(*[reference(name)[k] for k in ("inputs", "outputs")]):
+        q = np.clip(np.rint(x / np.float32(t_in["scale"])) + t_in["zero_point"], -128, 127).astype(np.int8)
+        got, _ = _run(tmp_path / "lib" / "model_run", q, tmp_path)
+        y = (got.astype(np.int32) - t_out["zero_point"]).astype(np.float32) * np.float32(t_out["scale"])
+        np.testing.assert_array_equal(y.reshape(t_out["shape"]), golden.run([x])[0])
+
+
+def test_a_tensor_between_two_streams_stays_in_the_library(tmp_path):
+    """main calls one NPU partition twice, the second on the first's output: two streams, the
+    tensor between them in a static buffer; equal to the golden model run twice."""
+    part = npu_byoc.partition_for_npu(qdq_conv2d(in_channels=8, out_channels=8))
+    (name,) = npu_functions(part)
+    gv = part.get_global_var(name)
+    x = relax.Var("x", relax.TensorType([1, 8, 8, 8], "int8"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.Call(gv, [x]))
+            z = bb.emit_output(relax.Call(gv, [y]))
+        bb.emit_func_output(z)
+    chained = tvm.IRModule({gv: part[name], tvm.ir.GlobalVar("main"): bb.get()["main"]})
+    result = export_model(chained, tmp_path / "lib")
+    assert result.partitions == (name, name)
+    assert "static uint8_t npu_model_p0_output0[512]" in (tmp_path / "lib" / "model.c").read_text()
+    _make(tmp_path / "lib")
+    once = npu_byoc.build(part, backend="golden")
+    x = np.random.default_rng(1).integers(-128, 128, size=(1, 8, 8, 8), dtype=np.int8)
+    expected = once.run([once.run([x])[0]])[0]
+    got, _ = _run(tmp_path / "lib" / "model_run", x, tmp_path)
+    np.testing.assert_array_equal(got.reshape(expected.shape), expected)
 
 
 def test_model_run_refuses_an_input_of_the_wrong_size(mobilenet, tmp_path):

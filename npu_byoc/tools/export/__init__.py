@@ -30,10 +30,11 @@ from ...codegen import c_codegen
 from ...codegen.lower import lower_partition
 from ...codegen.schedule import schedule_partition
 from ...frontends.load import model_info
+from ...ops.composites import npu_functions
 from ...ops.uint8 import FLIPPED_DTYPES
 from ...partition.pipeline import partition_for_npu
 from ...runtime import functional, verilator
-from .graph import ExportError, ExportGraph, read_graph
+from .graph import ExportError, ExportGraph, Tensor, read_graph
 
 __all__ = ["ExportError", "ExportResult", "export_model"]
 
@@ -56,6 +57,8 @@ class ExportResult:
     stream_words: int
     constant_bytes: int
     scratch_bytes: int
+    inputs: tuple[dict, ...] = ()  # as model.h declares them: name, dtype, shape, nbytes, scale, zero_point
+    outputs: tuple[dict, ...] = ()
 
 
 def _const_lines(data: bytes) -> list[str]:
@@ -65,28 +68,31 @@ def _const_lines(data: bytes) -> list[str]:
     ] or ["0"]
 
 
-def _tensor(role: str, m: int, shape: tuple[int, ...], dtype: str, info, offset: int) -> dict:
+def _tensor(role: str, m: int, tensor: Tensor, info, offset: int) -> dict:
+    """A model input or output for the templates: the library's int8 / uint8 view of it, with the
+    scale and zero point of the boundary (de)quantize, or else those the model file declares."""
     nbytes = 1
-    for d in shape:
+    for d in tensor.shape:
         nbytes *= d
+    scale, zero_point = tensor.qparams or (getattr(info, "scale", None), getattr(info, "zero_point", None))
     return dict(
         arg=f"{role}{m}",
         name=info.name if info is not None else f"{role}{m}",
-        dtype=dtype,
-        ctype="uint8_t" if dtype in FLIPPED_DTYPES else "int8_t",
-        flip=dtype in FLIPPED_DTYPES,
-        shape=list(shape),
+        dtype=tensor.dtype,
+        ctype="uint8_t" if tensor.dtype in FLIPPED_DTYPES else "int8_t",
+        flip=tensor.dtype in FLIPPED_DTYPES,
+        shape=list(tensor.shape),
         nbytes=nbytes,
-        scale=float(info.scale) if info is not None and info.scale is not None else 0.0,
-        zero_point=int(info.zero_point) if info is not None and info.zero_point is not None else 0,
+        scale=float(scale) if scale is not None else 0.0,
+        zero_point=int(zero_point) if zero_point is not None else 0,
         offset=offset,
     )
 
 
 def _tensors(role: str, declared, infos) -> list[dict]:
     out, offset = [], 0
-    for m, (shape, dtype) in enumerate(declared):
-        out.append(_tensor(role, m, shape, dtype, infos[m] if m < len(infos) else None, offset))
+    for m, tensor in enumerate(declared):
+        out.append(_tensor(role, m, tensor, infos[m] if m < len(infos) else None, offset))
         offset += out[-1]["nbytes"]
     return out
 
@@ -94,11 +100,13 @@ def _tensors(role: str, declared, infos) -> list[dict]:
 def _context(graph: ExportGraph, mod, model: str, hw: HwConfig) -> dict:
     info = model_info(mod)
     inputs = _tensors("input", graph.inputs, info.inputs if info else ())
-    outputs = _tensors("output", [(shape, dtype) for _, shape, dtype in graph.outputs], info.outputs if info else ())
+    outputs = _tensors("output", [t for _, t in graph.outputs], info.outputs if info else ())
     # Where each tensor's bytes live: a model input (its int8 copy if uint8), a model output, or a
     # static buffer of the library for a tensor between partitions.
     homes: dict = {("input", m): f"{t['arg']}_int8" if t["flip"] else t["arg"] for m, t in enumerate(inputs)}
-    homes.update({source: outputs[m]["arg"] for m, (source, _, _) in enumerate(graph.outputs)})
+    homes.update({source: outputs[m]["arg"] for m, (source, _) in enumerate(graph.outputs)})
+    notes = {("input", m): f"model input {m} '{t['name']}'" for m, t in enumerate(inputs)}
+    notes.update({source: f"model output {m} '{outputs[m]['name']}'" for m, (source, _) in enumerate(graph.outputs)})
     buffers, partitions = [], []
     for c, call in enumerate(graph.calls):
         plan = lower_partition(call.name, call.func, hw)
@@ -112,8 +120,9 @@ def _context(graph: ExportGraph, mod, model: str, hw: HwConfig) -> dict:
                 raise ExportError(f"{model}: {call.name} {role} {k} is in region {io.ref.region}, expected {2 + j}")
             if source not in homes:  # a tensor only partitions read: the library holds it
                 homes[source] = f"npu_model_p{c}_output{k}"
+                notes[source] = f"{homes[source]}, between streams"
                 buffers.append(dict(name=homes[source], nbytes=int(io.ref.nbytes) * plan.batch))
-            regions.append(dict(region=2 + j, role=role, index=k, home=homes[source], name=io.name,
+            regions.append(dict(region=2 + j, role=role, index=k, home=homes[source], note=notes[source],
                                 layout=io.ref.layout, image_bytes=int(io.ref.nbytes)))  # fmt: skip
         partitions.append(dict(
             index=c, name=call.name, stream=rows, n_words=n_words, max_cycles=stream_budget(schedule.steps, hw),
@@ -159,9 +168,10 @@ def _copy_sources(out: Path, hw: HwConfig) -> list[str]:
 
 
 def export_model(mod, directory: str | Path, hw: HwConfig = DEFAULT_CONFIG, model_name: str | None = None) -> ExportResult:
-    """Partition ``mod`` (from load_model) for ``hw`` and write its library into ``directory``."""
+    """Partition ``mod`` (from load_model) for ``hw`` and write its library into ``directory``.
+    A module partition_for_npu already partitioned (for ``hw``) is taken as it is."""
     model = model_name or "model"
-    part = partition_for_npu(mod, hw=hw)
+    part = mod if npu_functions(mod) else partition_for_npu(mod, hw=hw)
     graph = read_graph(part, model)
     context = _context(graph, mod, model, hw)
     out = Path(directory)
@@ -174,4 +184,5 @@ def export_model(mod, directory: str | Path, hw: HwConfig = DEFAULT_CONFIG, mode
     except OSError as err:
         raise ExportError(f"{directory}: cannot write ({err.strerror})") from None
     return ExportResult(out, tuple(c.name for c in graph.calls), tuple(files), context["n_words"],
-                        context["n_const"], context["scratch_bytes"])  # fmt: skip
+                        context["n_const"], context["scratch_bytes"], tuple(context["inputs"]),
+                        tuple(context["outputs"]))  # fmt: skip

@@ -3,7 +3,10 @@ partition calls, and where each one's inputs come from and the model's outputs.
 
 An exported model runs without TVM, so ``main`` may hold nothing but calls of NPU partitions
 and the plumbing between them (tuples, their items, aliases, and reshapes: a view of the same
-bytes). Any other operator would run on a CPU the library does not have: the export is refused
+bytes). A model with float inputs or outputs (ONNX QDQ) has a per-tensor ``quantize`` of each
+input and ``dequantize`` of each output in ``main``: the library takes and gives the quantized
+tensors and declares their scale and zero point, the caller converts (as with LiteRT's int8
+models). Any other operator would run on a CPU the library does not have: the export is refused
 with the list of those operators and the coverage report's reason for each.
 """
 
@@ -18,6 +21,7 @@ from ...errors import NpuByocError
 from ...ops.composites import npu_functions
 from ...partition.coverage import coverage_report
 from ...util import escape
+from ...util.relax_utils import Constant, constant_value
 
 CPU_OPS_SHOWN = 20  # the refusal lists this many operators, then counts the rest
 
@@ -42,21 +46,44 @@ class Call:
 
 
 @dataclass(frozen=True)
+class Tensor:
+    """A model input or output as the library takes or gives it."""
+
+    shape: tuple[int, ...]
+    dtype: str  # int8 or uint8
+    qparams: tuple[float, int] | None = None  # (scale, zero point) of a boundary (de)quantize
+
+
+@dataclass(frozen=True)
 class ExportGraph:
     calls: tuple[Call, ...]
-    inputs: tuple[tuple[tuple[int, ...], str], ...]  # model input m: shape, dtype
-    outputs: tuple[tuple[Source, tuple[int, ...], str], ...]  # model output m: source, shape, dtype
+    inputs: tuple[Tensor, ...]
+    outputs: tuple[tuple[Source, Tensor], ...]  # model output m: where its bytes come from
 
 
-def _shape_dtype(ty) -> tuple[tuple[int, ...], str]:
-    if not isinstance(ty, relax.TensorType) or ty.shape is None:
-        raise ExportError(f"a model input or output of type {escape.text(ty, 80)} is not a tensor of fixed shape")
-    return tuple(int(d) for d in ty.shape.values), str(ty.dtype)
+def _per_tensor(call: relax.Call) -> tuple[float, int] | None:
+    """(scale, zero point) of a quantize / dequantize with scalar constant parameters, else None."""
+    scale, zp = call.args[1], call.args[2]
+    if not (isinstance(scale, Constant) and isinstance(zp, Constant)):
+        return None
+    s, z = constant_value(scale), constant_value(zp)
+    return (float(s), int(z)) if s.size == 1 and z.size == 1 else None
+
+
+def _tensor(ty, model: str, what: str, qparams=None) -> Tensor:
+    if not isinstance(ty, relax.TensorType) or ty.shape is None or str(ty.dtype) not in ("int8", "uint8"):
+        raise ExportError(f"{model}: cannot export: {what} is {escape.text(ty, 80)}, not an int8 or uint8 tensor "
+                          "(nor quantized per tensor at the boundary)")  # fmt: skip
+    return Tensor(tuple(int(d) for d in ty.shape.values), str(ty.dtype), qparams)
 
 
 def _cpu_ops(part: tvm.IRModule) -> list[str]:
-    """Every operator the coverage report leaves on the CPU, with its reason."""
-    report = coverage_report(part)
+    """Every operator the coverage report leaves on the CPU, with its reason (none without the
+    partition log the report needs: a module partitioned by hand)."""
+    try:
+        report = coverage_report(part)
+    except ValueError:
+        return []
     return [f"{o.op} '{escape.text(o.name, 80)}' ({o.reason or 'no NPU pattern'})" for o in report.ops if not o.offloaded]
 
 
@@ -77,13 +104,14 @@ def read_graph(part: tvm.IRModule, model: str) -> ExportGraph:
     values: dict = {p: ("input", i) for i, p in enumerate(main.params)}  # var -> Source, or a tuple of them
     calls: list[Call] = []
     cpu: list[str] = []
+    quantized: dict[int, tuple] = {}  # model input m -> (its int8 type, scale and zero point)
     body = main.body
     for block in body.blocks if isinstance(body, relax.SeqExpr) else []:
         for b in block.bindings:
             value, held = b.value, None
             if isinstance(value, relax.Call) and isinstance(value.op, relax.GlobalVar) and value.op.name_hint in npu:
                 args = [values.get(a) for a in value.args]
-                if all(isinstance(a, tuple) and isinstance(a[0], str) for a in args):
+                if all(isinstance(a, tuple) and a[0] in ("input", "output") for a in args):
                     c = len(calls)
                     calls.append(Call(value.op.name_hint, npu[value.op.name_hint], tuple(args)))
                     ty = b.var.ty
@@ -91,6 +119,15 @@ def read_graph(part: tvm.IRModule, model: str) -> ExportGraph:
                         else ("output", c, 0)  # fmt: skip
             elif isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name in VIEWS:
                 held = values.get(value.args[0])
+            elif isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name == "relax.quantize":
+                source, q = values.get(value.args[0]), _per_tensor(value)  # a float model input, quantized
+                if q is not None and source is not None and source[0] == "input" and \
+                        quantized.setdefault(source[1], (b.var.ty, q)) == (b.var.ty, q):  # fmt: skip
+                    held = ("input", source[1])
+            elif isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name == "relax.dequantize":
+                source, q = values.get(value.args[0]), _per_tensor(value)  # an NPU output, dequantized: a model output only
+                if q is not None and source is not None and source[0] == "output":
+                    held = ("dequantized", source, q, value.args[0])
             elif isinstance(value, relax.TupleGetItem):
                 whole = values.get(value.tuple_value)
                 held = whole[value.index] if isinstance(whole, tuple) and isinstance(whole[0], tuple) else None
@@ -101,10 +138,10 @@ def read_graph(part: tvm.IRModule, model: str) -> ExportGraph:
                 held = values.get(value)
             if held is not None:
                 values[b.var] = held
-            elif isinstance(value, relax.Call):  # an operator, or an NPU call fed by one
-                cpu.append(str(value.op.name) if isinstance(value.op, tvm.ir.Op) else escape.text(value.op, 80))
-            elif not isinstance(value, (relax.Var, relax.TupleGetItem, relax.Tuple)):  # plumbing of a CPU value is not listed
-                cpu.append(type(value).__name__)
+            elif isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
+                cpu.append(str(value.op.name))
+            elif not isinstance(value, (relax.Call, relax.Var, relax.TupleGetItem, relax.Tuple)):
+                cpu.append(type(value).__name__)  # (an NPU call fed by a CPU operator, plumbing: not listed)
     if cpu:
         raise _refuse_cpu(model, part, cpu)
     if not calls:
@@ -118,10 +155,16 @@ def read_graph(part: tvm.IRModule, model: str) -> ExportGraph:
         leaves = [(values.get(f), f.ty) for f in fields]
     outputs = []
     for m, (source, ty) in enumerate(leaves):
-        if not (isinstance(source, tuple) and source[:1] == ("output",)):
+        qparams = None
+        if isinstance(source, tuple) and source[0] == "dequantized":
+            source, qparams, ty = source[1], source[2], source[3].ty
+        if not (isinstance(source, tuple) and source[0] == "output"):
             raise ExportError(f"{model}: cannot export: model output {m} is not computed by an NPU partition")
-        if any(source == s for s, _, _ in outputs):
+        if any(source == s for s, _ in outputs):
             raise ExportError(f"{model}: cannot export: model outputs repeat one tensor")
-        outputs.append((source, *_shape_dtype(ty)))
-    inputs = tuple(_shape_dtype(p.ty) for p in main.params)
-    return ExportGraph(tuple(calls), inputs, tuple(outputs))
+        outputs.append((source, _tensor(ty, model, f"model output {m}", qparams)))
+    inputs = []
+    for m, p in enumerate(main.params):
+        ty, qparams = quantized.get(m, (p.ty, None))
+        inputs.append(_tensor(ty, model, f"model input {m}", qparams))
+    return ExportGraph(tuple(calls), tuple(inputs), tuple(outputs))
