@@ -105,6 +105,8 @@ def _context(graph: ExportGraph, mod, model: str, hw: HwConfig) -> dict:
     # static buffer of the library for a tensor between partitions.
     homes: dict = {("input", m): f"{t['arg']}_int8" if t["flip"] else t["arg"] for m, t in enumerate(inputs)}
     homes.update({source: outputs[m]["arg"] for m, (source, _) in enumerate(graph.outputs)})
+    sizes = {("input", m): t["nbytes"] for m, t in enumerate(inputs)}
+    sizes.update({source: outputs[m]["nbytes"] for m, (source, _) in enumerate(graph.outputs)})
     notes = {("input", m): f"model input {m} '{t['name']}'" for m, t in enumerate(inputs)}
     notes.update({source: f"model output {m} '{outputs[m]['name']}'" for m, (source, _) in enumerate(graph.outputs)})
     buffers, partitions = [], []
@@ -121,7 +123,11 @@ def _context(graph: ExportGraph, mod, model: str, hw: HwConfig) -> dict:
             if source not in homes:  # a tensor only partitions read: the library holds it
                 homes[source] = f"npu_model_p{c}_output{k}"
                 notes[source] = f"{homes[source]}, between streams"
-                buffers.append(dict(name=homes[source], nbytes=int(io.ref.nbytes) * plan.batch))
+                sizes[source] = int(io.ref.nbytes) * plan.batch
+                buffers.append(dict(name=homes[source], nbytes=sizes[source]))
+            if int(io.ref.nbytes) * plan.batch != sizes[source]:  # every binding covers its tensor exactly
+                raise ExportError(f"{model}: {call.name} {role} {k} is {io.ref.nbytes} x {plan.batch} bytes, "
+                                  f"its tensor {sizes[source]}")  # fmt: skip
             regions.append(dict(region=2 + j, role=role, index=k, home=homes[source], note=notes[source],
                                 layout=io.ref.layout, image_bytes=int(io.ref.nbytes)))  # fmt: skip
         partitions.append(dict(
