@@ -147,6 +147,7 @@ def _context(graph: ExportGraph, mod, model: str, hw: HwConfig) -> dict:
         n_words=sum(p["n_words"] for p in partitions),
         n_const=sum(p["n_const"] for p in partitions),
         scratch_bytes=max(1, *(p["scratch_bytes"] for p in partitions)),
+        verilator_flags=verilator.VERILATOR_FLAGS,
         verilator_defines=verilator.VERILATOR_DEFINES,
     )
 
