@@ -96,52 +96,87 @@ def _refuse_cpu(model: str, part: tvm.IRModule, relax_ops: list[str]) -> ExportE
                        f"library runs only NPU partitions: {shown}")  # fmt: skip
 
 
+class _Reader:
+    """The walk over ``main``'s bindings: what each variable holds (a Source, a tuple of them, or
+    a dequantized NPU output), the partition calls, and the operators that would need a CPU."""
+
+    def __init__(self, main: relax.Function, npu: dict) -> None:
+        self.npu = npu
+        self.values: dict = {p: ("input", i) for i, p in enumerate(main.params)}
+        self.calls: list[Call] = []
+        self.quantized: dict[int, tuple] = {}  # model input m -> (its int8 type, (scale, zero point))
+
+    def npu_call(self, b, value):
+        args = [self.values.get(a) for a in value.args]
+        if not all(isinstance(a, tuple) and a[0] in ("input", "output") for a in args):
+            return None  # fed by a CPU operator, which is listed
+        c = len(self.calls)
+        self.calls.append(Call(value.op.name_hint, self.npu[value.op.name_hint], tuple(args)))
+        ty = b.var.ty
+        return tuple(("output", c, k) for k in range(len(ty.fields))) if isinstance(ty, relax.TupleType) else ("output", c, 0)
+
+    def view(self, b, value):  # the same bytes
+        return self.values.get(value.args[0])
+
+    def quantize(self, b, value):  # a float model input, quantized per tensor: the caller's work
+        source, q = self.values.get(value.args[0]), _per_tensor(value)
+        if q is None or source is None or source[0] != "input":
+            return None
+        key = (str(b.var.ty), q)
+        if self.quantized.setdefault(source[1], (b.var.ty, q, key))[2] != key:
+            return None  # quantized twice, two ways
+        return ("input", source[1])
+
+    def dequantize(self, b, value):  # an NPU output dequantized per tensor: a model output only
+        source, q = self.values.get(value.args[0]), _per_tensor(value)
+        if q is None or source is None or source[0] != "output":
+            return None
+        return ("dequantized", source, q, value.args[0])
+
+    def item(self, b, value):
+        whole = self.values.get(value.tuple_value)
+        return whole[value.index] if isinstance(whole, tuple) and isinstance(whole[0], tuple) else None
+
+    def fields(self, b, value):
+        fields = [self.values.get(f) for f in value.fields]
+        return tuple(fields) if all(f is not None for f in fields) else None
+
+    def alias(self, b, value):
+        return self.values.get(value)
+
+
+# The Relax operators main may hold besides partition calls: what the library does for them.
+_OP_RULES = {**{name: _Reader.view for name in VIEWS}, "relax.quantize": _Reader.quantize,
+             "relax.dequantize": _Reader.dequantize}  # fmt: skip
+_PLUMBING = ((relax.TupleGetItem, _Reader.item), (relax.Tuple, _Reader.fields), (relax.Var, _Reader.alias))
+
+
+def _rule(value, npu: dict):
+    if isinstance(value, relax.Call) and isinstance(value.op, relax.GlobalVar) and value.op.name_hint in npu:
+        return _Reader.npu_call
+    if isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
+        return _OP_RULES.get(value.op.name)
+    return next((rule for kind, rule in _PLUMBING if isinstance(value, kind)), None)
+
+
 def read_graph(part: tvm.IRModule, model: str) -> ExportGraph:
     """The NPU partition calls of ``part`` (a module from partition_for_npu) in order, and where
     the model's outputs come from; ExportError when anything in ``main`` would run on a CPU."""
     main = part["main"]
-    npu = npu_functions(part)
-    values: dict = {p: ("input", i) for i, p in enumerate(main.params)}  # var -> Source, or a tuple of them
-    calls: list[Call] = []
+    reader = _Reader(main, npu_functions(part))
     cpu: list[str] = []
-    quantized: dict[int, tuple] = {}  # model input m -> (its int8 type, scale and zero point)
     body = main.body
     for block in body.blocks if isinstance(body, relax.SeqExpr) else []:
         for b in block.bindings:
-            value, held = b.value, None
-            if isinstance(value, relax.Call) and isinstance(value.op, relax.GlobalVar) and value.op.name_hint in npu:
-                args = [values.get(a) for a in value.args]
-                if all(isinstance(a, tuple) and a[0] in ("input", "output") for a in args):
-                    c = len(calls)
-                    calls.append(Call(value.op.name_hint, npu[value.op.name_hint], tuple(args)))
-                    ty = b.var.ty
-                    held = tuple(("output", c, k) for k in range(len(ty.fields))) if isinstance(ty, relax.TupleType) \
-                        else ("output", c, 0)  # fmt: skip
-            elif isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name in VIEWS:
-                held = values.get(value.args[0])
-            elif isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name == "relax.quantize":
-                source, q = values.get(value.args[0]), _per_tensor(value)  # a float model input, quantized
-                if q is not None and source is not None and source[0] == "input" and \
-                        quantized.setdefault(source[1], (b.var.ty, q)) == (b.var.ty, q):  # fmt: skip
-                    held = ("input", source[1])
-            elif isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op) and value.op.name == "relax.dequantize":
-                source, q = values.get(value.args[0]), _per_tensor(value)  # an NPU output, dequantized: a model output only
-                if q is not None and source is not None and source[0] == "output":
-                    held = ("dequantized", source, q, value.args[0])
-            elif isinstance(value, relax.TupleGetItem):
-                whole = values.get(value.tuple_value)
-                held = whole[value.index] if isinstance(whole, tuple) and isinstance(whole[0], tuple) else None
-            elif isinstance(value, relax.Tuple):
-                fields = [values.get(f) for f in value.fields]
-                held = tuple(fields) if all(f is not None for f in fields) else None
-            elif isinstance(value, relax.Var):
-                held = values.get(value)
+            rule = _rule(b.value, reader.npu)
+            held = rule(reader, b, b.value) if rule is not None else None
             if held is not None:
-                values[b.var] = held
-            elif isinstance(value, relax.Call) and isinstance(value.op, tvm.ir.Op):
-                cpu.append(str(value.op.name))
-            elif not isinstance(value, (relax.Call, relax.Var, relax.TupleGetItem, relax.Tuple)):
-                cpu.append(type(value).__name__)  # (an NPU call fed by a CPU operator, plumbing: not listed)
+                reader.values[b.var] = held
+            elif isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op):
+                cpu.append(str(b.value.op.name))
+            elif rule is None:  # (an NPU call fed by a CPU operator, plumbing of a CPU value: not listed)
+                cpu.append(type(b.value).__name__)
+    values, calls, quantized = reader.values, reader.calls, reader.quantized
     if cpu:
         raise _refuse_cpu(model, part, cpu)
     if not calls:
@@ -165,6 +200,6 @@ def read_graph(part: tvm.IRModule, model: str) -> ExportGraph:
         outputs.append((source, _tensor(ty, model, f"model output {m}", qparams)))
     inputs = []
     for m, p in enumerate(main.params):
-        ty, qparams = quantized.get(m, (p.ty, None))
+        ty, qparams, _ = quantized.get(m, (p.ty, None, None))
         inputs.append(_tensor(ty, model, f"model input {m}", qparams))
     return ExportGraph(tuple(calls), tuple(inputs), tuple(outputs))
