@@ -189,6 +189,15 @@ def test_a_model_with_cpu_operators_is_refused_with_their_list(tmp_path, capsys)
     assert len(lines) == 1 and lines[0].startswith("npu-byoc: error: ") and "Softmax" in lines[0]
 
 
+def test_operators_computed_at_import_are_not_listed(tmp_path):
+    """dense_seq_int8.tflite: ten SHAPE / GATHER / PACK ... operators TVM's import computed as
+    constants (no run-time work), and one TRANSPOSE left on the CPU: only the TRANSPOSE counts."""
+    path = model_path("dense_seq_int8.tflite")
+    with pytest.raises(ExportError, match=r"cannot export: 1 operator\(s\) would run on the CPU.*: TRANSPOSE '[^']+' "
+                                          r"\(no NPU pattern for TRANSPOSE\)$"):  # fmt: skip
+        export_model(npu_byoc.load_model(path), tmp_path / "out", model_name=path.name)
+
+
 HOSTILE = 'x*/ #define npu_model_run evil /*\n"??/\\'
 
 

@@ -19,7 +19,7 @@ from tvm import relax
 
 from ...errors import NpuByocError
 from ...ops.composites import npu_functions
-from ...partition.coverage import coverage_report
+from ...partition.coverage import CONSTANT_REASON, coverage_report
 from ...util import escape
 from ...util.relax_utils import Constant, constant_value
 
@@ -78,13 +78,14 @@ def _tensor(ty, model: str, what: str, qparams=None) -> Tensor:
 
 
 def _cpu_ops(part: tvm.IRModule) -> list[str]:
-    """Every operator the coverage report leaves on the CPU, with its reason (none without the
-    partition log the report needs: a module partitioned by hand)."""
+    """Every operator the coverage report leaves on the CPU, with its reason, but those computed
+    at import (none without the partition log the report needs: a module partitioned by hand)."""
     try:
         report = coverage_report(part)
     except ValueError:
         return []
-    return [f"{o.op} '{escape.text(o.name, 80)}' ({o.reason or 'no NPU pattern'})" for o in report.ops if not o.offloaded]
+    return [f"{o.op} '{escape.text(o.name, 80)}' ({o.reason or 'no NPU pattern'})" for o in report.ops
+            if not o.offloaded and o.reason != CONSTANT_REASON]
 
 
 def _refuse_cpu(model: str, part: tvm.IRModule, relax_ops: list[str]) -> ExportError:
