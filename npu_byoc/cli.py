@@ -3,6 +3,7 @@
     npu-byoc demo                                   the main job on a bundled model
     npu-byoc coverage MODEL [--format text|json|md|html] [-o FILE]
     npu-byoc compile MODEL -o model.so [--backend functional]
+    npu-byoc export MODEL -o DIR                    a stand-alone C99 library of the NPU stream (docs/export.md)
     npu-byoc run MODEL --input x.npy [--input ...] [--backend functional|verilator|golden|cpu] [--output out.npy]
     npu-byoc compare MODEL --input x.npy [--reference ref.npy] [--format text|json]
     npu-byoc cosim MODEL --input x.npy [--reference ref.npy] [--report r.json] [--csv l.csv] [--plot u.png]
@@ -214,6 +215,12 @@ def cmd_compile(args) -> int:
     return 0
 
 
+def cmd_export(args) -> int:
+    from .tools.export.command import run
+
+    return run(args, _load(args), _hw(args))
+
+
 def cmd_partition(args) -> int:
     from . import partition_for_npu
 
@@ -366,6 +373,10 @@ def build_parser() -> argparse.ArgumentParser:
     from .tools.fuzz.command import add_parser as add_fuzz_parser
 
     add_fuzz_parser(sub)
+
+    from .tools.export.command import add_parser as add_export_parser
+
+    add_export_parser(sub, cmd_export, parse_input_shape)
     return p
 
 

@@ -71,7 +71,7 @@ class _Row:
     note: str | None
 
 
-def _stream_rows(schedule: Schedule) -> tuple[list[_Row], int]:
+def stream_rows(schedule: Schedule) -> tuple[list[_Row], int]:
     """One row per command: its words in hex and its disassembly, layer notes before."""
     words, starts = encode_with_starts(schedule.steps)
     notes = schedule.layer_notes(starts)
@@ -85,6 +85,11 @@ def _stream_rows(schedule: Schedule) -> tuple[list[_Row], int]:
     return rows, len(words)
 
 
+def render(template: str, **context) -> str:
+    """Render one of templates/ with the escaping rules above (the exporter's C, npu_byoc.tools.export)."""
+    return _env.get_template(template).render(**context)
+
+
 def _const_lines(data: bytes) -> list[str]:
     out = []
     for k in range(0, len(data), CONST_BYTES_PER_LINE):
@@ -96,7 +101,7 @@ def generate_source(plan: PartitionPlan, schedule: Schedule, model: str | None =
                     hw: HwConfig = DEFAULT_CONFIG) -> str:  # fmt: skip
     if not escape.is_c_identifier(plan.name):  # symbols are npu_byoc's own names, never a model's
         raise LoweringError(f"partition name {escape.text(plan.name)!r} is not a C identifier")
-    rows, n_words = _stream_rows(schedule)
+    rows, n_words = stream_rows(schedule)
     tensors = []
     for role, ios in (("input", plan.inputs), ("output", plan.outputs)):
         for io in ios:

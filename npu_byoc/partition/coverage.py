@@ -23,6 +23,8 @@ from ..ops.table import PATTERN_TABLE
 from ..util.relax_utils import NotConstant, dtype_of, op_name, shape_of
 
 SCHEMA_VERSION = 1
+# The reason of an operator TVM's import computed as a constant (it never runs: nothing to offload).
+CONSTANT_REASON = "constant: computed at import, no run-time work"
 
 
 @dataclass
@@ -169,7 +171,7 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
             continue
         producers = _skip_qdq(op.producers, info, qdq)
         if not op.vars:
-            ops.append(OpCoverage(op.index, op.name, op.op, False, None, "constant: computed at import, no run-time work", 0, producers))
+            ops.append(OpCoverage(op.index, op.name, op.op, False, None, CONSTANT_REASON, 0, producers))
             continue
         names = op.vars
         if not any(v in accepted or v in rejected for v in names):

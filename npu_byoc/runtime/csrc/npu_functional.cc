@@ -1,5 +1,9 @@
 // npu_functional.cc -- the C functional model of the NPU behind the driver API (npu_driver.h).
 //
+// One source, two languages: it is C99 and C++17 at once (no C++ feature, every cast
+// explicit), so that npu_byoc's model libraries compile it with g++ and an exported model
+// (`npu-byoc export`, docs/export.md) compiles it as npu_functional.c with the system cc alone.
+//
 // Executes a command stream exactly as the golden model of the stream does
 // (npu_byoc/runtime/machine.py, docs/isa.md): the same memory contents, the same status and
 // the same failing word index for every stream, checks made in the same order. The
@@ -8,8 +12,8 @@
 // Robustness: every register value is checked before it is used as a size or an address;
 // sizes are multiplied with saturation and addresses compared in 64 (DMA: 128) bits, so no
 // input stream can make it read or write outside the SRAM or a bound region, overflow a
-// signed integer or loop without bound. No exception escapes: the only allocation is the
-// machine state at the start of a call (std::nothrow).
+// signed integer or loop without bound. Nothing is allocated but the machine state of a call,
+// freed when it returns.
 //
 // Speed: per kick, the input tile is converted once to int16 (x - zero_point, so virtual
 // padding contributes 0 and is simply skipped) and the weights to int16 with the output
@@ -19,15 +23,14 @@
 // overflow. MobileNetV2-0.35 at 96x96 (10.7 M MACs) runs in about 7 ms on one core.
 //
 // Build standalone: g++ -O2 -shared -fPIC -std=c++17 -I<npu_byoc/codegen/templates>
-// (npu_byoc.runtime.functional does this), or link it into a model library.
+// (npu_byoc.runtime.functional does this), or link it into a model library; as C:
+// cc -std=c99 -O2 -x c -c npu_functional.cc (the C99 check: -Wall -Wextra -Werror -pedantic).
 
-#include <algorithm>
-#include <cstddef>
-#include <cstdint>
-#include <cstdlib>
-#include <cstring>
-#include <memory>
-#include <new>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "npu_driver.h"
 
@@ -78,7 +81,9 @@
 #define NPU_FUNCTIONAL_DMA_QUEUE_DEPTH NPU_DMA_QUEUE_DEPTH
 #endif
 
+#ifdef __cplusplus
 extern "C" {
+#endif
 
 // The functional model's own entry point, beyond the driver API: any hardware
 // configuration (npu_byoc.hwconfig.HwConfig), the command and cycle budgets, and the number of
@@ -110,37 +115,40 @@ uint32_t npu_functional_submit(const npu_functional_config_t *config, const uint
                                const npu_buffer_t *regions, size_t n_regions, npu_result_t *result,
                                uint64_t *kicks);
 
+#ifdef __cplusplus
 }  // extern "C"
-
-namespace {
+#endif
 
 // ---------------------------------------------------------------------------------------------
 // Cycle model: npu_byoc/runtime/cycles.py states these formulas; tests check both agree.
 
 // They are the RTL's cycles (hw/rtl, docs/cosim.md §5), exact.
 
-constexpr uint64_t kDmaSetupCycles = 5;
-constexpr uint64_t kAsyncIssueCycles = 3;  // cycles.ASYNC_ISSUE_CYCLES: a background DMA's start and checks
-constexpr uint64_t kQueueHandoffCycles = 2;  // cycles.QUEUE_HANDOFF_CYCLES: a queued transfer's checks, done
-constexpr uint64_t kMaxQueueDepth = 16;      // hwconfig.FIELD_RANGES["dma_queue_depth"]
-constexpr uint64_t kMacSetupCycles = 14;
-constexpr uint64_t kMacWeightLanes = 4;
-constexpr uint64_t kVectorSetupCycles = 8;
-constexpr uint64_t kLutBytes = 256;
-constexpr uint64_t kSoftmaxRecipCycles = 4;  // cycles.SOFTMAX_RECIP_CYCLES
+static const uint64_t kDmaSetupCycles = 5;
+static const uint64_t kAsyncIssueCycles = 3;  // cycles.ASYNC_ISSUE_CYCLES: a background DMA's start and checks
+static const uint64_t kQueueHandoffCycles = 2;  // cycles.QUEUE_HANDOFF_CYCLES: a queued transfer's checks, done
+#define NPU_FUNCTIONAL_MAX_QUEUE_DEPTH 16  // hwconfig.FIELD_RANGES["dma_queue_depth"]
+static const uint64_t kMacSetupCycles = 14;
+static const uint64_t kMacWeightLanes = 4;
+static const uint64_t kVectorSetupCycles = 8;
+static const uint64_t kLutBytes = 256;
+static const uint64_t kSoftmaxRecipCycles = 4;  // cycles.SOFTMAX_RECIP_CYCLES
 
-uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+static inline uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static inline uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+static inline uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
 // Blocks of a MAC kick: `cols` columns of (pixel, channel block) items, pixel-major, at most
 // kMacWeightLanes channel blocks per block (cycles.mac_blocks).
-uint64_t mac_blocks(uint64_t pixels, uint64_t channel_blocks, uint64_t cols) {
+static uint64_t mac_blocks(uint64_t pixels, uint64_t channel_blocks, uint64_t cols) {
     if (pixels == 0 || channel_blocks == 0) return 0;
     uint64_t blocks = 0, p = 0, cb = 0;
     while (cb < channel_blocks) {
         uint64_t n = 0, used = 0;
         while (n < cols && cb < channel_blocks && used < kMacWeightLanes) {
             used += 1;
-            const uint64_t take = std::min(cols - n, pixels - p);
+            const uint64_t take = min_u64(cols - n, pixels - p);
             n += take;
             p += take;
             if (p == pixels) {
@@ -156,85 +164,89 @@ uint64_t mac_blocks(uint64_t pixels, uint64_t channel_blocks, uint64_t cols) {
 // ---------------------------------------------------------------------------------------------
 // Integer helpers: exact, no undefined or implementation-defined behaviour.
 
-constexpr int64_t kInt32Min = -2147483647LL - 1;
-constexpr int64_t kInt32Max = 2147483647LL;
+static const int64_t kInt32Min = -2147483647LL - 1;
+static const int64_t kInt32Max = 2147483647LL;
 
 // Two's-complement wrap of the low 32 bits to int32 (numerics._wrap_i32).
-inline int32_t wrap_i32(uint64_t bits) {
-    const uint32_t u = static_cast<uint32_t>(bits);
-    return u >= 0x80000000u ? static_cast<int32_t>(static_cast<int64_t>(u) - 0x100000000LL)
-                            : static_cast<int32_t>(u);
+static inline int32_t wrap_i32(uint64_t bits) {
+    const uint32_t u = ((uint32_t)bits);
+    return u >= 0x80000000u ? ((int32_t)(((int64_t)u) - 0x100000000LL))
+                            : ((int32_t)u);
 }
 
-inline int32_t wrap_i32_signed(int64_t v) { return wrap_i32(static_cast<uint64_t>(v)); }
+static inline int32_t wrap_i32_signed(int64_t v) { return wrap_i32(((uint64_t)v)); }
 
 // Arithmetic shift right (floor division by 2^e) of a signed value, 0 <= e <= 62.
-inline int64_t asr(int64_t x, int e) { return x >= 0 ? (x >> e) : ~((~x) >> e); }
+static inline int64_t asr(int64_t x, int e) { return x >= 0 ? (x >> e) : ~((~x) >> e); }
 
 // gemmlowp SaturatingRoundingDoublingHighMul (fixed_point.saturating_rounding_doubling_high_mul).
-inline int32_t srdhm(int32_t a, int32_t b) {
-    if (a == kInt32Min && b == kInt32Min) return static_cast<int32_t>(kInt32Max);
-    const int64_t p = static_cast<int64_t>(a) * static_cast<int64_t>(b);
-    const int64_t nudge = p >= 0 ? (int64_t{1} << 30) : (1 - (int64_t{1} << 30));
-    return static_cast<int32_t>((p + nudge) / (int64_t{1} << 31));  // C division: toward zero
+static inline int32_t srdhm(int32_t a, int32_t b) {
+    if (a == kInt32Min && b == kInt32Min) return ((int32_t)kInt32Max);
+    const int64_t p = ((int64_t)a) * ((int64_t)b);
+    const int64_t nudge = p >= 0 ? (((int64_t)1) << 30) : (1 - (((int64_t)1) << 30));
+    return ((int32_t)((p + nudge) / (((int64_t)1) << 31)));  // C division: toward zero
 }
 
 // gemmlowp RoundingDivideByPOT, 0 <= e <= 31 (fixed_point.rounding_divide_by_pot).
-inline int32_t rdbpot(int32_t x, int e) {
-    const int64_t mask = (int64_t{1} << e) - 1;
-    const int64_t remainder = static_cast<int64_t>(static_cast<uint64_t>(static_cast<int64_t>(x)) &
-                                                   static_cast<uint64_t>(mask));
+static inline int32_t rdbpot(int32_t x, int e) {
+    const int64_t mask = (((int64_t)1) << e) - 1;
+    const int64_t remainder = ((int64_t)(((uint64_t)(((int64_t)x))) &
+                                                   ((uint64_t)mask)));
     const int64_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
-    return static_cast<int32_t>(asr(x, e) + (remainder > threshold ? 1 : 0));
+    return ((int32_t)(asr(x, e) + (remainder > threshold ? 1 : 0)));
 }
 
 // TFLite MultiplyByQuantizedMultiplier, double rounding; shift in [-31, 30], positive = left.
-inline int32_t mbqm(int32_t x, int32_t multiplier, int32_t shift) {
+static inline int32_t mbqm(int32_t x, int32_t multiplier, int32_t shift) {
     const int left = shift > 0 ? shift : 0;
     const int right = shift > 0 ? 0 : -shift;
-    const int32_t shifted = wrap_i32(static_cast<uint64_t>(static_cast<int64_t>(x)) << left);
+    const int32_t shifted = wrap_i32(((uint64_t)(((int64_t)x))) << left);
     return rdbpot(srdhm(shifted, multiplier), right);
 }
 
 // An FC requantize record's output scale, mantissa * 2^exponent (numerics.pack_fc_scale):
 // word1 = mantissa[31:0], word2 = mantissa[52:32] | exponent << 24. False when malformed.
-inline bool fc_record(int32_t word1, int32_t word2, uint64_t *mantissa, int *exponent) {
-    const uint32_t hi = static_cast<uint32_t>(word2);
-    *mantissa = static_cast<uint64_t>(static_cast<uint32_t>(word1)) | (static_cast<uint64_t>(hi & 0x1FFFFF) << 32);
-    *exponent = static_cast<int8_t>(hi >> 24);
+static inline bool fc_record(int32_t word1, int32_t word2, uint64_t *mantissa, int *exponent) {
+    const uint32_t hi = ((uint32_t)word2);
+    *mantissa = ((uint64_t)(((uint32_t)word1))) | (((uint64_t)(hi & 0x1FFFFF)) << 32);
+    *exponent = ((int8_t)(hi >> 24));
     return ((hi >> 21) & 7) == 0 && *exponent <= -53;
 }
 
 // round_half_away(fl64(x * mantissa * 2^exponent)): LiteRT's reference FULLY_CONNECTED output
 // scaling in integers (numerics.fc_scale). exponent <= -53, mantissa < 2^53.
-inline int32_t fc_scale(int32_t x, uint64_t mantissa, int exponent) {
-    const uint64_t a = x < 0 ? static_cast<uint64_t>(-static_cast<int64_t>(x)) : static_cast<uint64_t>(x);
-    unsigned __int128 p = static_cast<unsigned __int128>(a) * mantissa;  // < 2^84
+// 128-bit integers: a GCC / Clang extension (__extension__ keeps -pedantic quiet).
+__extension__ typedef unsigned __int128 npu_u128;
+__extension__ typedef __int128 npu_i128;
+
+static inline int32_t fc_scale(int32_t x, uint64_t mantissa, int exponent) {
+    const uint64_t a = x < 0 ? ((uint64_t)(-((int64_t)x))) : ((uint64_t)x);
+    npu_u128 p = ((npu_u128)a) * mantissa;  // < 2^84
     if (p == 0) return 0;
     int bits = 0;
-    for (unsigned __int128 t = p; t != 0; t >>= 1) ++bits;
+    for (npu_u128 t = p; t != 0; t >>= 1) ++bits;
     const int drop = bits - 53;
     if (drop > 0) {  // the double product: 53 significant bits, ties to even
-        const unsigned __int128 q = p >> drop, rem = p & ((static_cast<unsigned __int128>(1) << drop) - 1);
-        const unsigned __int128 half = static_cast<unsigned __int128>(1) << (drop - 1);
+        const npu_u128 q = p >> drop, rem = p & ((((npu_u128)1) << drop) - 1);
+        const npu_u128 half = ((npu_u128)1) << (drop - 1);
         p = q + ((rem > half || (rem == half && (q & 1))) ? 1 : 0);
         exponent += drop;
     }
     const int k = -exponent;  // >= 22; p < 2^54
-    const uint64_t r = k >= 64 ? 0 : static_cast<uint64_t>((p >> k) + ((p >> (k - 1)) & 1));
-    return static_cast<int32_t>(x < 0 ? -static_cast<int64_t>(r) : static_cast<int64_t>(r));
+    const uint64_t r = k >= 64 ? 0 : ((uint64_t)((p >> k) + ((p >> (k - 1)) & 1)));
+    return ((int32_t)(x < 0 ? -((int64_t)r) : ((int64_t)r)));
 }
 
-inline int32_t clamp_i32(int64_t v, int64_t lo, int64_t hi) {
-    return static_cast<int32_t>(v < lo ? lo : (v > hi ? hi : v));
+static inline int32_t clamp_i32(int64_t v, int64_t lo, int64_t hi) {
+    return ((int32_t)(v < lo ? lo : (v > hi ? hi : v)));
 }
 
-inline uint64_t sat_mul(uint64_t a, uint64_t b) {
+static inline uint64_t sat_mul(uint64_t a, uint64_t b) {
     if (a != 0 && b > UINT64_MAX / a) return UINT64_MAX;
     return a * b;
 }
 
-inline int64_t floor_div(int64_t a, int64_t b) {  // b > 0
+static inline int64_t floor_div(int64_t a, int64_t b) {  // b > 0
     return a >= 0 ? a / b : -((-a + b - 1) / b);
 }
 
@@ -242,39 +254,39 @@ inline int64_t floor_div(int64_t a, int64_t b) {  // b > 0
 // weights in [-128, 127]) are exact in int32; sums are taken modulo 2^32 in uint32 (the NPU's
 // wrapping int32 accumulator). The fixed-width inner blocks let the compiler use vector
 // instructions at -O2.
-constexpr uint64_t kBlock = 8;
+#define kBlock 8
 
 // Σ x[k]·w[k] for k < n, modulo 2^32.
-inline uint32_t dot(const int16_t *x, const int16_t *w, uint64_t n) {
-    uint32_t lanes[kBlock] = {};
+static inline uint32_t dot(const int16_t *x, const int16_t *w, uint64_t n) {
+    uint32_t lanes[kBlock] = {0};
     uint64_t k = 0;
     for (; k + kBlock <= n; k += kBlock)
-        for (uint64_t j = 0; j < kBlock; ++j) lanes[j] += static_cast<uint32_t>(x[k + j] * w[k + j]);
+        for (uint64_t j = 0; j < kBlock; ++j) lanes[j] += ((uint32_t)(x[k + j] * w[k + j]));
     uint32_t sum = 0;
     for (uint64_t j = 0; j < kBlock; ++j) sum += lanes[j];
-    for (; k < n; ++k) sum += static_cast<uint32_t>(x[k] * w[k]);
+    for (; k < n; ++k) sum += ((uint32_t)(x[k] * w[k]));
     return sum;
 }
 
 // acc[k] += x·w[k] for k < n, modulo 2^32.
-inline void scale_add(uint32_t *acc, int32_t x, const int16_t *w, uint64_t n) {
+static inline void scale_add(uint32_t *acc, int32_t x, const int16_t *w, uint64_t n) {
     uint64_t k = 0;
     for (; k + kBlock <= n; k += kBlock)
-        for (uint64_t j = 0; j < kBlock; ++j) acc[k + j] += static_cast<uint32_t>(x * w[k + j]);
-    for (; k < n; ++k) acc[k] += static_cast<uint32_t>(x * w[k]);
+        for (uint64_t j = 0; j < kBlock; ++j) acc[k + j] += ((uint32_t)(x * w[k + j]));
+    for (; k < n; ++k) acc[k] += ((uint32_t)(x * w[k]));
 }
 
 // acc[k] += x[k]·w[k] for k < n, modulo 2^32.
-inline void multiply_add(uint32_t *acc, const int16_t *x, const int16_t *w, uint64_t n) {
+static inline void multiply_add(uint32_t *acc, const int16_t *x, const int16_t *w, uint64_t n) {
     uint64_t k = 0;
     for (; k + kBlock <= n; k += kBlock)
-        for (uint64_t j = 0; j < kBlock; ++j) acc[k + j] += static_cast<uint32_t>(x[k + j] * w[k + j]);
-    for (; k < n; ++k) acc[k] += static_cast<uint32_t>(x[k] * w[k]);
+        for (uint64_t j = 0; j < kBlock; ++j) acc[k + j] += ((uint32_t)(x[k + j] * w[k + j]));
+    for (; k < n; ++k) acc[k] += ((uint32_t)(x[k] * w[k]));
 }
 
-inline int32_t read_le_i32(const uint8_t *p) {
-    const uint32_t u = static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
-                       (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+static inline int32_t read_le_i32(const uint8_t *p) {
+    const uint32_t u = ((uint32_t)p[0]) | (((uint32_t)p[1]) << 8) |
+                       (((uint32_t)p[2]) << 16) | (((uint32_t)p[3]) << 24);
     return wrap_i32(u);
 }
 
@@ -284,258 +296,297 @@ inline int32_t read_le_i32(const uint8_t *p) {
 // OFM_C <= NPU_SOFTMAX_MAX_CHANNELS), so every step stays in the domain gemmlowp asserts.
 
 // SaturatingRoundingMultiplyByPOT with a positive exponent: x * 2^e, saturated to int32.
-inline int32_t sat_left(int32_t x, int e) {
-    const int64_t threshold = (int64_t{1} << (31 - e)) - 1;
-    if (x > threshold) return static_cast<int32_t>(kInt32Max);
-    if (x < -threshold) return static_cast<int32_t>(kInt32Min);
-    return static_cast<int32_t>(static_cast<int64_t>(x) * (int64_t{1} << e));
+static inline int32_t sat_left(int32_t x, int e) {
+    const int64_t threshold = (((int64_t)1) << (31 - e)) - 1;
+    if (x > threshold) return ((int32_t)kInt32Max);
+    if (x < -threshold) return ((int32_t)kInt32Min);
+    return ((int32_t)(((int64_t)x) * (((int64_t)1) << e)));
 }
 
 // The table entry of the difference k = max - x as the datapath reads it.
-inline int32_t softmax_entry(const uint8_t *table, uint32_t k) {
-    if (k == 0) return static_cast<int32_t>(kInt32Max);
-    return static_cast<int32_t>(static_cast<uint32_t>(read_le_i32(table + 4 * k)) & 0x7FFFFFFFu);
+static inline int32_t softmax_entry(const uint8_t *table, uint32_t k) {
+    if (k == 0) return ((int32_t)kInt32Max);
+    return ((int32_t)(((uint32_t)(read_le_i32(table + 4 * k))) & 0x7FFFFFFFu));
 }
 
 // TFLite GetReciprocal of a Q12.19 sum in [2^19, 2^31): the Q0.31 scale and the output's
 // rounding exponent 23 + (12 - clz(sum)).
-inline void softmax_reciprocal(int32_t sum, int32_t *scale, int *exponent) {
+static inline void softmax_reciprocal(int32_t sum, int32_t *scale, int *exponent) {
     int clz = 0;
-    while (clz < 32 && !((static_cast<uint32_t>(sum) << clz) & 0x80000000u)) ++clz;
-    const uint32_t shifted = static_cast<uint32_t>(sum) << clz;  // in [2^31, 2^32)
-    const int32_t half = static_cast<int32_t>(shifted >> 1);        // RoundingHalfSum(shifted - 2^31, One)
+    while (clz < 32 && !((((uint32_t)sum) << clz) & 0x80000000u)) ++clz;
+    const uint32_t shifted = ((uint32_t)sum) << clz;  // in [2^31, 2^32)
+    const int32_t half = ((int32_t)(shifted >> 1));        // RoundingHalfSum(shifted - 2^31, One)
     int32_t x = 1515870810 + srdhm(half, -1010580540);               // 48/17 - 32/17 * d, Q2.29
-    for (int step = 0; step < 3; ++step) x = x + sat_left(srdhm(x, (int32_t{1} << 29) - srdhm(half, x)), 2);
+    for (int step = 0; step < 3; ++step) x = x + sat_left(srdhm(x, (((int32_t)1) << 29) - srdhm(half, x)), 2);
     *scale = sat_left(x, 1);
     *exponent = 35 - clz;
 }
 
 // RoundingDivideByPOT of a non-negative int32 by 2^e, 0 <= e <= 62.
-inline int64_t rdbpot_wide(int32_t x, int e) {
-    const int64_t mask = (int64_t{1} << e) - 1;
-    return (static_cast<int64_t>(x) >> e) + ((static_cast<int64_t>(x) & mask) > (mask >> 1) ? 1 : 0);
+static inline int64_t rdbpot_wide(int32_t x, int e) {
+    const int64_t mask = (((int64_t)1) << e) - 1;
+    return (((int64_t)x) >> e) + ((((int64_t)x) & mask) > (mask >> 1) ? 1 : 0);
 }
 
-inline int8_t as_i8(uint8_t b) { return static_cast<int8_t>(b >= 128 ? static_cast<int>(b) - 256 : b); }
-inline uint8_t as_u8(int32_t v) { return static_cast<uint8_t>(static_cast<uint32_t>(v) & 0xFFu); }
+static inline int8_t as_i8(uint8_t b) { return ((int8_t)(b >= 128 ? ((int)b) - 256 : b)); }
+static inline uint8_t as_u8(int32_t v) { return ((uint8_t)(((uint32_t)v) & 0xFFu)); }
 
+// ---------------------------------------------------------------------------------------------
 // ---------------------------------------------------------------------------------------------
 // The machine
 
-struct Span {
-    uint64_t lo = 0;
-    uint64_t hi = 0;  // exclusive
-};
+typedef struct span {
+    uint64_t lo;
+    uint64_t hi;  // exclusive
+} Span;
 
-struct Shape {
-    uint64_t h = 0, w = 0, c = 0;
-    uint64_t elements() const { return sat_mul(sat_mul(h, w), c); }
-};
+typedef struct shape {
+    uint64_t h, w, c;
+} Shape;
 
-struct Window {
-    uint64_t kh = 0, kw = 0, sh = 0, sw = 0, pt = 0, pl = 0, pb = 0, pr = 0;
-};
+static inline uint64_t shape_elements(const Shape *s) { return sat_mul(sat_mul(s->h, s->w), s->c); }
 
-struct Region {
-    uint8_t *data = nullptr;
-    uint64_t size = 0;
-};
+typedef struct window {
+    uint64_t kh, kw, sh, sw, pt, pl, pb, pr;
+} Window;
+
+typedef struct region {
+    uint8_t *data;
+    uint64_t size;
+} Region;
 
 // Host memory that grows to what the stream touches, never to sram_bytes up front: a 4 GiB SRAM
 // whose stream uses 1 KiB costs about 1 KiB. New bytes are zero (the SRAM is zero-filled at the
-// start of a stream, like the golden model's). grow() is false when the host has no memory for n
-// elements (the run then stops with OUT_OF_MEMORY).
-template <typename T>
-class Grown {
-public:
-    Grown() = default;
-    Grown(const Grown &) = delete;
-    Grown &operator=(const Grown &) = delete;
-    ~Grown() { std::free(data_); }
-    bool grow(uint64_t n, uint64_t cap) {
-        if (n <= size_) return true;
-        // doubling (up to cap) keeps a stream that touches ever higher addresses linear
-        uint64_t want = std::max(n, std::min(cap, size_ * 2));
-        if (want > SIZE_MAX / sizeof(T)) return false;
-        void *p = std::realloc(data_, static_cast<size_t>(want) * sizeof(T));
-        if (p == nullptr) return false;
-        data_ = static_cast<T *>(p);
-        std::memset(data_ + size_, 0, static_cast<size_t>(want - size_) * sizeof(T));
-        size_ = want;
-        return true;
-    }
-    T *data() const { return data_; }
+// start of a stream, like the golden model's). grown_grow() is false when the host has no memory
+// for n elements (the run then stops with OUT_OF_MEMORY).
+typedef struct grown {
+    void *data;
+    uint64_t size;  // elements
+    size_t elem;    // bytes per element
+} Grown;
 
-private:
-    T *data_ = nullptr;
-    uint64_t size_ = 0;
-};
+static bool grown_grow(Grown *g, uint64_t n, uint64_t cap) {
+    if (n <= g->size) return true;
+    // doubling (up to cap) keeps a stream that touches ever higher addresses linear
+    const uint64_t want = max_u64(n, min_u64(cap, g->size * 2));
+    if (want > SIZE_MAX / g->elem) return false;
+    void *p = realloc(g->data, (size_t)want * g->elem);
+    if (p == NULL) return false;
+    g->data = p;
+    memset((char *)p + (size_t)g->size * g->elem, 0, (size_t)(want - g->size) * g->elem);
+    g->size = want;
+    return true;
+}
 
 // The memory of one machine: the SRAM and the host-side scratch of the kernels, each as large
 // as the operands of the stream's kicks so far (the SRAM: its highest byte touched).
-struct Scratch {
-    Grown<uint8_t> sram;    // the SRAM bytes touched
-    Grown<int16_t> x16;     // an input operand as int16 (x - zero_point)
-    Grown<int16_t> w16;     // a weight operand as int16, output channel innermost
-    Grown<int32_t> table;   // requantize records (bias, multiplier, shift) per output channel
-    Grown<uint32_t> acc32;  // per-channel accumulators (CONV, DWCONV, FC)
-    Grown<int64_t> acc64;   // per-channel sums (pools, MEAN)
-};
+typedef struct scratch {
+    Grown sram;   // uint8_t: the SRAM bytes touched
+    Grown x16;    // int16_t: an input operand as int16 (x - zero_point)
+    Grown w16;    // int16_t: a weight operand as int16, output channel innermost
+    Grown table;  // int32_t: requantize records (bias, multiplier, shift) per output channel
+    Grown acc32;  // uint32_t: per-channel accumulators (CONV, DWCONV, FC)
+    Grown acc64;  // int64_t: per-channel sums (pools, MEAN)
+} Scratch;
 
-constexpr uint32_t kOk = NPU_STATUS_OK;
-constexpr uint32_t kOutOfMemory = NPU_STATUS_OUT_OF_MEMORY;
-constexpr uint32_t kInvalidParameter = NPU_STATUS_INVALID_PARAMETER;
+static void scratch_init(Scratch *m) {
+    const Grown none = {NULL, 0, 1};
+    m->sram = none;
+    m->x16 = none;
+    m->x16.elem = sizeof(int16_t);
+    m->w16 = none;
+    m->w16.elem = sizeof(int16_t);
+    m->table = none;
+    m->table.elem = sizeof(int32_t);
+    m->acc32 = none;
+    m->acc32.elem = sizeof(uint32_t);
+    m->acc64 = none;
+    m->acc64.elem = sizeof(int64_t);
+}
 
-inline uint32_t param_check(bool ok) { return ok ? kOk : kInvalidParameter; }
+static void scratch_free(Scratch *m) {
+    free(m->sram.data);
+    free(m->x16.data);
+    free(m->w16.data);
+    free(m->table.data);
+    free(m->acc32.data);
+    free(m->acc64.data);
+}
 
-class Machine {
-public:
-    Machine(const npu_functional_config_t &cfg, Scratch &scratch) : cfg_(cfg), m_(scratch) {}
+#define kOk ((uint32_t)NPU_STATUS_OK)
+#define kOutOfMemory ((uint32_t)NPU_STATUS_OUT_OF_MEMORY)
+#define kInvalidParameter ((uint32_t)NPU_STATUS_INVALID_PARAMETER)
 
-    void bind(const npu_buffer_t *regions, size_t n_regions) {
-        for (size_t r = 0; r < n_regions && r < NPU_MAX_REGIONS; ++r) {
-            regions_[r].data = static_cast<uint8_t *>(regions[r].data);
-            regions_[r].size = regions[r].data != nullptr ? static_cast<uint64_t>(regions[r].size) : 0;
-        }
+static inline uint32_t param_check(bool ok) { return ok ? kOk : kInvalidParameter; }
+
+// One machine: its configuration, memory, register file and bound regions.
+typedef struct machine {
+    const npu_functional_config_t *cfg;
+    Scratch *m;
+    uint32_t regs[256];
+    Region regions[NPU_MAX_REGIONS];
+} machine_t;
+
+static void machine_bind(machine_t *mc, const npu_buffer_t *regions, size_t n_regions) {
+    for (size_t r = 0; r < n_regions && r < NPU_MAX_REGIONS; ++r) {
+        mc->regions[r].data = (uint8_t *)regions[r].data;
+        mc->regions[r].size = regions[r].data != NULL ? (uint64_t)regions[r].size : 0;
     }
+}
 
-    void run(const uint32_t *w, size_t n, npu_result_t *res, uint64_t *kicks);
+// Register file: 32-bit words, read unsigned or sign-extended.
+static inline uint64_t reg_u(const machine_t *mc, uint32_t reg) { return mc->regs[reg]; }
+static inline int64_t reg_s(const machine_t *mc, uint32_t reg) {
+    const uint32_t v = mc->regs[reg];
+    return v >= 0x80000000u ? (int64_t)v - 0x100000000LL : (int64_t)v;
+}
 
-private:
-    // Register file: 32-bit words, read unsigned or sign-extended.
-    uint64_t u(uint32_t reg) const { return regs_[reg]; }
-    int64_t s(uint32_t reg) const {
-        const uint32_t v = regs_[reg];
-        return v >= 0x80000000u ? static_cast<int64_t>(v) - 0x100000000LL : static_cast<int64_t>(v);
-    }
+// Checks (machine.py's helpers, same order). A span in range is backed by host memory
+// from here on (pointers into the SRAM are taken after a kick's last sram_span).
+static uint32_t sram_span(machine_t *mc, uint64_t addr, uint64_t nbytes, Span *out) {
+    const uint64_t size = mc->cfg->sram_bytes;
+    if (nbytes > size || addr > size - nbytes) return NPU_STATUS_ADDRESS_OUT_OF_RANGE;
+    out->lo = addr;
+    out->hi = addr + nbytes;
+    return grown_grow(&mc->m->sram, out->hi, size) ? kOk : kOutOfMemory;
+}
+// Host scratch for a kick's operands of n elements (n <= sram_bytes: each is an SRAM operand).
+static uint32_t scratch_for(machine_t *mc, Grown *buf, uint64_t n) {
+    return grown_grow(buf, max_u64(n, 1), mc->cfg->sram_bytes) ? kOk : kOutOfMemory;
+}
+static inline bool overlaps(const Span *out, const Span *in) { return !(out->hi <= in->lo || in->hi <= out->lo); }
+static uint32_t check_int8(const machine_t *mc, uint32_t reg) {
+    return param_check(reg_s(mc, reg) >= -128 && reg_s(mc, reg) <= 127);
+}
+static uint32_t check_clamp(const machine_t *mc) {
+    const int64_t lo = reg_s(mc, NPU_REG_ACT_MIN), hi = reg_s(mc, NPU_REG_ACT_MAX);
+    return param_check(-128 <= lo && lo <= hi && hi <= 127);
+}
+static uint32_t check_shift(const machine_t *mc, uint32_t reg) {
+    return param_check(reg_s(mc, reg) >= -31 && reg_s(mc, reg) <= 30);
+}
+static uint32_t read_shape(const machine_t *mc, uint32_t reg_h, Shape *out) {
+    out->h = reg_u(mc, reg_h);
+    out->w = reg_u(mc, reg_h + 1);
+    out->c = reg_u(mc, reg_h + 2);
+    return param_check(out->h >= 1 && out->w >= 1 && out->c >= 1);
+}
 
-    uint32_t command(const uint32_t *w, size_t n, size_t i, uint32_t *op_out, size_t *fault_index);
-    uint32_t execute(uint32_t op);
-
-    // Checks (machine.py's helpers, same order). A span in range is backed by host memory
-    // from here on (pointers into the SRAM are taken after a kick's last sram_span).
-    uint32_t sram_span(uint64_t addr, uint64_t nbytes, Span *out) {
-        const uint64_t size = cfg_.sram_bytes;
-        if (nbytes > size || addr > size - nbytes) return NPU_STATUS_ADDRESS_OUT_OF_RANGE;
-        out->lo = addr;
-        out->hi = addr + nbytes;
-        return m_.sram.grow(out->hi, size) ? kOk : kOutOfMemory;
-    }
-    // Host scratch for a kick's operands of n elements (n <= sram_bytes: each is an SRAM operand).
-    template <typename T>
-    uint32_t scratch(Grown<T> &buf, uint64_t n) {
-        return buf.grow(std::max<uint64_t>(n, 1), cfg_.sram_bytes) ? kOk : kOutOfMemory;
-    }
-    static bool overlaps(const Span &out, const Span &in) { return !(out.hi <= in.lo || in.hi <= out.lo); }
-    uint32_t check_int8(uint32_t reg) const {
-        return param_check(s(reg) >= -128 && s(reg) <= 127);
-    }
-    uint32_t check_clamp() const {
-        const int64_t lo = s(NPU_REG_ACT_MIN), hi = s(NPU_REG_ACT_MAX);
-        return param_check(-128 <= lo && lo <= hi && hi <= 127);
-    }
-    uint32_t check_shift(uint32_t reg) const {
-        return param_check(s(reg) >= -31 && s(reg) <= 30);
-    }
-    uint32_t shape(uint32_t reg_h, Shape *out) const {
-        out->h = u(reg_h);
-        out->w = u(reg_h + 1);
-        out->c = u(reg_h + 2);
-        return param_check(out->h >= 1 && out->w >= 1 && out->c >= 1);
-    }
-    uint32_t window(uint64_t max_kernel, uint64_t max_stride, Window *win) const;
-    static uint32_t check_ofm_size(const Shape &ifm, const Shape &ofm, const Window &win);
-
-    // Operations
-    uint32_t dma(bool to_sram);
-    uint32_t mac(uint32_t opcode);
-    uint32_t pool(bool average);
-    uint32_t mean();
-    uint32_t add();
-    uint32_t mul();
-    uint32_t binary_registers(Shape *out) const;
-    uint32_t binary_operands(uint64_t nbytes, uint64_t channels, Span *a, Span *b, Span *out);
-    uint32_t lut();
-    uint32_t softmax();
-
-    uint64_t kick_cycles(uint32_t opcode) const;
-
-    const npu_functional_config_t &cfg_;
-    Scratch &m_;
-    uint32_t regs_[256] = {};
-    Region regions_[NPU_MAX_REGIONS];
-};
+static uint32_t execute(machine_t *mc, uint32_t op);
+static uint32_t kick_dma(machine_t *mc, bool to_sram);
+static uint32_t kick_mac(machine_t *mc, uint32_t opcode);
+static uint32_t kick_pool(machine_t *mc, bool average);
+static uint32_t kick_mean(machine_t *mc);
+static uint32_t kick_add(machine_t *mc);
+static uint32_t kick_mul(machine_t *mc);
+static uint32_t kick_lut(machine_t *mc);
+static uint32_t kick_softmax(machine_t *mc);
+static uint32_t binary_registers(const machine_t *mc, Shape *out);
+static uint32_t binary_operands(machine_t *mc, uint64_t nbytes, uint64_t channels, Span *a, Span *b, Span *out);
+static uint64_t kick_cycles(const machine_t *mc, uint32_t opcode);
 
 // ---------------------------------------------------------------------------------------------
 // The command loop (Machine.run / Machine._command)
 
-void Machine::run(const uint32_t *w, size_t n, npu_result_t *res, uint64_t *kicks) {
+static void finish(npu_result_t *res, uint32_t status, size_t index) {
+    res->status = status;
+    res->word_index = (uint32_t)index;
+}
+
+// When each DMA transfer issued completes, in order (cycles.Timeline's e_j); only the last
+// dma_queue_depth + 1 matter (at most dma_queue_depth are ever outstanding), kept in a ring.
+#define kRing (NPU_FUNCTIONAL_MAX_QUEUE_DEPTH + 1)
+typedef struct dma_ends {
+    uint64_t ends[kRing];
+    uint64_t issued;
+} dma_ends_t;
+
+// Timeline.drained: when at most `pending` transfers are outstanding.
+static uint64_t drained(const dma_ends_t *q, uint64_t depth, uint64_t pending) {
+    pending = min_u64(pending, depth);
+    return q->issued > pending ? q->ends[(q->issued - 1 - pending) % kRing] : 0;
+}
+
+static uint32_t command(machine_t *mc, const uint32_t *w, size_t n, size_t i, uint32_t *op_out, size_t *fault_index);
+
+static void machine_run(machine_t *mc, const uint32_t *w, size_t n, npu_result_t *res, uint64_t *kicks) {
     res->status = kOk;
     res->word_index = 0;
     res->cycles = 0;
     res->commands = 0;
-    auto finish = [res](uint32_t status, size_t index) {
-        res->status = status;
-        res->word_index = static_cast<uint32_t>(index);
-    };
     // Header
-    if (n >= 1 && w[0] != NPU_MAGIC) return finish(NPU_STATUS_BAD_MAGIC, 0);
-    if (n >= 2 && !((w[1] >> 16) == NPU_VERSION_MAJOR && (w[1] & 0xFFFFu) <= NPU_VERSION_MINOR))
-        return finish(NPU_STATUS_BAD_VERSION, 1);
-    if (n < NPU_HEADER_WORDS) return finish(NPU_STATUS_BAD_LENGTH, n);
-    if (static_cast<uint64_t>(w[2]) != static_cast<uint64_t>(n)) return finish(NPU_STATUS_BAD_LENGTH, 2);
+    if (n >= 1 && w[0] != NPU_MAGIC) {
+        finish(res, NPU_STATUS_BAD_MAGIC, 0);
+        return;
+    }
+    if (n >= 2 && !((w[1] >> 16) == NPU_VERSION_MAJOR && (w[1] & 0xFFFFu) <= NPU_VERSION_MINOR)) {
+        finish(res, NPU_STATUS_BAD_VERSION, 1);
+        return;
+    }
+    if (n < NPU_HEADER_WORDS) {
+        finish(res, NPU_STATUS_BAD_LENGTH, n);
+        return;
+    }
+    if ((uint64_t)w[2] != (uint64_t)n) {
+        finish(res, NPU_STATUS_BAD_LENGTH, 2);
+        return;
+    }
     uint64_t cycles = NPU_HEADER_WORDS;
-    // When each DMA transfer issued completes, in order (cycles.Timeline's e_j); only the last
-    // dma_queue_depth + 1 matter (at most dma_queue_depth are ever outstanding), kept in a ring.
-    constexpr uint64_t kRing = kMaxQueueDepth + 1;
-    uint64_t ends[kRing] = {};
-    uint64_t issued = 0;
-    auto drained = [&](uint64_t pending) -> uint64_t {  // Timeline.drained
-        pending = std::min<uint64_t>(pending, cfg_.dma_queue_depth);
-        return issued > pending ? ends[(issued - 1 - pending) % kRing] : 0;
-    };
+    const uint64_t depth = mc->cfg->dma_queue_depth;
+    dma_ends_t q;
+    memset(&q, 0, sizeof q);
     uint64_t commands = 0;
     size_t i = NPU_HEADER_WORDS;
     for (;;) {
         res->cycles = cycles;
         res->commands = commands;
-        if (i >= n) return finish(NPU_STATUS_MISSING_STOP, n);
-        if (commands >= cfg_.max_commands || cycles > cfg_.max_cycles) return finish(NPU_STATUS_CYCLE_LIMIT, i);
+        if (i >= n) {
+            finish(res, NPU_STATUS_MISSING_STOP, n);
+            return;
+        }
+        if (commands >= mc->cfg->max_commands || cycles > mc->cfg->max_cycles) {
+            finish(res, NPU_STATUS_CYCLE_LIMIT, i);
+            return;
+        }
         uint32_t op = 0;
         size_t fault_index = i;
-        const uint32_t status = command(w, n, i, &op, &fault_index);
-        if (status != kOk) return finish(status, fault_index);
+        const uint32_t status = command(mc, w, n, i, &op, &fault_index);
+        if (status != kOk) {
+            finish(res, status, fault_index);
+            return;
+        }
         commands += 1;
         const size_t words = op == NPU_OP_SET_REG ? 2 : 1;
         const bool async = op == NPU_OP_DMA_IN_ASYNC || op == NPU_OP_DMA_OUT_ASYNC;
         const bool engine = async || op == NPU_OP_DMA_IN || op == NPU_OP_DMA_OUT;
         // Commands that need the DMA queue wait for it (docs/isa.md, concurrency): a background
         // DMA for room, WAIT_DMA for DMA_WAIT_PENDING outstanding at most, the rest for none.
-        if (async) cycles = std::max(cycles, drained(cfg_.dma_queue_depth - 1));
-        else if (op == NPU_OP_WAIT_DMA) cycles = std::max(cycles, drained(u(NPU_REG_DMA_WAIT_PENDING)));
-        else if (engine || op == NPU_OP_STOP) cycles = std::max(cycles, drained(0));
+        if (async) cycles = max_u64(cycles, drained(&q, depth, depth - 1));
+        else if (op == NPU_OP_WAIT_DMA) cycles = max_u64(cycles, drained(&q, depth, reg_u(mc, NPU_REG_DMA_WAIT_PENDING)));
+        else if (engine || op == NPU_OP_STOP) cycles = max_u64(cycles, drained(&q, depth, 0));
         cycles += words;
         if (op == NPU_OP_STOP) {
             res->cycles = cycles;
             res->commands = commands;
-            return finish(kOk, i);
+            finish(res, kOk, i);
+            return;
         }
         if (op != NPU_OP_SET_REG && op != NPU_OP_NOP) {
-            const uint64_t own = kick_cycles(op);
+            const uint64_t own = kick_cycles(mc, op);
             if (engine) {  // queued behind a copy, it starts when that one completes
                 const uint64_t end = cycles - 1 + own;
-                const uint64_t last = drained(0);
-                ends[issued % kRing] = async ? std::max(end, last + own - kQueueHandoffCycles) : end;
-                issued += 1;
+                const uint64_t last = drained(&q, depth, 0);
+                q.ends[q.issued % kRing] = async ? max_u64(end, last + own - kQueueHandoffCycles) : end;
+                q.issued += 1;
             }
             cycles += async ? kAsyncIssueCycles : own;
-            if (kicks != nullptr) kicks[op] += 1;
+            if (kicks != NULL) kicks[op] += 1;
         }
         i += words;
     }
 }
 
-uint32_t Machine::command(const uint32_t *w, size_t n, size_t i, uint32_t *op_out, size_t *fault_index) {
+static uint32_t command(machine_t *mc, const uint32_t *w, size_t n, size_t i, uint32_t *op_out, size_t *fault_index) {
     const uint32_t word = w[i];
     const uint32_t op = npu_opcode_of(word);
     const uint32_t reserved = word & (op == NPU_OP_SET_REG ? NPU_SET_REG_RESERVED_MASK : NPU_KICK_RESERVED_MASK);
@@ -548,47 +599,47 @@ uint32_t Machine::command(const uint32_t *w, size_t n, size_t i, uint32_t *op_ou
             *fault_index = n;
             return NPU_STATUS_MISSING_STOP;
         }
-        regs_[reg] = w[i + 1];
+        mc->regs[reg] = w[i + 1];
         return kOk;
     }
     if (op == NPU_OP_NOP || op == NPU_OP_STOP) return kOk;
-    return execute(op);
+    return execute(mc, op);
 }
 
-uint32_t Machine::execute(uint32_t op) {
+static uint32_t execute(machine_t *mc, uint32_t op) {
     switch (op) {
     // Background DMAs copy at issue: a stream lets no kick touch the SRAM of a DMA in flight.
     case NPU_OP_DMA_IN:
-    case NPU_OP_DMA_IN_ASYNC: return dma(true);
+    case NPU_OP_DMA_IN_ASYNC: return kick_dma(mc, true);
     case NPU_OP_DMA_OUT:
-    case NPU_OP_DMA_OUT_ASYNC: return dma(false);
+    case NPU_OP_DMA_OUT_ASYNC: return kick_dma(mc, false);
     case NPU_OP_WAIT_DMA: return kOk;  // ordering only
     case NPU_OP_CONV:
     case NPU_OP_DWCONV:
-    case NPU_OP_FC: return mac(op);
-    case NPU_OP_AVGPOOL: return pool(true);
-    case NPU_OP_MAXPOOL: return pool(false);
-    case NPU_OP_MEAN: return mean();
-    case NPU_OP_ADD: return add();
-    case NPU_OP_MUL: return mul();
-    case NPU_OP_LUT: return lut();
-    case NPU_OP_SOFTMAX: return softmax();
-    default: return NPU_STATUS_INVALID_OPCODE;  // not reached: command() checked the opcode
+    case NPU_OP_FC: return kick_mac(mc, op);
+    case NPU_OP_AVGPOOL: return kick_pool(mc, true);
+    case NPU_OP_MAXPOOL: return kick_pool(mc, false);
+    case NPU_OP_MEAN: return kick_mean(mc);
+    case NPU_OP_ADD: return kick_add(mc);
+    case NPU_OP_MUL: return kick_mul(mc);
+    case NPU_OP_LUT: return kick_lut(mc);
+    case NPU_OP_SOFTMAX: return kick_softmax(mc);
+    default: return NPU_STATUS_INVALID_OPCODE;  // not reached: command(mc) checked the opcode
     }
 }
 
 // ---------------------------------------------------------------------------------------------
 // Shared checks
 
-uint32_t Machine::window(uint64_t max_kernel, uint64_t max_stride, Window *win) const {
-    win->kh = u(NPU_REG_KERNEL_H);
-    win->kw = u(NPU_REG_KERNEL_W);
-    win->sh = u(NPU_REG_STRIDE_H);
-    win->sw = u(NPU_REG_STRIDE_W);
-    win->pt = u(NPU_REG_PAD_TOP);
-    win->pl = u(NPU_REG_PAD_LEFT);
-    win->pb = u(NPU_REG_PAD_BOTTOM);
-    win->pr = u(NPU_REG_PAD_RIGHT);
+static uint32_t read_window(machine_t *mc, uint64_t max_kernel, uint64_t max_stride, Window *win) {
+    win->kh = reg_u(mc, NPU_REG_KERNEL_H);
+    win->kw = reg_u(mc, NPU_REG_KERNEL_W);
+    win->sh = reg_u(mc, NPU_REG_STRIDE_H);
+    win->sw = reg_u(mc, NPU_REG_STRIDE_W);
+    win->pt = reg_u(mc, NPU_REG_PAD_TOP);
+    win->pl = reg_u(mc, NPU_REG_PAD_LEFT);
+    win->pb = reg_u(mc, NPU_REG_PAD_BOTTOM);
+    win->pr = reg_u(mc, NPU_REG_PAD_RIGHT);
     if (!(win->kh >= 1 && win->kw >= 1 && win->kh <= max_kernel && win->kw <= max_kernel))
         return NPU_STATUS_INVALID_PARAMETER;
     if (!(win->sh >= 1 && win->sw >= 1 && win->sh <= max_stride && win->sw <= max_stride))
@@ -598,13 +649,13 @@ uint32_t Machine::window(uint64_t max_kernel, uint64_t max_stride, Window *win) 
     return kOk;
 }
 
-uint32_t Machine::check_ofm_size(const Shape &ifm, const Shape &ofm, const Window &win) {
+static uint32_t check_ofm_size(const Shape *ifm, const Shape *ofm, const Window *win) {
     // Every term is below 2^33 here (shape registers are 32-bit, pads < kernel <= 2^32).
-    const int64_t span_h = static_cast<int64_t>(ifm.h + win.pt + win.pb) - static_cast<int64_t>(win.kh);
-    const int64_t span_w = static_cast<int64_t>(ifm.w + win.pl + win.pr) - static_cast<int64_t>(win.kw);
-    const int64_t expect_h = floor_div(span_h, static_cast<int64_t>(win.sh)) + 1;
-    const int64_t expect_w = floor_div(span_w, static_cast<int64_t>(win.sw)) + 1;
-    if (static_cast<int64_t>(ofm.h) != expect_h || static_cast<int64_t>(ofm.w) != expect_w)
+    const int64_t span_h = ((int64_t)(ifm->h + win->pt + win->pb)) - ((int64_t)win->kh);
+    const int64_t span_w = ((int64_t)(ifm->w + win->pl + win->pr)) - ((int64_t)win->kw);
+    const int64_t expect_h = floor_div(span_h, ((int64_t)win->sh)) + 1;
+    const int64_t expect_w = floor_div(span_w, ((int64_t)win->sw)) + 1;
+    if (((int64_t)ofm->h) != expect_h || ((int64_t)ofm->w) != expect_w)
         return NPU_STATUS_INVALID_PARAMETER;
     return kOk;
 }
@@ -612,42 +663,41 @@ uint32_t Machine::check_ofm_size(const Shape &ifm, const Shape &ofm, const Windo
 // ---------------------------------------------------------------------------------------------
 // DMA_IN, DMA_OUT
 
-uint32_t Machine::dma(bool to_sram) {
-    const uint64_t region = u(NPU_REG_DMA_EXT_REGION);
-    if (region >= NPU_MAX_REGIONS || regions_[region].data == nullptr) return NPU_STATUS_INVALID_REGION;
+static uint32_t kick_dma(machine_t *mc, bool to_sram) {
+    const uint64_t region = reg_u(mc, NPU_REG_DMA_EXT_REGION);
+    if (region >= NPU_MAX_REGIONS || mc->regions[region].data == NULL) return NPU_STATUS_INVALID_REGION;
     if (!to_sram && region == NPU_REGION_CONST) return NPU_STATUS_INVALID_REGION;
-    const uint64_t n2 = u(NPU_REG_DMA_N2), n1 = u(NPU_REG_DMA_N1), n0 = u(NPU_REG_DMA_N0);
-    const int64_t s2 = s(NPU_REG_DMA_STRIDE2), s1 = s(NPU_REG_DMA_STRIDE1), s0 = s(NPU_REG_DMA_STRIDE0);
+    const uint64_t n2 = reg_u(mc, NPU_REG_DMA_N2), n1 = reg_u(mc, NPU_REG_DMA_N1), n0 = reg_u(mc, NPU_REG_DMA_N0);
+    const int64_t s2 = reg_s(mc, NPU_REG_DMA_STRIDE2), s1 = reg_s(mc, NPU_REG_DMA_STRIDE1), s0 = reg_s(mc, NPU_REG_DMA_STRIDE0);
     if (n0 == 0 || n1 == 0 || n2 == 0) return NPU_STATUS_INVALID_PARAMETER;
     Span block;
-    const uint32_t st = sram_span(u(NPU_REG_DMA_SRAM_ADDR), sat_mul(sat_mul(n2, n1), n0), &block);
+    const uint32_t st = sram_span(mc, reg_u(mc, NPU_REG_DMA_SRAM_ADDR), sat_mul(sat_mul(n2, n1), n0), &block);
     if (st != kOk) return st;
     // Lowest and highest external byte touched, exactly (counts <= 2^32, |strides| <= 2^31).
-    __extension__ typedef __int128 wide;
     const uint64_t counts[3] = {n2, n1, n0};
     const int64_t strides[3] = {s2, s1, s0};
-    const int64_t base = static_cast<int64_t>(u(NPU_REG_DMA_EXT_ADDR));
-    wide first = base, last = base;
+    const int64_t base = ((int64_t)(reg_u(mc, NPU_REG_DMA_EXT_ADDR)));
+    npu_i128 first = base, last = base;
     for (int k = 0; k < 3; ++k) {
-        const wide reach = static_cast<wide>(counts[k] - 1) * static_cast<wide>(strides[k]);
+        const npu_i128 reach = ((npu_i128)(counts[k] - 1)) * ((npu_i128)strides[k]);
         if (reach < 0) first += reach;
         else last += reach;
     }
-    const Region &buf = regions_[region];
-    if (first < 0 || last >= static_cast<wide>(buf.size)) return NPU_STATUS_ADDRESS_OUT_OF_RANGE;
+    const Region *buf = &mc->regions[region];
+    if (first < 0 || last >= ((npu_i128)buf->size)) return NPU_STATUS_ADDRESS_OUT_OF_RANGE;
     // Every partial address lies in [first, last]: plain int64 arithmetic from here on.
-    uint8_t *sram = m_.sram.data() + block.lo;
+    uint8_t *sram = ((uint8_t *)mc->m->sram.data) + block.lo;
     for (uint64_t i2 = 0; i2 < n2; ++i2) {
         for (uint64_t i1 = 0; i1 < n1; ++i1) {
-            const int64_t row = base + static_cast<int64_t>(i2) * s2 + static_cast<int64_t>(i1) * s1;
+            const int64_t row = base + ((int64_t)i2) * s2 + ((int64_t)i1) * s1;
             if (s0 == 1) {
-                uint8_t *ext = buf.data + row;
-                if (to_sram) std::memcpy(sram, ext, n0);
-                else std::memcpy(ext, sram, n0);
+                uint8_t *ext = buf->data + row;
+                if (to_sram) memcpy(sram, ext, n0);
+                else memcpy(ext, sram, n0);
                 sram += n0;
             } else {
                 for (uint64_t i0 = 0; i0 < n0; ++i0) {
-                    uint8_t *ext = buf.data + (row + static_cast<int64_t>(i0) * s0);
+                    uint8_t *ext = buf->data + (row + ((int64_t)i0) * s0);
                     if (to_sram) *sram = *ext;
                     else *ext = *sram;  // repeated addresses: the last write wins
                     ++sram;
@@ -661,25 +711,53 @@ uint32_t Machine::dma(bool to_sram) {
 // ---------------------------------------------------------------------------------------------
 // CONV, DWCONV, FC: multiply-accumulate + per-channel requantize
 
-uint32_t Machine::mac(uint32_t opcode) {
+// The per-channel requantize of a MAC kick's accumulators.
+typedef struct requant {
+    uint64_t channels;
+    const int32_t *table;  // (bias, multiplier, shift) per channel, checked
+    bool fc;               // FC records: LiteRT's double output scale (fc_record)
+    int32_t zp_out;
+    int64_t act_min, act_max;
+} Requant;
+
+// acc + bias, MBQM, + zero point, clamp: one output row of `channels` values.
+static inline void requantize(const Requant *rq, const uint32_t *acc, uint8_t *out) {
+    for (uint64_t c = 0; c < rq->channels; ++c) {
+        const int32_t *rec = rq->table + 3 * c;
+        const int32_t biased = wrap_i32((uint64_t)acc[c] + (uint32_t)rec[0]);
+        int32_t scaled;
+        if (rq->fc) {
+            uint64_t mantissa;
+            int exponent;
+            fc_record(rec[1], rec[2], &mantissa, &exponent);
+            scaled = fc_scale(biased, mantissa, exponent);
+        } else {
+            scaled = mbqm(biased, rec[1], rec[2]);
+        }
+        const int64_t v = (int64_t)scaled + rq->zp_out;
+        out[c] = as_u8(clamp_i32(v, rq->act_min, rq->act_max));
+    }
+}
+
+static uint32_t kick_mac(machine_t *mc, uint32_t opcode) {
     Shape ifm, ofm;
     uint32_t st;
-    if ((st = shape(NPU_REG_IFM_H, &ifm)) != kOk) return st;
-    if ((st = shape(NPU_REG_OFM_H, &ofm)) != kOk) return st;
-    if ((st = check_int8(NPU_REG_IFM_ZERO_POINT)) != kOk) return st;
-    if ((st = check_int8(NPU_REG_OFM_ZERO_POINT)) != kOk) return st;
-    if ((st = check_clamp()) != kOk) return st;
-    if (ifm.c > cfg_.max_channels || ofm.c > cfg_.max_channels) return NPU_STATUS_INVALID_PARAMETER;
+    if ((st = read_shape(mc, NPU_REG_IFM_H, &ifm)) != kOk) return st;
+    if ((st = read_shape(mc, NPU_REG_OFM_H, &ofm)) != kOk) return st;
+    if ((st = check_int8(mc, NPU_REG_IFM_ZERO_POINT)) != kOk) return st;
+    if ((st = check_int8(mc, NPU_REG_OFM_ZERO_POINT)) != kOk) return st;
+    if ((st = check_clamp(mc)) != kOk) return st;
+    if (ifm.c > mc->cfg->max_channels || ofm.c > mc->cfg->max_channels) return NPU_STATUS_INVALID_PARAMETER;
     Window win;
     uint64_t weight_bytes;
     if (opcode == NPU_OP_FC) {
         win.kh = win.kw = win.sh = win.sw = 1;
         if (!(ifm.h == 1 && ofm.h == 1 && ifm.w == ofm.w)) return NPU_STATUS_INVALID_PARAMETER;
-        if (ifm.c > cfg_.max_fc_features || ofm.c > cfg_.max_fc_features) return NPU_STATUS_INVALID_PARAMETER;
+        if (ifm.c > mc->cfg->max_fc_features || ofm.c > mc->cfg->max_fc_features) return NPU_STATUS_INVALID_PARAMETER;
         weight_bytes = sat_mul(ofm.c, ifm.c);
     } else {
-        if ((st = window(cfg_.max_kernel, cfg_.max_stride, &win)) != kOk) return st;
-        if ((st = check_ofm_size(ifm, ofm, win)) != kOk) return st;
+        if ((st = read_window(mc, mc->cfg->max_kernel, mc->cfg->max_stride, &win)) != kOk) return st;
+        if ((st = check_ofm_size(&ifm, &ofm, &win)) != kOk) return st;
         if (opcode == NPU_OP_DWCONV) {
             if (ifm.c != ofm.c) return NPU_STATUS_INVALID_PARAMETER;
             weight_bytes = sat_mul(sat_mul(ofm.c, win.kh), win.kw);
@@ -687,24 +765,24 @@ uint32_t Machine::mac(uint32_t opcode) {
             weight_bytes = sat_mul(sat_mul(sat_mul(ofm.c, win.kh), win.kw), ifm.c);
         }
     }
-    if (u(NPU_REG_REQUANT_ADDR) % 4 != 0) return NPU_STATUS_INVALID_PARAMETER;
+    if (reg_u(mc, NPU_REG_REQUANT_ADDR) % 4 != 0) return NPU_STATUS_INVALID_PARAMETER;
     Span in_span, w_span, rq_span, out_span;
-    if ((st = sram_span(u(NPU_REG_IFM_ADDR), ifm.elements(), &in_span)) != kOk) return st;
-    if ((st = sram_span(u(NPU_REG_WEIGHT_ADDR), weight_bytes, &w_span)) != kOk) return st;
-    if ((st = sram_span(u(NPU_REG_REQUANT_ADDR), sat_mul(ofm.c, NPU_REQUANT_RECORD_BYTES), &rq_span)) != kOk)
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_IFM_ADDR), shape_elements(&ifm), &in_span)) != kOk) return st;
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_WEIGHT_ADDR), weight_bytes, &w_span)) != kOk) return st;
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_REQUANT_ADDR), sat_mul(ofm.c, NPU_REQUANT_RECORD_BYTES), &rq_span)) != kOk)
         return st;
-    if ((st = sram_span(u(NPU_REG_OFM_ADDR), ofm.elements(), &out_span)) != kOk) return st;
-    if (overlaps(out_span, in_span) || overlaps(out_span, w_span) || overlaps(out_span, rq_span))
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_OFM_ADDR), shape_elements(&ofm), &out_span)) != kOk) return st;
+    if (overlaps(&out_span, &in_span) || overlaps(&out_span, &w_span) || overlaps(&out_span, &rq_span))
         return NPU_STATUS_INVALID_PARAMETER;
-    if ((st = scratch(m_.table, 3 * ofm.c)) != kOk || (st = scratch(m_.x16, in_span.hi - in_span.lo)) != kOk ||
-        (st = scratch(m_.w16, w_span.hi - w_span.lo)) != kOk || (st = scratch(m_.acc32, ofm.c)) != kOk)
+    if ((st = scratch_for(mc, &mc->m->table, 3 * ofm.c)) != kOk || (st = scratch_for(mc, &mc->m->x16, in_span.hi - in_span.lo)) != kOk ||
+        (st = scratch_for(mc, &mc->m->w16, w_span.hi - w_span.lo)) != kOk || (st = scratch_for(mc, &mc->m->acc32, ofm.c)) != kOk)
         return st;
     // The requantize table: (bias, multiplier, shift) per output channel; every shift checked
     // before anything is written.
     const uint64_t channels = ofm.c;  // <= sram_bytes / 12: the table fits the SRAM
-    int32_t *const table = m_.table.data();
+    int32_t *const table = ((int32_t *)mc->m->table.data);
     for (uint64_t c = 0; c < channels; ++c) {
-        const uint8_t *rec = m_.sram.data() + rq_span.lo + c * NPU_REQUANT_RECORD_BYTES;
+        const uint8_t *rec = ((uint8_t *)mc->m->sram.data) + rq_span.lo + c * NPU_REQUANT_RECORD_BYTES;
         table[3 * c + 0] = read_le_i32(rec);
         table[3 * c + 1] = read_le_i32(rec + 4);
         table[3 * c + 2] = read_le_i32(rec + 8);
@@ -716,71 +794,54 @@ uint32_t Machine::mac(uint32_t opcode) {
     }
 
     // Operands as int16: x - zero_point (padding then contributes 0 and is skipped), weights.
-    const int32_t zp_in = static_cast<int32_t>(s(NPU_REG_IFM_ZERO_POINT));
-    const int32_t zp_out = static_cast<int32_t>(s(NPU_REG_OFM_ZERO_POINT));
-    const int64_t act_min = s(NPU_REG_ACT_MIN), act_max = s(NPU_REG_ACT_MAX);
-    const uint8_t *x8 = m_.sram.data() + in_span.lo;
+    const int32_t zp_in = ((int32_t)(reg_s(mc, NPU_REG_IFM_ZERO_POINT)));
+    const int32_t zp_out = ((int32_t)(reg_s(mc, NPU_REG_OFM_ZERO_POINT)));
+    const int64_t act_min = reg_s(mc, NPU_REG_ACT_MIN), act_max = reg_s(mc, NPU_REG_ACT_MAX);
+    const uint8_t *x8 = ((uint8_t *)mc->m->sram.data) + in_span.lo;
     for (uint64_t k = 0, n = in_span.hi - in_span.lo; k < n; ++k)
-        m_.x16.data()[k] = static_cast<int16_t>(as_i8(x8[k]) - zp_in);
+        ((int16_t *)mc->m->x16.data)[k] = ((int16_t)(as_i8(x8[k]) - zp_in));
     // Weights with the output channel innermost, so that one input value updates a contiguous
     // run of accumulators: CONV [OC][KH][KW][IC] -> [KH][KW][IC][OC], DWCONV [C][KH][KW] ->
     // [KH][KW][C]. FC keeps [OC][IC] (long dot products along IC).
-    const uint8_t *w8 = m_.sram.data() + w_span.lo;
+    const uint8_t *w8 = ((uint8_t *)mc->m->sram.data) + w_span.lo;
     const uint64_t per_channel = (w_span.hi - w_span.lo) / channels;  // KH·KW·IC, KH·KW or IC
     if (opcode == NPU_OP_FC) {
-        for (uint64_t k = 0, n = w_span.hi - w_span.lo; k < n; ++k) m_.w16.data()[k] = as_i8(w8[k]);
+        for (uint64_t k = 0, n = w_span.hi - w_span.lo; k < n; ++k) ((int16_t *)mc->m->w16.data)[k] = as_i8(w8[k]);
     } else {
         for (uint64_t c = 0; c < channels; ++c)
-            for (uint64_t t = 0; t < per_channel; ++t) m_.w16.data()[t * channels + c] = as_i8(w8[c * per_channel + t]);
+            for (uint64_t t = 0; t < per_channel; ++t) ((int16_t *)mc->m->w16.data)[t * channels + c] = as_i8(w8[c * per_channel + t]);
     }
-    // acc + bias, MBQM, + zero point, clamp: one output row of `channels` values.
-    auto requantize = [&](const uint32_t *acc, uint8_t *out) {
-        for (uint64_t c = 0; c < channels; ++c) {
-            const int32_t *rec = table + 3 * c;
-            const int32_t biased = wrap_i32(static_cast<uint64_t>(acc[c]) + static_cast<uint32_t>(rec[0]));
-            int32_t scaled;
-            if (opcode == NPU_OP_FC) {
-                uint64_t mantissa;
-                int exponent;
-                fc_record(rec[1], rec[2], &mantissa, &exponent);
-                scaled = fc_scale(biased, mantissa, exponent);
-            } else {
-                scaled = mbqm(biased, rec[1], rec[2]);
-            }
-            const int64_t v = static_cast<int64_t>(scaled) + zp_out;
-            out[c] = as_u8(clamp_i32(v, act_min, act_max));
-        }
-    };
-    uint8_t *out = m_.sram.data() + out_span.lo;
-    const int16_t *x16 = m_.x16.data();
-    const int16_t *w16 = m_.w16.data();
-    uint32_t *acc = m_.acc32.data();  // one accumulator per output channel
+    const Requant rq = {channels, table, opcode == NPU_OP_FC, zp_out, act_min, act_max};
+    uint8_t *out = ((uint8_t *)mc->m->sram.data) + out_span.lo;
+    const int16_t *x16 = ((int16_t *)mc->m->x16.data);
+    const int16_t *w16 = ((int16_t *)mc->m->w16.data);
+    uint32_t *acc = ((uint32_t *)mc->m->acc32.data);  // one accumulator per output channel
 
     if (opcode == NPU_OP_FC) {
         const uint64_t rows = ofm.w, depth = ifm.c;
         for (uint64_t r = 0; r < rows; ++r, out += channels) {
             for (uint64_t c = 0; c < channels; ++c) acc[c] = dot(x16 + r * depth, w16 + c * depth, depth);
-            requantize(acc, out);
+            requantize(&rq, acc, out);
         }
         return kOk;
     }
 
     // CONV / DWCONV: the valid taps of output (oy, ox) are ky in [ky0, ky1), kx in [kx0, kx1).
-    const int64_t H = static_cast<int64_t>(ifm.h), W = static_cast<int64_t>(ifm.w);
-    const int64_t KW = static_cast<int64_t>(win.kw);
+    const int64_t H = ((int64_t)ifm.h), W = ((int64_t)ifm.w);
+    const int64_t KW = ((int64_t)win.kw);
     const uint64_t C = ifm.c;
     for (uint64_t oy = 0; oy < ofm.h; ++oy) {
-        const int64_t y0 = static_cast<int64_t>(oy * win.sh) - static_cast<int64_t>(win.pt);
+        const int64_t y0 = ((int64_t)(oy * win.sh)) - ((int64_t)win.pt);
         const int64_t ky0 = y0 < 0 ? -y0 : 0;
-        const int64_t ky1 = (H - y0 < static_cast<int64_t>(win.kh)) ? H - y0 : static_cast<int64_t>(win.kh);
+        const int64_t ky1 = (H - y0 < ((int64_t)win.kh)) ? H - y0 : ((int64_t)win.kh);
         for (uint64_t ox = 0; ox < ofm.w; ++ox, out += channels) {
-            const int64_t x0 = static_cast<int64_t>(ox * win.sw) - static_cast<int64_t>(win.pl);
+            const int64_t x0 = ((int64_t)(ox * win.sw)) - ((int64_t)win.pl);
             const int64_t kx0 = x0 < 0 ? -x0 : 0, kx1 = (W - x0 < KW) ? W - x0 : KW;
             for (uint64_t c = 0; c < channels; ++c) acc[c] = 0;
             for (int64_t ky = ky0; ky < ky1; ++ky) {
                 for (int64_t kx = kx0; kx < kx1; ++kx) {
-                    const int16_t *xr = x16 + static_cast<uint64_t>((y0 + ky) * W + x0 + kx) * C;
-                    const uint64_t tap = static_cast<uint64_t>(ky * KW + kx);
+                    const int16_t *xr = x16 + ((uint64_t)((y0 + ky) * W + x0 + kx)) * C;
+                    const uint64_t tap = ((uint64_t)(ky * KW + kx));
                     if (opcode == NPU_OP_CONV) {
                         const int16_t *wr = w16 + tap * C * channels;
                         for (uint64_t ic = 0; ic < C; ++ic) scale_add(acc, xr[ic], wr + ic * channels, channels);
@@ -789,7 +850,7 @@ uint32_t Machine::mac(uint32_t opcode) {
                     }
                 }
             }
-            requantize(acc, out);
+            requantize(&rq, acc, out);
         }
     }
     return kOk;
@@ -798,34 +859,34 @@ uint32_t Machine::mac(uint32_t opcode) {
 // ---------------------------------------------------------------------------------------------
 // AVGPOOL, MAXPOOL
 
-uint32_t Machine::pool(bool average) {
+static uint32_t kick_pool(machine_t *mc, bool average) {
     Shape ifm, ofm;
     Window win;
     uint32_t st;
-    if ((st = shape(NPU_REG_IFM_H, &ifm)) != kOk) return st;
-    if ((st = shape(NPU_REG_OFM_H, &ofm)) != kOk) return st;
-    if ((st = check_clamp()) != kOk) return st;
-    if ((st = window(cfg_.max_pool_window, cfg_.max_pool_stride, &win)) != kOk) return st;
-    if ((st = check_ofm_size(ifm, ofm, win)) != kOk) return st;
+    if ((st = read_shape(mc, NPU_REG_IFM_H, &ifm)) != kOk) return st;
+    if ((st = read_shape(mc, NPU_REG_OFM_H, &ofm)) != kOk) return st;
+    if ((st = check_clamp(mc)) != kOk) return st;
+    if ((st = read_window(mc, mc->cfg->max_pool_window, mc->cfg->max_pool_stride, &win)) != kOk) return st;
+    if ((st = check_ofm_size(&ifm, &ofm, &win)) != kOk) return st;
     if (ifm.c != ofm.c) return NPU_STATUS_INVALID_PARAMETER;
     Span in_span, out_span;
-    if ((st = sram_span(u(NPU_REG_IFM_ADDR), ifm.elements(), &in_span)) != kOk) return st;
-    if ((st = sram_span(u(NPU_REG_OFM_ADDR), ofm.elements(), &out_span)) != kOk) return st;
-    if (overlaps(out_span, in_span)) return NPU_STATUS_INVALID_PARAMETER;
-    if ((st = scratch(m_.acc64, ifm.c)) != kOk) return st;
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_IFM_ADDR), shape_elements(&ifm), &in_span)) != kOk) return st;
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_OFM_ADDR), shape_elements(&ofm), &out_span)) != kOk) return st;
+    if (overlaps(&out_span, &in_span)) return NPU_STATUS_INVALID_PARAMETER;
+    if ((st = scratch_for(mc, &mc->m->acc64, ifm.c)) != kOk) return st;
 
-    const int64_t act_min = s(NPU_REG_ACT_MIN), act_max = s(NPU_REG_ACT_MAX);
-    const int64_t H = static_cast<int64_t>(ifm.h), W = static_cast<int64_t>(ifm.w);
-    const int64_t KH = static_cast<int64_t>(win.kh), KW = static_cast<int64_t>(win.kw);
+    const int64_t act_min = reg_s(mc, NPU_REG_ACT_MIN), act_max = reg_s(mc, NPU_REG_ACT_MAX);
+    const int64_t H = ((int64_t)ifm.h), W = ((int64_t)ifm.w);
+    const int64_t KH = ((int64_t)win.kh), KW = ((int64_t)win.kw);
     const uint64_t C = ifm.c;
-    const uint8_t *x = m_.sram.data() + in_span.lo;
-    uint8_t *out = m_.sram.data() + out_span.lo;
-    int64_t *acc = m_.acc64.data();  // one per channel
+    const uint8_t *x = ((uint8_t *)mc->m->sram.data) + in_span.lo;
+    uint8_t *out = ((uint8_t *)mc->m->sram.data) + out_span.lo;
+    int64_t *acc = ((int64_t *)mc->m->acc64.data);  // one per channel
     for (uint64_t oy = 0; oy < ofm.h; ++oy) {
-        const int64_t y0 = static_cast<int64_t>(oy * win.sh) - static_cast<int64_t>(win.pt);
+        const int64_t y0 = ((int64_t)(oy * win.sh)) - ((int64_t)win.pt);
         const int64_t ky0 = y0 < 0 ? -y0 : 0, ky1 = (H - y0 < KH) ? H - y0 : KH;
         for (uint64_t ox = 0; ox < ofm.w; ++ox) {
-            const int64_t x0 = static_cast<int64_t>(ox * win.sw) - static_cast<int64_t>(win.pl);
+            const int64_t x0 = ((int64_t)(ox * win.sw)) - ((int64_t)win.pl);
             const int64_t kx0 = x0 < 0 ? -x0 : 0, kx1 = (W - x0 < KW) ? W - x0 : KW;
             // The window is never empty (pads < kernel and the OFM size formula hold); n >= 1
             // is kept explicit all the same, so that no division by zero can exist.
@@ -833,7 +894,7 @@ uint32_t Machine::pool(bool average) {
             for (uint64_t c = 0; c < C; ++c) acc[c] = average ? 0 : -128;
             for (int64_t ky = ky0; ky < ky1; ++ky) {
                 for (int64_t kx = kx0; kx < kx1; ++kx) {
-                    const uint8_t *xr = x + static_cast<uint64_t>((y0 + ky) * W + x0 + kx) * C;
+                    const uint8_t *xr = x + ((uint64_t)((y0 + ky) * W + x0 + kx)) * C;
                     if (average) {
                         for (uint64_t c = 0; c < C; ++c) acc[c] += as_i8(xr[c]);  // |sum| <= 128 * 256
                     } else {
@@ -860,39 +921,39 @@ uint32_t Machine::pool(bool average) {
 // ---------------------------------------------------------------------------------------------
 // MEAN
 
-uint32_t Machine::mean() {
+static uint32_t kick_mean(machine_t *mc) {
     Shape ifm;
     uint32_t st;
-    if ((st = shape(NPU_REG_IFM_H, &ifm)) != kOk) return st;
-    if ((st = check_int8(NPU_REG_IFM_ZERO_POINT)) != kOk) return st;
-    if ((st = check_int8(NPU_REG_OFM_ZERO_POINT)) != kOk) return st;
-    if ((st = check_clamp()) != kOk) return st;
-    if ((st = check_shift(NPU_REG_OFM_SHIFT)) != kOk) return st;
+    if ((st = read_shape(mc, NPU_REG_IFM_H, &ifm)) != kOk) return st;
+    if ((st = check_int8(mc, NPU_REG_IFM_ZERO_POINT)) != kOk) return st;
+    if ((st = check_int8(mc, NPU_REG_OFM_ZERO_POINT)) != kOk) return st;
+    if ((st = check_clamp(mc)) != kOk) return st;
+    if ((st = check_shift(mc, NPU_REG_OFM_SHIFT)) != kOk) return st;
     const uint64_t n = sat_mul(ifm.h, ifm.w);
-    if (n > cfg_.max_mean_elements) return NPU_STATUS_INVALID_PARAMETER;
+    if (n > mc->cfg->max_mean_elements) return NPU_STATUS_INVALID_PARAMETER;
     Span in_span, out_span;
-    if ((st = sram_span(u(NPU_REG_IFM_ADDR), ifm.elements(), &in_span)) != kOk) return st;
-    if ((st = sram_span(u(NPU_REG_OFM_ADDR), ifm.c, &out_span)) != kOk) return st;
-    if (overlaps(out_span, in_span)) return NPU_STATUS_INVALID_PARAMETER;
-    if ((st = scratch(m_.acc64, ifm.c)) != kOk) return st;
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_IFM_ADDR), shape_elements(&ifm), &in_span)) != kOk) return st;
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_OFM_ADDR), ifm.c, &out_span)) != kOk) return st;
+    if (overlaps(&out_span, &in_span)) return NPU_STATUS_INVALID_PARAMETER;
+    if ((st = scratch_for(mc, &mc->m->acc64, ifm.c)) != kOk) return st;
 
-    const int64_t zp_in = s(NPU_REG_IFM_ZERO_POINT), zp_out = s(NPU_REG_OFM_ZERO_POINT);
-    const int32_t multiplier = static_cast<int32_t>(s(NPU_REG_OFM_MULTIPLIER));
-    const int32_t shift = static_cast<int32_t>(s(NPU_REG_OFM_SHIFT));
-    const int64_t act_min = s(NPU_REG_ACT_MIN), act_max = s(NPU_REG_ACT_MAX);
+    const int64_t zp_in = reg_s(mc, NPU_REG_IFM_ZERO_POINT), zp_out = reg_s(mc, NPU_REG_OFM_ZERO_POINT);
+    const int32_t multiplier = ((int32_t)(reg_s(mc, NPU_REG_OFM_MULTIPLIER)));
+    const int32_t shift = ((int32_t)(reg_s(mc, NPU_REG_OFM_SHIFT)));
+    const int64_t act_min = reg_s(mc, NPU_REG_ACT_MIN), act_max = reg_s(mc, NPU_REG_ACT_MAX);
     const uint64_t C = ifm.c;
-    const uint8_t *x = m_.sram.data() + in_span.lo;
-    int64_t *total = m_.acc64.data();  // one per channel; n * C <= 2^32 elements: |total| < 2^39
+    const uint8_t *x = ((uint8_t *)mc->m->sram.data) + in_span.lo;
+    int64_t *total = ((int64_t *)mc->m->acc64.data);  // one per channel; n * C <= 2^32 elements: |total| < 2^39
     for (uint64_t c = 0; c < C; ++c) total[c] = 0;
     for (uint64_t p = 0; p < n; ++p) {
         const uint8_t *xr = x + p * C;
         for (uint64_t c = 0; c < C; ++c) total[c] += as_i8(xr[c]);
     }
-    uint8_t *out = m_.sram.data() + out_span.lo;
+    uint8_t *out = ((uint8_t *)mc->m->sram.data) + out_span.lo;
     for (uint64_t c = 0; c < C; ++c) {
-        const int32_t acc = wrap_i32_signed(static_cast<int64_t>(wrap_i32_signed(total[c])) -
-                                            zp_in * static_cast<int64_t>(n));
-        int64_t v = static_cast<int64_t>(mbqm(acc, multiplier, shift)) + zp_out;
+        const int32_t acc = wrap_i32_signed(((int64_t)(wrap_i32_signed(total[c]))) -
+                                            zp_in * ((int64_t)n));
+        int64_t v = ((int64_t)(mbqm(acc, multiplier, shift))) + zp_out;
         v = clamp_i32(v, -128, 127);
         out[c] = as_u8(clamp_i32(v, act_min, act_max));
     }
@@ -902,93 +963,93 @@ uint32_t Machine::mean() {
 // ---------------------------------------------------------------------------------------------
 // ADD
 
-uint32_t Machine::add() {
+static uint32_t kick_add(machine_t *mc) {
     Shape shp;
     uint32_t st;
-    if ((st = binary_registers(&shp)) != kOk) return st;
-    const int64_t left_shift = s(NPU_REG_LEFT_SHIFT);
+    if ((st = binary_registers(mc, &shp)) != kOk) return st;
+    const int64_t left_shift = reg_s(mc, NPU_REG_LEFT_SHIFT);
     if (!(left_shift >= 0 && left_shift <= 31)) return NPU_STATUS_INVALID_PARAMETER;
-    if ((st = check_shift(NPU_REG_IFM_SHIFT)) != kOk) return st;
-    if ((st = check_shift(NPU_REG_IFM2_SHIFT)) != kOk) return st;
-    if ((st = check_shift(NPU_REG_OFM_SHIFT)) != kOk) return st;
-    const uint64_t nbytes = shp.elements();
+    if ((st = check_shift(mc, NPU_REG_IFM_SHIFT)) != kOk) return st;
+    if ((st = check_shift(mc, NPU_REG_IFM2_SHIFT)) != kOk) return st;
+    if ((st = check_shift(mc, NPU_REG_OFM_SHIFT)) != kOk) return st;
+    const uint64_t nbytes = shape_elements(&shp);
     Span a_span, b_span, out_span;
-    if ((st = binary_operands(nbytes, shp.c, &a_span, &b_span, &out_span)) != kOk) return st;
-    const uint64_t b_mod = u(NPU_REG_IFM2_BROADCAST) ? shp.c : nbytes;  // broadcast: channel k % C
+    if ((st = binary_operands(mc, nbytes, shp.c, &a_span, &b_span, &out_span)) != kOk) return st;
+    const uint64_t b_mod = reg_u(mc, NPU_REG_IFM2_BROADCAST) ? shp.c : nbytes;  // broadcast: channel k % C
 
-    const int64_t zp1 = s(NPU_REG_IFM_ZERO_POINT), zp2 = s(NPU_REG_IFM2_ZERO_POINT);
-    const int64_t zp_out = s(NPU_REG_OFM_ZERO_POINT);
-    const int32_t m1 = static_cast<int32_t>(s(NPU_REG_IFM_MULTIPLIER));
-    const int32_t s1 = static_cast<int32_t>(s(NPU_REG_IFM_SHIFT));
-    const int32_t m2 = static_cast<int32_t>(s(NPU_REG_IFM2_MULTIPLIER));
-    const int32_t s2 = static_cast<int32_t>(s(NPU_REG_IFM2_SHIFT));
-    const int32_t mo = static_cast<int32_t>(s(NPU_REG_OFM_MULTIPLIER));
-    const int32_t so = static_cast<int32_t>(s(NPU_REG_OFM_SHIFT));
-    const int ls = static_cast<int>(left_shift);
-    const int64_t act_min = s(NPU_REG_ACT_MIN), act_max = s(NPU_REG_ACT_MAX);
-    const uint8_t *a = m_.sram.data() + a_span.lo;
-    const uint8_t *b = m_.sram.data() + b_span.lo;
-    uint8_t *out = m_.sram.data() + out_span.lo;
+    const int64_t zp1 = reg_s(mc, NPU_REG_IFM_ZERO_POINT), zp2 = reg_s(mc, NPU_REG_IFM2_ZERO_POINT);
+    const int64_t zp_out = reg_s(mc, NPU_REG_OFM_ZERO_POINT);
+    const int32_t m1 = ((int32_t)(reg_s(mc, NPU_REG_IFM_MULTIPLIER)));
+    const int32_t s1 = ((int32_t)(reg_s(mc, NPU_REG_IFM_SHIFT)));
+    const int32_t m2 = ((int32_t)(reg_s(mc, NPU_REG_IFM2_MULTIPLIER)));
+    const int32_t s2 = ((int32_t)(reg_s(mc, NPU_REG_IFM2_SHIFT)));
+    const int32_t mo = ((int32_t)(reg_s(mc, NPU_REG_OFM_MULTIPLIER)));
+    const int32_t so = ((int32_t)(reg_s(mc, NPU_REG_OFM_SHIFT)));
+    const int ls = ((int)left_shift);
+    const int64_t act_min = reg_s(mc, NPU_REG_ACT_MIN), act_max = reg_s(mc, NPU_REG_ACT_MAX);
+    const uint8_t *a = ((uint8_t *)mc->m->sram.data) + a_span.lo;
+    const uint8_t *b = ((uint8_t *)mc->m->sram.data) + b_span.lo;
+    uint8_t *out = ((uint8_t *)mc->m->sram.data) + out_span.lo;
     for (uint64_t k = 0; k < nbytes; ++k) {
-        const int32_t sa = wrap_i32(static_cast<uint64_t>(as_i8(a[k]) - zp1) << ls);
-        const int32_t sb = wrap_i32(static_cast<uint64_t>(as_i8(b[k % b_mod]) - zp2) << ls);
+        const int32_t sa = wrap_i32(((uint64_t)(as_i8(a[k]) - zp1)) << ls);
+        const int32_t sb = wrap_i32(((uint64_t)(as_i8(b[k % b_mod]) - zp2)) << ls);
         const int32_t ra = mbqm(sa, m1, s1);
         const int32_t rb = mbqm(sb, m2, s2);
-        const int32_t raw = wrap_i32_signed(static_cast<int64_t>(ra) + rb);
-        const int64_t v = static_cast<int64_t>(mbqm(raw, mo, so)) + zp_out;
+        const int32_t raw = wrap_i32_signed(((int64_t)ra) + rb);
+        const int64_t v = ((int64_t)(mbqm(raw, mo, so))) + zp_out;
         out[k] = as_u8(clamp_i32(v, act_min, act_max));
     }
     return kOk;
 }
 
 // ADD, MUL: the OFM shape, the three zero points and the clamp.
-uint32_t Machine::binary_registers(Shape *out) const {
+static uint32_t binary_registers(const machine_t *mc, Shape *out) {
     uint32_t st;
-    if ((st = shape(NPU_REG_OFM_H, out)) != kOk) return st;
-    if ((st = check_int8(NPU_REG_IFM_ZERO_POINT)) != kOk) return st;
-    if ((st = check_int8(NPU_REG_IFM2_ZERO_POINT)) != kOk) return st;
-    if ((st = check_int8(NPU_REG_OFM_ZERO_POINT)) != kOk) return st;
-    return check_clamp();
+    if ((st = read_shape(mc, NPU_REG_OFM_H, out)) != kOk) return st;
+    if ((st = check_int8(mc, NPU_REG_IFM_ZERO_POINT)) != kOk) return st;
+    if ((st = check_int8(mc, NPU_REG_IFM2_ZERO_POINT)) != kOk) return st;
+    if ((st = check_int8(mc, NPU_REG_OFM_ZERO_POINT)) != kOk) return st;
+    return check_clamp(mc);
 }
 
 // ADD, MUL: IFM2_BROADCAST is 0 (IFM2 has the OFM shape) or 1 (IFM2 is OFM_C bytes); then the
 // operand ranges in order (IFM, IFM2, OFM) and the output overlapping an input.
-uint32_t Machine::binary_operands(uint64_t nbytes, uint64_t channels, Span *a, Span *b, Span *out) {
-    const uint64_t broadcast = u(NPU_REG_IFM2_BROADCAST);
+static uint32_t binary_operands(machine_t *mc, uint64_t nbytes, uint64_t channels, Span *a, Span *b, Span *out) {
+    const uint64_t broadcast = reg_u(mc, NPU_REG_IFM2_BROADCAST);
     if (broadcast > 1) return NPU_STATUS_INVALID_PARAMETER;
     uint32_t st;
-    if ((st = sram_span(u(NPU_REG_IFM_ADDR), nbytes, a)) != kOk) return st;
-    if ((st = sram_span(u(NPU_REG_IFM2_ADDR), broadcast ? channels : nbytes, b)) != kOk) return st;
-    if ((st = sram_span(u(NPU_REG_OFM_ADDR), nbytes, out)) != kOk) return st;
-    if (overlaps(*out, *a) || overlaps(*out, *b)) return NPU_STATUS_INVALID_PARAMETER;
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_IFM_ADDR), nbytes, a)) != kOk) return st;
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_IFM2_ADDR), broadcast ? channels : nbytes, b)) != kOk) return st;
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_OFM_ADDR), nbytes, out)) != kOk) return st;
+    if (overlaps(out, a) || overlaps(out, b)) return NPU_STATUS_INVALID_PARAMETER;
     return kOk;
 }
 
 // ---------------------------------------------------------------------------------------------
 // MUL (reference_integer_ops::MulElementwise)
 
-uint32_t Machine::mul() {
+static uint32_t kick_mul(machine_t *mc) {
     Shape shp;
     uint32_t st;
-    if ((st = binary_registers(&shp)) != kOk) return st;
-    if ((st = check_shift(NPU_REG_OFM_SHIFT)) != kOk) return st;
-    const uint64_t nbytes = shp.elements();
+    if ((st = binary_registers(mc, &shp)) != kOk) return st;
+    if ((st = check_shift(mc, NPU_REG_OFM_SHIFT)) != kOk) return st;
+    const uint64_t nbytes = shape_elements(&shp);
     Span a_span, b_span, out_span;
-    if ((st = binary_operands(nbytes, shp.c, &a_span, &b_span, &out_span)) != kOk) return st;
-    const uint64_t b_mod = u(NPU_REG_IFM2_BROADCAST) ? shp.c : nbytes;
+    if ((st = binary_operands(mc, nbytes, shp.c, &a_span, &b_span, &out_span)) != kOk) return st;
+    const uint64_t b_mod = reg_u(mc, NPU_REG_IFM2_BROADCAST) ? shp.c : nbytes;
 
-    const int64_t zp1 = s(NPU_REG_IFM_ZERO_POINT), zp2 = s(NPU_REG_IFM2_ZERO_POINT);
-    const int64_t zp_out = s(NPU_REG_OFM_ZERO_POINT);
-    const int32_t mo = static_cast<int32_t>(s(NPU_REG_OFM_MULTIPLIER));
-    const int32_t so = static_cast<int32_t>(s(NPU_REG_OFM_SHIFT));
-    const int64_t act_min = s(NPU_REG_ACT_MIN), act_max = s(NPU_REG_ACT_MAX);
-    const uint8_t *a = m_.sram.data() + a_span.lo;
-    const uint8_t *b = m_.sram.data() + b_span.lo;
-    uint8_t *out = m_.sram.data() + out_span.lo;
+    const int64_t zp1 = reg_s(mc, NPU_REG_IFM_ZERO_POINT), zp2 = reg_s(mc, NPU_REG_IFM2_ZERO_POINT);
+    const int64_t zp_out = reg_s(mc, NPU_REG_OFM_ZERO_POINT);
+    const int32_t mo = ((int32_t)(reg_s(mc, NPU_REG_OFM_MULTIPLIER)));
+    const int32_t so = ((int32_t)(reg_s(mc, NPU_REG_OFM_SHIFT)));
+    const int64_t act_min = reg_s(mc, NPU_REG_ACT_MIN), act_max = reg_s(mc, NPU_REG_ACT_MAX);
+    const uint8_t *a = ((uint8_t *)mc->m->sram.data) + a_span.lo;
+    const uint8_t *b = ((uint8_t *)mc->m->sram.data) + b_span.lo;
+    uint8_t *out = ((uint8_t *)mc->m->sram.data) + out_span.lo;
     for (uint64_t k = 0; k < nbytes; ++k) {
         // |(x - zp1)(y - zp2)| <= 255^2: exact in int32
-        const int32_t prod = static_cast<int32_t>((as_i8(a[k]) - zp1) * (as_i8(b[k % b_mod]) - zp2));
-        const int64_t v = static_cast<int64_t>(mbqm(prod, mo, so)) + zp_out;
+        const int32_t prod = ((int32_t)((as_i8(a[k]) - zp1) * (as_i8(b[k % b_mod]) - zp2)));
+        const int64_t v = ((int64_t)(mbqm(prod, mo, so))) + zp_out;
         out[k] = as_u8(clamp_i32(v, act_min, act_max));
     }
     return kOk;
@@ -997,19 +1058,19 @@ uint32_t Machine::mul() {
 // ---------------------------------------------------------------------------------------------
 // LUT
 
-uint32_t Machine::lut() {
+static uint32_t kick_lut(machine_t *mc) {
     Shape shp;
     uint32_t st;
-    if ((st = shape(NPU_REG_OFM_H, &shp)) != kOk) return st;
-    const uint64_t nbytes = shp.elements();
+    if ((st = read_shape(mc, NPU_REG_OFM_H, &shp)) != kOk) return st;
+    const uint64_t nbytes = shape_elements(&shp);
     Span in_span, table_span, out_span;
-    if ((st = sram_span(u(NPU_REG_IFM_ADDR), nbytes, &in_span)) != kOk) return st;
-    if ((st = sram_span(u(NPU_REG_LUT_ADDR), 256, &table_span)) != kOk) return st;
-    if ((st = sram_span(u(NPU_REG_OFM_ADDR), nbytes, &out_span)) != kOk) return st;
-    if (overlaps(out_span, in_span) || overlaps(out_span, table_span)) return NPU_STATUS_INVALID_PARAMETER;
-    const uint8_t *x = m_.sram.data() + in_span.lo;
-    const uint8_t *table = m_.sram.data() + table_span.lo;
-    uint8_t *out = m_.sram.data() + out_span.lo;
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_IFM_ADDR), nbytes, &in_span)) != kOk) return st;
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_LUT_ADDR), 256, &table_span)) != kOk) return st;
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_OFM_ADDR), nbytes, &out_span)) != kOk) return st;
+    if (overlaps(&out_span, &in_span) || overlaps(&out_span, &table_span)) return NPU_STATUS_INVALID_PARAMETER;
+    const uint8_t *x = ((uint8_t *)mc->m->sram.data) + in_span.lo;
+    const uint8_t *table = ((uint8_t *)mc->m->sram.data) + table_span.lo;
+    uint8_t *out = ((uint8_t *)mc->m->sram.data) + out_span.lo;
     for (uint64_t k = 0; k < nbytes; ++k) out[k] = table[x[k] ^ 0x80u];  // entry x + 128 of int8 x
     return kOk;
 }
@@ -1017,32 +1078,32 @@ uint32_t Machine::lut() {
 // ---------------------------------------------------------------------------------------------
 // SOFTMAX: per row of OFM_C bytes, max, sum of entries / 2^12, reciprocal, scaled entries
 
-uint32_t Machine::softmax() {
+static uint32_t kick_softmax(machine_t *mc) {
     Shape shp;
     uint32_t st;
-    if ((st = shape(NPU_REG_OFM_H, &shp)) != kOk) return st;
-    if (shp.c > NPU_SOFTMAX_MAX_CHANNELS || u(NPU_REG_LUT_ADDR) % 4 != 0) return NPU_STATUS_INVALID_PARAMETER;
-    const uint64_t nbytes = shp.elements();
+    if ((st = read_shape(mc, NPU_REG_OFM_H, &shp)) != kOk) return st;
+    if (shp.c > NPU_SOFTMAX_MAX_CHANNELS || reg_u(mc, NPU_REG_LUT_ADDR) % 4 != 0) return NPU_STATUS_INVALID_PARAMETER;
+    const uint64_t nbytes = shape_elements(&shp);
     Span in_span, table_span, out_span;
-    if ((st = sram_span(u(NPU_REG_IFM_ADDR), nbytes, &in_span)) != kOk) return st;
-    if ((st = sram_span(u(NPU_REG_LUT_ADDR), NPU_SOFTMAX_TABLE_BYTES, &table_span)) != kOk) return st;
-    if ((st = sram_span(u(NPU_REG_OFM_ADDR), nbytes, &out_span)) != kOk) return st;
-    if (overlaps(out_span, in_span) || overlaps(out_span, table_span)) return NPU_STATUS_INVALID_PARAMETER;
-    const uint8_t *table = m_.sram.data() + table_span.lo;
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_IFM_ADDR), nbytes, &in_span)) != kOk) return st;
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_LUT_ADDR), NPU_SOFTMAX_TABLE_BYTES, &table_span)) != kOk) return st;
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_OFM_ADDR), nbytes, &out_span)) != kOk) return st;
+    if (overlaps(&out_span, &in_span) || overlaps(&out_span, &table_span)) return NPU_STATUS_INVALID_PARAMETER;
+    const uint8_t *table = ((uint8_t *)mc->m->sram.data) + table_span.lo;
     const uint64_t channels = shp.c;
     for (uint64_t row = 0; row < nbytes / channels; ++row) {
-        const uint8_t *x = m_.sram.data() + in_span.lo + row * channels;
-        uint8_t *out = m_.sram.data() + out_span.lo + row * channels;
+        const uint8_t *x = ((uint8_t *)mc->m->sram.data) + in_span.lo + row * channels;
+        uint8_t *out = ((uint8_t *)mc->m->sram.data) + out_span.lo + row * channels;
         int32_t max = -128;
-        for (uint64_t k = 0; k < channels; ++k) max = std::max<int32_t>(max, as_i8(x[k]));
+        for (uint64_t k = 0; k < channels; ++k) max = (as_i8(x[k]) > max ? as_i8(x[k]) : max);
         int32_t sum = 0;  // < 2^31: at most NPU_SOFTMAX_MAX_CHANNELS terms of at most 2^19
         for (uint64_t k = 0; k < channels; ++k)
-            sum += rdbpot(softmax_entry(table, static_cast<uint32_t>(max - as_i8(x[k]))), 12);
+            sum += rdbpot(softmax_entry(table, ((uint32_t)(max - as_i8(x[k])))), 12);
         int32_t scale;
         int exponent;
         softmax_reciprocal(sum, &scale, &exponent);
         for (uint64_t k = 0; k < channels; ++k) {
-            const int32_t e = softmax_entry(table, static_cast<uint32_t>(max - as_i8(x[k])));
+            const int32_t e = softmax_entry(table, ((uint32_t)(max - as_i8(x[k]))));
             out[k] = as_u8(clamp_i32(rdbpot_wide(srdhm(scale, e), exponent) - 128, -128, 127));
         }
     }
@@ -1055,96 +1116,100 @@ uint32_t Machine::softmax() {
 // bounded by the SRAM size: with any SRAM up to 2^26 bytes no product comes near 2^64 (beyond,
 // the estimate would wrap; it is never undefined).
 
-uint64_t Machine::kick_cycles(uint32_t opcode) const {
-    const uint64_t rows = cfg_.array_rows ? cfg_.array_rows : 1;
-    const uint64_t cols = cfg_.array_cols ? cfg_.array_cols : 1;
+static uint64_t kick_cycles(const machine_t *mc, uint32_t opcode) {
+    const uint64_t rows = mc->cfg->array_rows ? mc->cfg->array_rows : 1;
+    const uint64_t cols = mc->cfg->array_cols ? mc->cfg->array_cols : 1;
     const uint64_t lanes = cols;
     switch (opcode) {
     case NPU_OP_DMA_IN:
     case NPU_OP_DMA_OUT:
     case NPU_OP_DMA_IN_ASYNC:
     case NPU_OP_DMA_OUT_ASYNC: {
-        const uint64_t n0 = u(NPU_REG_DMA_N0);
-        const uint64_t beats = s(NPU_REG_DMA_STRIDE0) == 1 ? ceil_div(n0, cfg_.dma_bytes_per_cycle) : n0;
-        return kDmaSetupCycles + u(NPU_REG_DMA_N2) * u(NPU_REG_DMA_N1) * beats;
+        const uint64_t n0 = reg_u(mc, NPU_REG_DMA_N0);
+        const uint64_t beats = reg_s(mc, NPU_REG_DMA_STRIDE0) == 1 ? ceil_div(n0, mc->cfg->dma_bytes_per_cycle) : n0;
+        return kDmaSetupCycles + reg_u(mc, NPU_REG_DMA_N2) * reg_u(mc, NPU_REG_DMA_N1) * beats;
     }
     case NPU_OP_CONV:
     case NPU_OP_DWCONV:
     case NPU_OP_FC: {
-        const uint64_t pixels = opcode == NPU_OP_FC ? u(NPU_REG_OFM_W) : u(NPU_REG_OFM_H) * u(NPU_REG_OFM_W);
-        const uint64_t blocks = mac_blocks(pixels, ceil_div(u(NPU_REG_OFM_C), rows), cols);
-        uint64_t k = u(NPU_REG_IFM_C);  // the reduction's taps
-        if (opcode == NPU_OP_CONV) k = u(NPU_REG_KERNEL_H) * u(NPU_REG_KERNEL_W) * u(NPU_REG_IFM_C);
-        if (opcode == NPU_OP_DWCONV) k = u(NPU_REG_KERNEL_H) * u(NPU_REG_KERNEL_W);
-        return kMacSetupCycles + ceil_div(u(NPU_REG_OFM_C), cols) + rows + (blocks - 1) * std::max(k, rows) + k;
+        const uint64_t pixels = opcode == NPU_OP_FC ? reg_u(mc, NPU_REG_OFM_W) : reg_u(mc, NPU_REG_OFM_H) * reg_u(mc, NPU_REG_OFM_W);
+        const uint64_t blocks = mac_blocks(pixels, ceil_div(reg_u(mc, NPU_REG_OFM_C), rows), cols);
+        uint64_t k = reg_u(mc, NPU_REG_IFM_C);  // the reduction's taps
+        if (opcode == NPU_OP_CONV) k = reg_u(mc, NPU_REG_KERNEL_H) * reg_u(mc, NPU_REG_KERNEL_W) * reg_u(mc, NPU_REG_IFM_C);
+        if (opcode == NPU_OP_DWCONV) k = reg_u(mc, NPU_REG_KERNEL_H) * reg_u(mc, NPU_REG_KERNEL_W);
+        return kMacSetupCycles + ceil_div(reg_u(mc, NPU_REG_OFM_C), cols) + rows + (blocks - 1) * max_u64(k, rows) + k;
     }
     case NPU_OP_AVGPOOL:
     case NPU_OP_MAXPOOL:
-        return kVectorSetupCycles + u(NPU_REG_OFM_H) * u(NPU_REG_OFM_W) * ceil_div(u(NPU_REG_OFM_C), lanes) *
-                                        u(NPU_REG_KERNEL_H) * u(NPU_REG_KERNEL_W);
+        return kVectorSetupCycles + reg_u(mc, NPU_REG_OFM_H) * reg_u(mc, NPU_REG_OFM_W) * ceil_div(reg_u(mc, NPU_REG_OFM_C), lanes) *
+                                        reg_u(mc, NPU_REG_KERNEL_H) * reg_u(mc, NPU_REG_KERNEL_W);
     case NPU_OP_MEAN:
-        return kVectorSetupCycles + u(NPU_REG_IFM_H) * u(NPU_REG_IFM_W) * ceil_div(u(NPU_REG_IFM_C), lanes);
+        return kVectorSetupCycles + reg_u(mc, NPU_REG_IFM_H) * reg_u(mc, NPU_REG_IFM_W) * ceil_div(reg_u(mc, NPU_REG_IFM_C), lanes);
     case NPU_OP_ADD:
     case NPU_OP_MUL:
-        if (u(NPU_REG_IFM2_BROADCAST))  // pixel by pixel, the channel vector read again at each
-            return kVectorSetupCycles + u(NPU_REG_OFM_H) * u(NPU_REG_OFM_W) * ceil_div(u(NPU_REG_OFM_C), lanes);
-        return kVectorSetupCycles + ceil_div(u(NPU_REG_OFM_H) * u(NPU_REG_OFM_W) * u(NPU_REG_OFM_C), lanes);
+        if (reg_u(mc, NPU_REG_IFM2_BROADCAST))  // pixel by pixel, the channel vector read again at each
+            return kVectorSetupCycles + reg_u(mc, NPU_REG_OFM_H) * reg_u(mc, NPU_REG_OFM_W) * ceil_div(reg_u(mc, NPU_REG_OFM_C), lanes);
+        return kVectorSetupCycles + ceil_div(reg_u(mc, NPU_REG_OFM_H) * reg_u(mc, NPU_REG_OFM_W) * reg_u(mc, NPU_REG_OFM_C), lanes);
     case NPU_OP_LUT:
         return kVectorSetupCycles + ceil_div(kLutBytes, lanes) +
-               ceil_div(u(NPU_REG_OFM_H) * u(NPU_REG_OFM_W) * u(NPU_REG_OFM_C), lanes);
+               ceil_div(reg_u(mc, NPU_REG_OFM_H) * reg_u(mc, NPU_REG_OFM_W) * reg_u(mc, NPU_REG_OFM_C), lanes);
     case NPU_OP_SOFTMAX:  // the table, then per row: max, sum, reciprocal, output
         return kVectorSetupCycles + ceil_div(NPU_SOFTMAX_TABLE_BYTES, lanes) +
-               u(NPU_REG_OFM_H) * u(NPU_REG_OFM_W) * (3 * ceil_div(u(NPU_REG_OFM_C), lanes) + kSoftmaxRecipCycles);
+               reg_u(mc, NPU_REG_OFM_H) * reg_u(mc, NPU_REG_OFM_W) * (3 * ceil_div(reg_u(mc, NPU_REG_OFM_C), lanes) + kSoftmaxRecipCycles);
     default: return 0;
     }
 }
 
-}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // Entry points
 
-extern "C" uint32_t npu_functional_submit(const npu_functional_config_t *config, const uint32_t *stream,
+uint32_t npu_functional_submit(const npu_functional_config_t *config, const uint32_t *stream,
                                           size_t n_words, const npu_buffer_t *regions, size_t n_regions,
                                           npu_result_t *result, uint64_t *kicks) {
     npu_result_t local;
-    npu_result_t *res = result != nullptr ? result : &local;
+    npu_result_t *res = result != NULL ? result : &local;
     res->status = NPU_STATUS_CYCLE_LIMIT;
     res->word_index = 0;
     res->cycles = 0;
     res->commands = 0;
-    if (config == nullptr || config->sram_bytes == 0 || config->sram_bytes > (uint64_t{1} << 32) ||
+    if (config == NULL || config->sram_bytes == 0 || config->sram_bytes > (((uint64_t)1) << 32) ||
         config->dma_bytes_per_cycle == 0 || config->dma_queue_depth == 0 ||
-        config->dma_queue_depth > kMaxQueueDepth)
+        config->dma_queue_depth > NPU_FUNCTIONAL_MAX_QUEUE_DEPTH)
         return res->status;
-    if (stream == nullptr) n_words = 0;
-    if (regions == nullptr) n_regions = 0;
+    if (stream == NULL) n_words = 0;
+    if (regions == NULL) n_regions = 0;
     // The machine state of this call (so concurrent calls share nothing): the SRAM and the
     // kernels' scratch, allocated as the stream touches them (Grown).
     Scratch scratch;
-    Machine machine(*config, scratch);
-    machine.bind(regions, n_regions);
-    machine.run(stream, n_words, res, kicks);
+    scratch_init(&scratch);
+    machine_t machine;
+    memset(&machine, 0, sizeof machine);
+    machine.cfg = config;
+    machine.m = &scratch;
+    machine_bind(&machine, regions, n_regions);
+    machine_run(&machine, stream, n_words, res, kicks);
+    scratch_free(&scratch);
     return res->status;
 }
 
 // The run's cycle budget: $NPU_FUNCTIONAL_MAX_CYCLES if set, else the caller's (0: the default).
 static uint64_t budget(uint64_t max_cycles) {
-    const char *env = std::getenv("NPU_FUNCTIONAL_MAX_CYCLES");
+    const char *env = getenv("NPU_FUNCTIONAL_MAX_CYCLES");
     if (env && *env) {
-        char *end = nullptr;
-        unsigned long long v = std::strtoull(env, &end, 10);
+        char *end = NULL;
+        unsigned long long v = strtoull(env, &end, 10);
         if (end && *end == '\0' && v > 0) return v;
     }
     return max_cycles ? max_cycles : NPU_FUNCTIONAL_DEFAULT_MAX_CYCLES;
 }
 
-extern "C" uint32_t npu_submit(const uint32_t *stream, size_t n_words, const npu_buffer_t *regions, size_t n_regions,
+uint32_t npu_submit(const uint32_t *stream, size_t n_words, const npu_buffer_t *regions, size_t n_regions,
                                npu_result_t *result) {
     return npu_submit_budget(stream, n_words, regions, n_regions, 0, result);
 }
 
-extern "C" uint32_t npu_submit_budget(const uint32_t *stream, size_t n_words, const npu_buffer_t *regions,
+uint32_t npu_submit_budget(const uint32_t *stream, size_t n_words, const npu_buffer_t *regions,
                                       size_t n_regions, uint64_t max_cycles, npu_result_t *result) {
     const npu_functional_config_t config = {
         NPU_FUNCTIONAL_SRAM_BYTES,
@@ -1159,8 +1224,8 @@ extern "C" uint32_t npu_submit_budget(const uint32_t *stream, size_t n_words, co
         NPU_FUNCTIONAL_MAX_FC_FEATURES,
         NPU_FUNCTIONAL_DMA_BYTES_PER_CYCLE,
         NPU_FUNCTIONAL_DMA_QUEUE_DEPTH,
-        uint64_t{1} << 22,  // the golden model's command budget
+        ((uint64_t)1) << 22,  // the golden model's command budget
         budget(max_cycles),
     };
-    return npu_functional_submit(&config, stream, n_words, regions, n_regions, result, nullptr);
+    return npu_functional_submit(&config, stream, n_words, regions, n_regions, result, NULL);
 }
