@@ -12,7 +12,9 @@
     npu-byoc sweep MODEL... --grid FIELD=v1,v2 [--jobs N] [--ray [ADDR]] [--verify N] [--max-points N] [--plot p.png]
     npu-byoc fuzz --count N --seed S [--mode ops|files]   differential fuzzing (docs/fuzz.md)
 
-Every command that loads a MODEL takes ``--input-shape NAME=d0,d1,...`` (repeatable) or
+Every command that partitions a MODEL takes ``--exclude OP_OR_LAYER`` (repeatable): an operator
+type (``SOFTMAX``), a layer name or an NPU operation kept on the CPU, reported as "excluded by
+the user" in coverage. Every command that loads a MODEL takes ``--input-shape NAME=d0,d1,...`` (repeatable) or
 ``--input-shape N`` to fix the open dimensions of a model's inputs (batch 1 by default), and
 ``--hw FIELD=VALUE`` (repeatable) / ``--hw-file cfg.toml`` to target another hardware
 configuration (docs/hardware.md).
@@ -69,11 +71,24 @@ def _hw(args):
     return config_from([parse_assignment(a) for a in args.hw or []], args.hw_file)
 
 
+def _exclude(args) -> list[str]:
+    """The --exclude names (operator types, layers or NPU operations kept on the CPU)."""
+    return list(getattr(args, "exclude", None) or [])
+
+
+def _partitioned(args, mod, hw):
+    """``mod`` partitioned with the --exclude names (as it is without them: build and cosim
+    partition it themselves)."""
+    from . import partition_for_npu
+
+    return partition_for_npu(mod, hw=hw, exclude=_exclude(args)) if _exclude(args) else mod
+
+
 def cmd_coverage(args) -> int:
     from . import coverage_report
 
     hw = _hw(args)
-    report = coverage_report(_load(args), hw=hw)
+    report = coverage_report(_load(args), hw=hw, exclude=_exclude(args))
     from .partition.coverage import RENDERERS
 
     _emit(RENDERERS[args.format](report), args.output)
@@ -166,7 +181,7 @@ def cmd_run(args) -> int:
 
     hw = _hw(args)
     mod, inputs = _load_with_inputs(args, args.input)
-    model = build(mod, args.backend, hw=hw)
+    model = build(mod if args.backend == "cpu" else _partitioned(args, mod, hw), args.backend, hw=hw)
     _save_outputs(model.run(inputs), args.output)
     return 0
 
@@ -177,7 +192,7 @@ def cmd_compare(args) -> int:
     hw = _hw(args)
     mod, inputs = _load_with_inputs(args, args.input)
     reference = _load_references(args, mod)
-    report = compare(mod, inputs, reference, hw=hw)
+    report = compare(mod, inputs, reference, hw=hw, exclude=_exclude(args))
     _emit(report.to_json() + "\n" if args.format == "json" else report.to_text(), args.output)
     return 0
 
@@ -190,7 +205,7 @@ def cmd_cosim(args) -> int:
     reference = _load_references(args, mod)
     failure = None
     try:
-        report = cosim(mod, inputs, reference, hw=hw, progress=not args.no_progress)
+        report = cosim(_partitioned(args, mod, hw), inputs, reference, hw=hw, progress=not args.no_progress)
     except CosimMismatch as err:  # the report is complete: show and write it, then fail
         report, failure = err.report, str(err)
     sys.stdout.write(report.to_text(layers=not args.summary_only))
@@ -209,7 +224,7 @@ def cmd_compile(args) -> int:
     from .runtime.build import build
 
     hw = _hw(args)
-    model = build(_load(args), args.backend, hw=hw, output=args.output)
+    model = build(_partitioned(args, _load(args), hw), args.backend, hw=hw, output=args.output)
     print(f"wrote {model.extra['library']} ({len(model.plans)} NPU partition(s), backend {args.backend})")
     return 0
 
@@ -218,7 +233,7 @@ def cmd_partition(args) -> int:
     from . import partition_for_npu
 
     hw = _hw(args)
-    mod = partition_for_npu(_load(args), hw=hw)
+    mod = partition_for_npu(_load(args), hw=hw, exclude=_exclude(args))
     _emit(mod.script(show_meta=False), args.output)
     return 0
 
@@ -334,6 +349,11 @@ def build_parser() -> argparse.ArgumentParser:
     pt.set_defaults(func=cmd_partition)
 
     for q in (c, k, r, cp, cs, pt):
+        q.add_argument(
+            "--exclude", action="append", metavar="OP_OR_LAYER",
+            help="keep an operator type (SOFTMAX, CONV_2D), a layer (by name) or an NPU operation (npu.softmax) "
+            "on the CPU; repeatable",
+        )
         q.add_argument(
             "--input-shape", action="append", type=parse_input_shape, metavar="NAME=d0,d1,...",
             help="fix an input's open dimensions (repeatable); a plain N fixes every open batch "
