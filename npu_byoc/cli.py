@@ -6,6 +6,7 @@
     npu-byoc run MODEL --input x.npy [--input ...] [--backend functional|verilator|golden|cpu] [--output out.npy]
     npu-byoc compare MODEL --input x.npy [--reference ref.npy] [--format text|json]
     npu-byoc cosim MODEL --input x.npy [--reference ref.npy] [--report r.json] [--csv l.csv] [--plot u.png]
+                                                    [--timeline t.json] [--exclude OP_OR_LAYER]
     npu-byoc partition MODEL [-o FILE]              the partitioned Relax module (TVMScript)
     npu-byoc patterns [--format text|md]            the NPU pattern table
     npu-byoc hw [--format text|toml|json]           the hardware configuration in effect
@@ -210,7 +211,8 @@ def cmd_cosim(args) -> int:
         report, failure = err.report, str(err)
     sys.stdout.write(report.to_text(layers=not args.summary_only))
     sys.stdout.flush()
-    for path, write in ((args.report, report.write_json), (args.csv, report.write_csv), (args.plot, report.plot)):
+    for path, write in ((args.report, report.write_json), (args.csv, report.write_csv), (args.plot, report.plot),
+                        (args.timeline, report.write_timeline)):
         if path:
             write(path)
             print(f"wrote {path}", file=sys.stderr)
@@ -339,6 +341,8 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--report", help="write the JSON report here")
     cs.add_argument("--csv", help="write the per-layer table as CSV here")
     cs.add_argument("--plot", help="write a PNG of the per-layer MAC utilization here")
+    cs.add_argument("--timeline", help="write the command timeline here: Chrome / Perfetto trace-event JSON "
+                    "(docs/timeline.md)")
     cs.add_argument("--summary-only", action="store_true", help="print the summary, not the per-layer table")
     cs.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     cs.set_defaults(func=cmd_cosim)
@@ -390,7 +394,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Arguments naming files the command writes: their directory is created first.
-_OUTPUT_ARGS = ("output", "report", "csv", "plot")
+_OUTPUT_ARGS = ("output", "report", "csv", "plot", "timeline")
 
 
 def _prepare_output_dirs(args) -> None:

@@ -48,6 +48,7 @@ from ..util.relax_utils import dtype_of, shape_of
 from ..ops.uint8 import to_model
 from .tvm_legalize import register as _register_legalizations
 from .cosim_report import CosimReport, LayerResult, layer_results, roofline, summarize
+from .cosim_timeline import StreamRun
 from . import golden
 
 _register_legalizations()  # TVM's CPU build of NHWC conv2d_transpose (npu_byoc.runtime.tvm_legalize)
@@ -269,6 +270,7 @@ class _Cosim:
         self.layer_inputs: dict[tuple[str, int], list[np.ndarray]] = {}
         self.layer_outputs: dict[tuple[str, int], np.ndarray] = {}
         self.seconds = {"rtl": 0.0, "golden": 0.0}
+        self.runs: list[StreamRun] = []  # every stream run, for the timeline
         self.error: BaseException | None = None
 
     def __call__(self, plan: PartitionPlan, inputs: list[np.ndarray], on_op) -> list[np.ndarray]:
@@ -299,7 +301,7 @@ class _Cosim:
         for n in range(n_img):  # images one after the other: they share the scratch region
             image = golden.image_regions(plan, regions, n)
             first = len(self.layers) + n * len(plan.ops)
-            results.append(self._run_image(plan, schedule, words, starts, image, [e[n] for e in expected], first))
+            results.append(self._run_image(plan, schedule, words, starts, image, [e[n] for e in expected], first, n))
         model_values = []
         for k, call in enumerate(calls):
             shape = per_image_shape(call.shape, n_img)
@@ -322,7 +324,7 @@ class _Cosim:
         return golden.read_outputs(plan, regions)
 
     def _run_image(self, plan: PartitionPlan, schedule, words, starts, regions, expected,
-                   first_index: int) -> list[LayerResult]:  # fmt: skip
+                   first_index: int, image: int = 0) -> list[LayerResult]:  # fmt: skip
         """One image's run of the partition's stream on the RTL; per layer its cycles and, where
         its output went to external memory, its difference from the golden model."""
         t0 = time.perf_counter()
@@ -332,6 +334,8 @@ class _Cosim:
             k = schedule.step_op[bisect.bisect_right(starts, status.word_index) - 1] if starts else 0
             raise NpuByocError(f"cosim: {plan.name}: the RTL stopped with {status.status.name} at word "
                                f"{status.word_index} (layer '{plan.ops[k].name}')")  # fmt: skip
+        self.runs.append(StreamRun(plan.name, image, [op.name for op in plan.ops], list(schedule.steps),
+                                   list(schedule.step_op), list(starts), len(words), status.trace, status.cycles))
         results = layer_results(plan, schedule, starts, len(words), status, self.hw, first_index)
         for k, (op, result) in enumerate(zip(plan.ops, results)):
             if op.name not in schedule.resident:  # its output went to external memory: compare it
@@ -411,6 +415,7 @@ def cosim(
         model=Path(info.path).name if info else "<module>",
         hw=asdict(hw),  # every field: a report says which configuration it measured
         layers=runner.layers,
+        runs=runner.runs,
     )
     out_rows = []
     if reference is not None:
