@@ -6,7 +6,8 @@
     npu-byoc run MODEL --input x.npy [--input ...] [--backend functional|verilator|golden|cpu] [--output out.npy]
     npu-byoc compare MODEL --input x.npy [--reference ref.npy] [--format text|json]
     npu-byoc cosim MODEL --input x.npy [--reference ref.npy] [--report r.json] [--csv l.csv] [--plot u.png]
-                                                    [--timeline t.json] [--exclude OP_OR_LAYER]
+                                                    [--timeline t.json] [--trace w.vcd --trace-layers NAME[,NAME]]
+                                                    [--exclude OP_OR_LAYER]
     npu-byoc partition MODEL [-o FILE]              the partitioned Relax module (TVMScript)
     npu-byoc patterns [--format text|md]            the NPU pattern table
     npu-byoc hw [--format text|toml|json]           the hardware configuration in effect
@@ -198,15 +199,33 @@ def cmd_compare(args) -> int:
     return 0
 
 
+def _waveform(args):
+    """The --trace / --trace-layers window (None without --trace)."""
+    from .runtime.waveform import WaveformWindow, waveform_format
+
+    if not args.trace:
+        if args.trace_layers:
+            raise NpuByocError("--trace-layers: give the waveform file with --trace FILE.vcd (or .fst)")
+        return None
+    waveform_format(args.trace)
+    layers = tuple(n for text in args.trace_layers or [] for n in text.split(",") if n)
+    if not layers:
+        raise NpuByocError("--trace: name the layers to dump with --trace-layers NAME[,NAME] (a whole model's "
+                           "waveform is too large)")  # fmt: skip
+    return WaveformWindow(Path(args.trace), layers)
+
+
 def cmd_cosim(args) -> int:
     from .runtime.cosim import CosimMismatch, cosim
 
     hw = _hw(args)
+    waveform = _waveform(args)
     mod, inputs = _load_with_inputs(args, args.input)
     reference = _load_references(args, mod)
     failure = None
     try:
-        report = cosim(_partitioned(args, mod, hw), inputs, reference, hw=hw, progress=not args.no_progress)
+        report = cosim(_partitioned(args, mod, hw), inputs, reference, hw=hw, progress=not args.no_progress,
+                       waveform=waveform)
     except CosimMismatch as err:  # the report is complete: show and write it, then fail
         report, failure = err.report, str(err)
     sys.stdout.write(report.to_text(layers=not args.summary_only))
@@ -216,6 +235,11 @@ def cmd_cosim(args) -> int:
         if path:
             write(path)
             print(f"wrote {path}", file=sys.stderr)
+    w = report.summary.get("waveform")
+    if w:
+        print(f"wrote {w['path']} ({w['format'].upper()}: {', '.join(escape.text(n, 80) for n in w['layers'])}; "
+              f"cycles {w['cycles'][0]}-{w['cycles'][1]} of {w['partition']}, {w['ns_per_cycle']} ns per cycle)",
+              file=sys.stderr)  # fmt: skip
     if failure:
         print(f"npu-byoc: error: {failure}", file=sys.stderr)
         return 1
@@ -343,6 +367,10 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--plot", help="write a PNG of the per-layer MAC utilization here")
     cs.add_argument("--timeline", help="write the command timeline here: Chrome / Perfetto trace-event JSON "
                     "(docs/timeline.md)")
+    cs.add_argument("--trace", metavar="FILE.vcd|FILE.fst", help="write the waveform of the --trace-layers "
+                    "(every RTL signal, one sample per cycle) here (docs/waveforms.md)")
+    cs.add_argument("--trace-layers", action="append", metavar="NAME[,NAME]",
+                    help="the layers whose cycles --trace dumps (names as in the report; one partition)")
     cs.add_argument("--summary-only", action="store_true", help="print the summary, not the per-layer table")
     cs.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     cs.set_defaults(func=cmd_cosim)
@@ -394,7 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Arguments naming files the command writes: their directory is created first.
-_OUTPUT_ARGS = ("output", "report", "csv", "plot", "timeline")
+_OUTPUT_ARGS = ("output", "report", "csv", "plot", "timeline", "trace")
 
 
 def _prepare_output_dirs(args) -> None:
