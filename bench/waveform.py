@@ -85,8 +85,8 @@ def main(argv=None) -> int:
     print("|---:|---|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for k in (int(v) for v in args.layers.split(",")):
-            span = word_window(schedule.step_op, starts, len(words), [k])
-            first, end = cycle_window(status.trace, schedule.step_op, [k], status.cycles)
+            span = word_window(schedule.steps, schedule.step_op, starts, len(words), [k])
+            first, end = cycle_window(status.trace, schedule.steps, schedule.step_op, [k], status.cycles)
             out = Path(tmp) / f"layer{k}.{args.format}"
             t_win, _ = best(lambda: traced.run(words, regions(), trace=True, waveform_path=out, waveform_words=span),
                             args.repeat)  # fmt: skip

@@ -336,9 +336,9 @@ class _Cosim:
             status = self.npu.run(words, regions, trace=True)
         else:  # the traced build, dumping the layers' words only
             w, _, ops, traced = window
-            span = word_window(schedule.step_op, starts, len(words), ops)
+            span = word_window(schedule.steps, schedule.step_op, starts, len(words), ops)
             status = traced.run(words, regions, trace=True, waveform_path=w.path, waveform_words=span)
-            cycles = cycle_window(status.trace, schedule.step_op, ops, status.cycles)
+            cycles = cycle_window(status.trace, schedule.steps, schedule.step_op, ops, status.cycles)
             self.waveform_info = {"path": str(w.path), "format": w.format, "partition": plan.name,
                                   "layers": [plan.ops[k].name for k in ops], "words": list(span),
                                   "cycles": list(cycles), "ns_per_cycle": NS_PER_CYCLE}  # fmt: skip

@@ -82,14 +82,28 @@ class WaveformFormat:
     writer: str  # the trace writer of Verilator's include/ compiled in
     defines: tuple[str, ...]
     libs: tuple[str, ...] = ()
+    headers: tuple[str, ...] = ()  # system headers the writer includes (checked before a build)
+    packages: str = ""  # where they come from, for the error
 
 
 _NS = ("--timescale-override", "1ns/1ns")  # the harness samples cycle c at 10*c ns
 WAVEFORM_FORMATS = {
     "vcd": WaveformFormat(("--trace", *_NS), "verilated_vcd_c.cpp", ("-DVM_TRACE=1", "-DVM_TRACE_VCD=1")),
     # Verilator's FST writer compresses with LZ4 and zlib (Debian: liblz4-dev, zlib1g-dev)
-    "fst": WaveformFormat(("--trace-fst", *_NS), "verilated_fst_c.cpp", ("-DVM_TRACE=1", "-DVM_TRACE_FST=1"), ("-llz4", "-lz")),
+    "fst": WaveformFormat(("--trace-fst", *_NS), "verilated_fst_c.cpp", ("-DVM_TRACE=1", "-DVM_TRACE_FST=1"), ("-llz4", "-lz"),
+                          ("lz4.h", "zlib.h"), "Debian: apt install liblz4-dev zlib1g-dev"),
 }
+
+
+def _check_headers(fmt: WaveformFormat, name: str) -> None:
+    """One line naming the missing headers, rather than the compiler's error mid-build."""
+    if not fmt.headers:
+        return
+    source = "".join(f"#include <{h}>\n" for h in fmt.headers)
+    proc = subprocess.run([_cxx(), "-E", "-x", "c++", "-", "-o", os.devnull], input=source, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise VerilatorBuildError(f"{name.upper()} waveforms need the headers {', '.join(fmt.headers)} "
+                                  f"({fmt.packages}); or write a .vcd")  # fmt: skip
 
 
 def _defines(waveform: str | None) -> list[str]:
@@ -251,6 +265,8 @@ def build_library(hw: HwConfig = DEFAULT_CONFIG, waveform: str | None = None) ->
     ``waveform`` ("vcd", "fst"): the build with Verilator's tracing of that format."""
     if waveform is not None and waveform not in WAVEFORM_FORMATS:
         raise VerilatorBuildError(f"waveform format '{waveform}': expected one of {', '.join(WAVEFORM_FORMATS)}")
+    if waveform is not None:
+        _check_headers(WAVEFORM_FORMATS[waveform], waveform)
     sources = [p for p in rtl_sources() if p.suffix == ".v"]
     return _build(hw, TOP, sources, [HARNESS], build_key(hw, TOP, waveform), waveform)[0]
 

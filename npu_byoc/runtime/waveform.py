@@ -4,8 +4,10 @@
 A whole model's waveform is far too large, so the co-simulation dumps only the cycles of the
 named layers: their partition's stream runs on the traced Verilator build (a separate cached
 library, npu_byoc.runtime.verilator ``waveform=``) and the harness samples every signal while
-the word being executed lies in the layers' part of the stream (from the first SET_REG of
-their first command to their last command). The format follows the file's suffix: ``.vcd``
+the word being executed lies in the layers' part of the stream: from the first SET_REG of
+their first command to their last command, background prefetches (DMA_IN_ASYNC of their
+weights, issued while an earlier layer computes) left out, so a window is the layers' own
+stretch of the stream. The format follows the file's suffix: ``.vcd``
 (Verilator's VCD writer) or ``.fst`` (its FST writer; needs the LZ4 and zlib headers).
 """
 
@@ -15,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..arch.isa import ASYNC_DMA
 from ..errors import NpuByocError
 from ..util import escape
 
@@ -62,20 +65,31 @@ class WaveformWindow:
         return partitions[0], sorted(where[n][1] for n in self.layers)
 
 
-def word_window(step_op: Sequence[int], starts: Sequence[int], n_words: int, ops: Sequence[int]) -> tuple[int, int]:
-    """[first, end) words of the ops' part of a stream: from the first word (SET_REGs included)
-    of their first step to the end of their last step (STOP included for the last op)."""
-    steps = [i for i, k in enumerate(step_op) if k in set(ops)]
-    if not steps:
+def _window_steps(steps: Sequence, step_op: Sequence[int], ops: Sequence[int]) -> list[int]:
+    """The ops' steps from their first one that is not a background DMA (a prefetch issued
+    among an earlier layer's commands) to their last."""
+    mine = [i for i, k in enumerate(step_op) if k in set(ops)]
+    if not mine:
         raise NpuByocError("--trace-layers: the layers have no commands in their partition's stream")
+    own = [i for i in mine if steps[i].opcode not in ASYNC_DMA]
+    return [i for i in mine if i >= own[0]] if own else mine
+
+
+def word_window(steps: Sequence, step_op: Sequence[int], starts: Sequence[int], n_words: int,
+                ops: Sequence[int]) -> tuple[int, int]:  # fmt: skip
+    """[first, end) words of the ops' part of a stream: from the first word (SET_REGs included)
+    of their first step (_window_steps) to the end of their last step (STOP included for the
+    last op)."""
+    steps = _window_steps(steps, step_op, ops)
     last = steps[-1] + 1
     return starts[steps[0]], starts[last] if last < len(starts) else n_words
 
 
-def cycle_window(trace: Sequence, step_op: Sequence[int], ops: Sequence[int], total: int) -> tuple[int, int]:
-    """[first, end] cycles of the ops in a run's RTL trace (as the report attributes cycles: from
-    the end of the command before their first one to the end of their last one)."""
-    steps = [i for i, k in enumerate(step_op) if k in set(ops) and i < len(trace)]
+def cycle_window(trace: Sequence, steps: Sequence, step_op: Sequence[int], ops: Sequence[int],
+                 total: int) -> tuple[int, int]:  # fmt: skip
+    """[first, end) cycles of the ops' window (word_window) in a run's RTL trace: from the end of
+    the command before their first one to the end of their last one."""
+    steps = [i for i in _window_steps(steps, step_op, ops) if i < len(trace)]
     first = trace[steps[0] - 1].end_cycle if steps[0] else 0
     end = trace[steps[-1]].end_cycle if steps[-1] + 1 < len(step_op) else total
     return int(first), int(end)
