@@ -235,6 +235,8 @@ def _build(hw: HwConfig, top: str, sources: Sequence[Path], harness: Sequence[st
     with build_lock(so):
         if is_intact(so) and is_intact(ar):
             return so, ar
+        if waveform is not None:
+            _check_headers(WAVEFORM_FORMATS[waveform], waveform)
         with tempfile.TemporaryDirectory(prefix=f"{top}-", dir=cache_dir()) as tmp:
             work = Path(tmp)
             rtl, inc = _stage_sources(work, hw)
@@ -265,8 +267,6 @@ def build_library(hw: HwConfig = DEFAULT_CONFIG, waveform: str | None = None) ->
     ``waveform`` ("vcd", "fst"): the build with Verilator's tracing of that format."""
     if waveform is not None and waveform not in WAVEFORM_FORMATS:
         raise VerilatorBuildError(f"waveform format '{waveform}': expected one of {', '.join(WAVEFORM_FORMATS)}")
-    if waveform is not None:
-        _check_headers(WAVEFORM_FORMATS[waveform], waveform)
     sources = [p for p in rtl_sources() if p.suffix == ".v"]
     return _build(hw, TOP, sources, [HARNESS], build_key(hw, TOP, waveform), waveform)[0]
 
