@@ -7,13 +7,17 @@
     npu-byoc run MODEL --input x.npy [--input ...] [--backend functional|verilator|golden|cpu] [--output out.npy]
     npu-byoc compare MODEL --input x.npy [--reference ref.npy] [--format text|json]
     npu-byoc cosim MODEL --input x.npy [--reference ref.npy] [--report r.json] [--csv l.csv] [--plot u.png]
+                                                    [--timeline t.json] [--trace w.vcd --trace-layers NAME[,NAME]]
+                                                    [--exclude OP_OR_LAYER]
     npu-byoc partition MODEL [-o FILE]              the partitioned Relax module (TVMScript)
     npu-byoc patterns [--format text|md]            the NPU pattern table
     npu-byoc hw [--format text|toml|json]           the hardware configuration in effect
     npu-byoc sweep MODEL... --grid FIELD=v1,v2 [--jobs N] [--ray [ADDR]] [--verify N] [--max-points N] [--plot p.png]
     npu-byoc fuzz --count N --seed S [--mode ops|files]   differential fuzzing (docs/fuzz.md)
 
-Every command that loads a MODEL takes ``--input-shape NAME=d0,d1,...`` (repeatable) or
+Every command that partitions a MODEL takes ``--exclude OP_OR_LAYER`` (repeatable): an operator
+type (``SOFTMAX``), a layer name or an NPU operation kept on the CPU, reported as "excluded by
+the user" in coverage. Every command that loads a MODEL takes ``--input-shape NAME=d0,d1,...`` (repeatable) or
 ``--input-shape N`` to fix the open dimensions of a model's inputs (batch 1 by default), and
 ``--hw FIELD=VALUE`` (repeatable) / ``--hw-file cfg.toml`` to target another hardware
 configuration (docs/hardware.md).
@@ -70,11 +74,24 @@ def _hw(args):
     return config_from([parse_assignment(a) for a in args.hw or []], args.hw_file)
 
 
+def _exclude(args) -> list[str]:
+    """The --exclude names (operator types, layers or NPU operations kept on the CPU)."""
+    return list(getattr(args, "exclude", None) or [])
+
+
+def _partitioned(args, mod, hw):
+    """``mod`` partitioned with the --exclude names (as it is without them: build and cosim
+    partition it themselves)."""
+    from . import partition_for_npu
+
+    return partition_for_npu(mod, hw=hw, exclude=_exclude(args)) if _exclude(args) else mod
+
+
 def cmd_coverage(args) -> int:
     from . import coverage_report
 
     hw = _hw(args)
-    report = coverage_report(_load(args), hw=hw)
+    report = coverage_report(_load(args), hw=hw, exclude=_exclude(args))
     from .partition.coverage import RENDERERS
 
     _emit(RENDERERS[args.format](report), args.output)
@@ -167,7 +184,7 @@ def cmd_run(args) -> int:
 
     hw = _hw(args)
     mod, inputs = _load_with_inputs(args, args.input)
-    model = build(mod, args.backend, hw=hw)
+    model = build(mod if args.backend == "cpu" else _partitioned(args, mod, hw), args.backend, hw=hw)
     _save_outputs(model.run(inputs), args.output)
     return 0
 
@@ -178,28 +195,52 @@ def cmd_compare(args) -> int:
     hw = _hw(args)
     mod, inputs = _load_with_inputs(args, args.input)
     reference = _load_references(args, mod)
-    report = compare(mod, inputs, reference, hw=hw)
+    report = compare(mod, inputs, reference, hw=hw, exclude=_exclude(args))
     _emit(report.to_json() + "\n" if args.format == "json" else report.to_text(), args.output)
     return 0
+
+
+def _waveform(args):
+    """The --trace / --trace-layers window (None without --trace)."""
+    from .runtime.waveform import WaveformWindow, waveform_format
+
+    if not args.trace:
+        if args.trace_layers:
+            raise NpuByocError("--trace-layers: give the waveform file with --trace FILE.vcd (or .fst)")
+        return None
+    waveform_format(args.trace)
+    layers = tuple(n for text in args.trace_layers or [] for n in text.split(",") if n)
+    if not layers:
+        raise NpuByocError("--trace: name the layers to dump with --trace-layers NAME[,NAME] (a whole model's "
+                           "waveform is too large)")  # fmt: skip
+    return WaveformWindow(Path(args.trace), layers)
 
 
 def cmd_cosim(args) -> int:
     from .runtime.cosim import CosimMismatch, cosim
 
     hw = _hw(args)
+    waveform = _waveform(args)
     mod, inputs = _load_with_inputs(args, args.input)
     reference = _load_references(args, mod)
     failure = None
     try:
-        report = cosim(mod, inputs, reference, hw=hw, progress=not args.no_progress)
+        report = cosim(_partitioned(args, mod, hw), inputs, reference, hw=hw, progress=not args.no_progress,
+                       waveform=waveform)
     except CosimMismatch as err:  # the report is complete: show and write it, then fail
         report, failure = err.report, str(err)
     sys.stdout.write(report.to_text(layers=not args.summary_only))
     sys.stdout.flush()
-    for path, write in ((args.report, report.write_json), (args.csv, report.write_csv), (args.plot, report.plot)):
+    for path, write in ((args.report, report.write_json), (args.csv, report.write_csv), (args.plot, report.plot),
+                        (args.timeline, report.write_timeline)):
         if path:
             write(path)
             print(f"wrote {path}", file=sys.stderr)
+    w = report.summary.get("waveform")
+    if w:
+        print(f"wrote {w['path']} ({w['format'].upper()}: {', '.join(escape.text(n, 80) for n in w['layers'])}; "
+              f"cycles {w['cycles'][0]}-{w['cycles'][1]} of {w['partition']}, {w['ns_per_cycle']} ns per cycle)",
+              file=sys.stderr)  # fmt: skip
     if failure:
         print(f"npu-byoc: error: {failure}", file=sys.stderr)
         return 1
@@ -210,7 +251,7 @@ def cmd_compile(args) -> int:
     from .runtime.build import build
 
     hw = _hw(args)
-    model = build(_load(args), args.backend, hw=hw, output=args.output)
+    model = build(_partitioned(args, _load(args), hw), args.backend, hw=hw, output=args.output)
     print(f"wrote {model.extra['library']} ({len(model.plans)} NPU partition(s), backend {args.backend})")
     return 0
 
@@ -225,7 +266,7 @@ def cmd_partition(args) -> int:
     from . import partition_for_npu
 
     hw = _hw(args)
-    mod = partition_for_npu(_load(args), hw=hw)
+    mod = partition_for_npu(_load(args), hw=hw, exclude=_exclude(args))
     _emit(mod.script(show_meta=False), args.output)
     return 0
 
@@ -331,6 +372,12 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--report", help="write the JSON report here")
     cs.add_argument("--csv", help="write the per-layer table as CSV here")
     cs.add_argument("--plot", help="write a PNG of the per-layer MAC utilization here")
+    cs.add_argument("--timeline", help="write the command timeline here: Chrome / Perfetto trace-event JSON "
+                    "(docs/timeline.md)")
+    cs.add_argument("--trace", metavar="FILE.vcd|FILE.fst", help="write the waveform of the --trace-layers "
+                    "(every RTL signal, one sample per cycle) here (docs/waveforms.md)")
+    cs.add_argument("--trace-layers", action="append", metavar="NAME[,NAME]",
+                    help="the layers whose cycles --trace dumps (names as in the report; one partition)")
     cs.add_argument("--summary-only", action="store_true", help="print the summary, not the per-layer table")
     cs.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     cs.set_defaults(func=cmd_cosim)
@@ -341,6 +388,11 @@ def build_parser() -> argparse.ArgumentParser:
     pt.set_defaults(func=cmd_partition)
 
     for q in (c, k, r, cp, cs, pt):
+        q.add_argument(
+            "--exclude", action="append", metavar="OP_OR_LAYER",
+            help="keep an operator type (SOFTMAX, CONV_2D), a layer (by name) or an NPU operation (npu.softmax) "
+            "on the CPU; repeatable",
+        )
         q.add_argument(
             "--input-shape", action="append", type=parse_input_shape, metavar="NAME=d0,d1,...",
             help="fix an input's open dimensions (repeatable); a plain N fixes every open batch "
@@ -381,7 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # Arguments naming files the command writes: their directory is created first.
-_OUTPUT_ARGS = ("output", "report", "csv", "plot")
+_OUTPUT_ARGS = ("output", "report", "csv", "plot", "timeline", "trace")
 
 
 def _prepare_output_dirs(args) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).parents[1] / "docs"
-RUNNABLE = ["coverage.md", "codegen.md", "models.md", "hardware.md", "sweep.md", "fuzz.md", "isa.md", "export.md"]
+RUNNABLE = ["coverage.md", "codegen.md", "models.md", "hardware.md", "sweep.md", "fuzz.md", "isa.md", "export.md",
+            "timeline.md", "waveforms.md"]
 
 
 def _blocks(name: str) -> list[str]:

@@ -7,6 +7,12 @@
 //   memory port  a read returns region bytes on the next edge; a write is done at once
 // until `done` (status, word index) or the cycle budget (NPU_STATUS_CYCLE_LIMIT at the
 // command being executed). Single-threaded model (verilated with --threads 1).
+//
+// Waveforms: built with VM_TRACE (Verilator --trace or --trace-fst, a separate cached library),
+// a run given options->waveform_path dumps every signal, but only while the word being
+// executed (cur_index) is in [waveform_from_word, waveform_to_word): a window of the stream
+// costs its own cycles, not the whole run's. One sample per cycle, after its rising edge, at
+// 10*c ns (every register changes there; a second sample per cycle would only show clk fall).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +22,13 @@
 
 #include "Vnpu_top.h"
 #include "verilated.h"
+#if VM_TRACE_FST
+#include "verilated_fst_c.h"
+using WaveformFile = VerilatedFstC;
+#elif VM_TRACE
+#include "verilated_vcd_c.h"
+using WaveformFile = VerilatedVcdC;
+#endif
 
 #include "npu_verilator.h"
 
@@ -62,7 +75,7 @@ uint64_t default_max_cycles() {
 
 class Harness {
   public:
-    Harness() : ctx_(new VerilatedContext), top_(new Vnpu_top(ctx_.get(), "npu")) {
+    Harness() : ctx_(make_context()), top_(new Vnpu_top(ctx_.get(), "npu")) {
         ctx_->fatalOnError(false);
         top_->clk = 0;
         top_->rst_n = 0;
@@ -70,11 +83,40 @@ class Harness {
         top_->start = 0;
         top_->eval();
     }
-    ~Harness() { top_->final(); }
+    ~Harness() {
+        top_->final();
+#if VM_TRACE
+        if (waveform_) waveform_->close();
+#endif
+    }
+
+    static VerilatedContext *make_context() {
+        auto *ctx = new VerilatedContext;
+#if VM_TRACE
+        ctx->traceEverOn(true);  // before the model is made
+#endif
+        return ctx;
+    }
+
+    // Open the waveform file; false if this build has no tracing or the file cannot be written.
+    bool open_waveform(const char *path) {
+#if VM_TRACE
+        waveform_.reset(new WaveformFile);
+        top_->trace(waveform_.get(), 99);
+        waveform_->open(path);
+        return waveform_->isOpen();
+#else
+        (void)path;
+        return false;
+#endif
+    }
 
     void tick() {
         top_->clk = 1;
         top_->eval();
+#if VM_TRACE
+        if (dumping_) waveform_->dump(10 * cycle_);
+#endif
         top_->clk = 0;
         top_->eval();
     }
@@ -105,7 +147,13 @@ class Harness {
         tick();
         top_->start = 0;
 
-        uint64_t cycles = 0;
+        if (opt->waveform_path && !open_waveform(opt->waveform_path)) {
+            opt->waveform_error = 1;
+            if (result) *result = npu_result_t{NPU_STATUS_CYCLE_LIMIT, 0, 0, 0};
+            return NPU_STATUS_CYCLE_LIMIT;
+        }
+        const bool window = opt->waveform_path != nullptr;
+        uint64_t &cycles = cycle_;
         uint64_t last_retire = 0;
         uint32_t status = NPU_STATUS_OK;
         uint32_t index = 0;
@@ -139,6 +187,7 @@ class Harness {
                 index = top_->cur_index;
                 break;
             }
+            dumping_ = window && top_->cur_index >= opt->waveform_from_word && top_->cur_index < opt->waveform_to_word;
             tick();
             ++cycles;
         }
@@ -174,6 +223,11 @@ class Harness {
 
     std::unique_ptr<VerilatedContext> ctx_;
     std::unique_ptr<Vnpu_top> top_;
+    uint64_t cycle_ = 0;    // clock cycles since the start pulse
+    bool dumping_ = false;  // inside the waveform window
+#if VM_TRACE
+    std::unique_ptr<WaveformFile> waveform_;
+#endif
 };
 
 static_assert(sizeof(Vnpu_top::mem_rdata) * 8 >= 8 * kDmaBytes, "mem_rdata holds a request");
@@ -188,6 +242,7 @@ extern "C" uint32_t npu_verilator_submit(npu_verilator_options_t *options, const
     npu_verilator_options_t *opt = options ? options : &defaults;
     opt->trace_count = 0;
     opt->harness_fault = 0;
+    opt->waveform_error = 0;
     std::memset(opt->kicks, 0, sizeof opt->kicks);
     try {  // the model holds the whole SRAM: a host without the memory says so
         Harness harness;

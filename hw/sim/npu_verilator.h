@@ -43,6 +43,12 @@ typedef struct npu_verilator_options {
     size_t trace_count;           /* out: entries written (at most trace_capacity) */
     uint64_t kicks[256];          /* out: commands executed per opcode */
     uint32_t harness_fault;       /* out: 1 if the RTL made a request outside a bound region (an RTL bug) */
+    /* Waveforms (a library built with tracing only): dump every signal to this VCD / FST file
+     * while the word being executed is in [waveform_from_word, waveform_to_word). */
+    const char *waveform_path;    /* in: NULL for no waveform */
+    uint64_t waveform_from_word;  /* in */
+    uint64_t waveform_to_word;    /* in */
+    uint32_t waveform_error;      /* out: 1 if this build has no tracing or the file cannot be written */
 } npu_verilator_options_t;
 
 uint32_t npu_verilator_submit(npu_verilator_options_t *options, const uint32_t *stream, size_t n_words,

@@ -35,6 +35,7 @@ from ..ops.records import QOp
 from ..ops.requant import left_shift_overflow_for
 from ..util.relax_utils import Constant, constant_value, dtype_of, int_list, op_name, prim_value, shape_of
 from ..ops.uint8 import activations_label
+from .exclude import excluded_layers, match_exclusion, split_names
 
 @dataclass
 class Decision:
@@ -52,8 +53,9 @@ class Decision:
 
 class _Recorder:
     def __init__(self, hw: HwConfig, denied: Mapping | None = None, numerics: str = DEFAULT_NUMERICS,
-                 left_shift_overflow: str = "wrap"):
+                 left_shift_overflow: str = "wrap", excluded: Mapping[str, str] | None = None):
         self.hw = hw
+        self.excluded = dict(excluded or {})  # source operator -> the user's exclude name
         self.numerics = numerics
         self.left_shift_overflow = left_shift_overflow
         self.decisions: list[Decision] = []
@@ -85,11 +87,12 @@ class _Recorder:
             op, reason = dryrun.evaluate(entry, ctx.matched_expr, bindings, self.hw, self.numerics, self.left_shift_overflow)
             if reason == NOT_MINE:
                 return False
-            reason = reason or _shared_pad_reason(ctx, bindings)
             from ..frontends.load import source_op_of
 
             values = [ctx.matched_expr, *bindings.values()]
-            layer = next((n for n in map(source_op_of, values) if n), None)
+            sources = [source_op_of(v) for v in values]
+            reason = match_exclusion(sources, self.excluded) or reason or _shared_pad_reason(ctx, bindings)
+            layer = next((n for n in sources if n), None)
             names = tuple(sorted(v.name for v in bindings))
             if root_var is not None:
                 names = (root_var.name,) + tuple(n for n in names if n != root_var.name)
@@ -407,23 +410,25 @@ def partition_for_npu(
     in ``main`` on the CPU. Every candidate match and the checks' verdict is recorded in the
     module attribute ``npu_byoc.partition_log`` for :func:`npu_byoc.coverage_report`.
 
-    ``exclude`` names NPU operations (``"npu.sigmoid"``) to keep on the CPU.
+    ``exclude`` keeps operators on the CPU: NPU operations (``"npu.sigmoid"``), operator types
+    of the model (``"SOFTMAX"``) or layers by name (npu_byoc.partition.exclude); the coverage
+    report gives "excluded by the user" as their reason. An unknown name raises
+    UnknownExcludeError naming it.
     """
     if not isinstance(mod, tvm.IRModule):
         raise TypeError(f"partition_for_npu expects a tvm.IRModule, got {type(mod).__name__}")
-    exclude = set(exclude)
-    unknown = exclude - set(PATTERNS_BY_NAME)
-    if unknown:
-        raise ValueError(f"unknown NPU operation(s) {sorted(unknown)}; known: {sorted(PATTERNS_BY_NAME)}")
-    table = [p for p in PATTERN_TABLE if p.name not in exclude]
     from .fallback import partition_until_lowerable
     from ..frontends.load import model_info
 
     info = model_info(mod)
+    npu_ops, names = split_names(exclude, PATTERNS_BY_NAME)
+    excluded = excluded_layers(names, info, PATTERNS_BY_NAME)
+    table = [p for p in PATTERN_TABLE if p.name not in npu_ops]
     numerics = numerics_for(info.format if info else None)
     overflow = left_shift_overflow_for(info.format if info else None)
     mod = canonicalise(mod)  # once: every fallback round partitions the same canonical module
-    return partition_until_lowerable(mod, lambda denied: _partition_once(mod, table, hw, denied, numerics, overflow), hw)
+    return partition_until_lowerable(
+        mod, lambda denied: _partition_once(mod, table, hw, denied, numerics, overflow, excluded), hw)
 
 
 def canonicalise(mod: tvm.IRModule) -> tvm.IRModule:
@@ -433,10 +438,10 @@ def canonicalise(mod: tvm.IRModule) -> tvm.IRModule:
 
 
 def _partition_once(mod: tvm.IRModule, table: list[NpuPattern], hw: HwConfig, denied: Mapping, numerics: str,
-                    left_shift_overflow: str = "wrap"):
+                    left_shift_overflow: str = "wrap", excluded: Mapping[str, str] | None = None):
     """One partitioning of the canonical ``mod`` with the matches in ``denied`` kept on the CPU:
     (module, recorder)."""
-    recorder = _Recorder(hw, denied, numerics, left_shift_overflow)
+    recorder = _Recorder(hw, denied, numerics, left_shift_overflow, excluded)
     seq = tvm.transform.Sequential(
         [
             relax.transform.FuseOpsByPattern(

@@ -128,14 +128,16 @@ def compare(
     reference: Sequence[np.ndarray] | None = None,
     *,
     hw: HwConfig = DEFAULT_CONFIG,
+    exclude: Sequence[str] = (),
 ) -> CompareReport:
     """Compare the golden NPU path, TVM's CPU build and (optionally) reference outputs.
 
-    ``mod`` is an imported module (from :func:`npu_byoc.load_model`)."""
+    ``mod`` is an imported module (from :func:`npu_byoc.load_model`); ``exclude``: operators
+    kept on the CPU (partition_for_npu's)."""
     from ..frontends.load import model_info
     from ..partition.pipeline import canonicalise
 
-    part = partition_for_npu(mod, hw=hw)
+    part = partition_for_npu(mod, hw=hw, exclude=exclude)
     accepted = [d for d in partition_log(part) if d.accepted]
     root_of_layer = {d.layer: d.vars[0] for d in accepted if d.layer}
 

@@ -48,6 +48,8 @@ from ..util.relax_utils import dtype_of, shape_of
 from ..ops.uint8 import to_model
 from .tvm_legalize import register as _register_legalizations
 from .cosim_report import CosimReport, LayerResult, layer_results, roofline, summarize
+from .cosim_timeline import StreamRun
+from .waveform import NS_PER_CYCLE, WaveformWindow, cycle_window, word_window
 from . import golden
 
 _register_legalizations()  # TVM's CPU build of NHWC conv2d_transpose (npu_byoc.runtime.tvm_legalize)
@@ -269,6 +271,9 @@ class _Cosim:
         self.layer_inputs: dict[tuple[str, int], list[np.ndarray]] = {}
         self.layer_outputs: dict[tuple[str, int], np.ndarray] = {}
         self.seconds = {"rtl": 0.0, "golden": 0.0}
+        self.runs: list[StreamRun] = []  # every stream run, for the timeline
+        self.waveform = None  # (WaveformWindow, partition, op indexes, traced VerilatorNpu), or None
+        self.waveform_info: dict | None = None
         self.error: BaseException | None = None
 
     def __call__(self, plan: PartitionPlan, inputs: list[np.ndarray], on_op) -> list[np.ndarray]:
@@ -299,7 +304,7 @@ class _Cosim:
         for n in range(n_img):  # images one after the other: they share the scratch region
             image = golden.image_regions(plan, regions, n)
             first = len(self.layers) + n * len(plan.ops)
-            results.append(self._run_image(plan, schedule, words, starts, image, [e[n] for e in expected], first))
+            results.append(self._run_image(plan, schedule, words, starts, image, [e[n] for e in expected], first, n))
         model_values = []
         for k, call in enumerate(calls):
             shape = per_image_shape(call.shape, n_img)
@@ -322,16 +327,28 @@ class _Cosim:
         return golden.read_outputs(plan, regions)
 
     def _run_image(self, plan: PartitionPlan, schedule, words, starts, regions, expected,
-                   first_index: int) -> list[LayerResult]:  # fmt: skip
+                   first_index: int, image: int = 0) -> list[LayerResult]:  # fmt: skip
         """One image's run of the partition's stream on the RTL; per layer its cycles and, where
         its output went to external memory, its difference from the golden model."""
         t0 = time.perf_counter()
-        status = self.npu.run(words, regions, trace=True)
+        window = self.waveform if self.waveform and self.waveform[1] == plan.name and image == 0 else None
+        if window is None:
+            status = self.npu.run(words, regions, trace=True)
+        else:  # the traced build, dumping the layers' words only
+            w, _, ops, traced = window
+            span = word_window(schedule.steps, schedule.step_op, starts, len(words), ops)
+            status = traced.run(words, regions, trace=True, waveform_path=w.path, waveform_words=span)
+            cycles = cycle_window(status.trace, schedule.steps, schedule.step_op, ops, status.cycles)
+            self.waveform_info = {"path": str(w.path), "format": w.format, "partition": plan.name,
+                                  "layers": [plan.ops[k].name for k in ops], "words": list(span),
+                                  "cycles": list(cycles), "ns_per_cycle": NS_PER_CYCLE}  # fmt: skip
         self.seconds["rtl"] += time.perf_counter() - t0
         if not status.ok:
             k = schedule.step_op[bisect.bisect_right(starts, status.word_index) - 1] if starts else 0
             raise NpuByocError(f"cosim: {plan.name}: the RTL stopped with {status.status.name} at word "
                                f"{status.word_index} (layer '{plan.ops[k].name}')")  # fmt: skip
+        self.runs.append(StreamRun(plan.name, image, [op.name for op in plan.ops], list(schedule.steps),
+                                   list(schedule.step_op), list(starts), len(words), status.trace, status.cycles))
         results = layer_results(plan, schedule, starts, len(words), status, self.hw, first_index)
         for k, (op, result) in enumerate(zip(plan.ops, results)):
             if op.name not in schedule.resident:  # its output went to external memory: compare it
@@ -351,13 +368,16 @@ def cosim(
     progress: bool | Progress = False,
     strict: bool = True,
     target: str = "llvm",
+    waveform: WaveformWindow | None = None,
 ) -> CosimReport:
     """Run ``mod`` with every NPU layer on the RTL; see the module docstring.
 
     ``mod``: a model path or an IRModule from :func:`npu_byoc.load_model` (partitioned here if
     it is not yet). ``npu``: a :class:`~npu_byoc.runtime.verilator.VerilatorNpu` to reuse.
     ``progress``: draw a progress bar on stderr. ``strict``: raise :class:`CosimMismatch`
-    (with the complete report as ``.report``) when a layer differs from the golden model."""
+    (with the complete report as ``.report``) when a layer differs from the golden model.
+    ``waveform``: dump the cycles of these layers to a VCD / FST file (npu_byoc.runtime.waveform;
+    the report's ``summary["waveform"]`` says which words and cycles)."""
     from ..frontends.load import load_model, model_info
     from .build import build_with_runner
     from .compare import Diff, reference_like
@@ -382,6 +402,10 @@ def cosim(
     model = build_with_runner(part, runner, backend="cosim", hw=hw, target=target)
     # the layers of the plans the build lowered (runner.calls is read only when the model runs)
     calls = runner.calls = {name: _layer_calls(f, model.plans[name]) for name, f in funcs.items()}
+    if waveform is not None:
+        partition, ops = waveform.resolve(model.plans)
+        bar.note(f"cosim: loading the traced RTL model ({waveform.format}; built on first use, then cached) ...")
+        runner.waveform = (waveform, partition, ops, VerilatorNpu(hw, waveform=waveform.format))
     total = sum(len(c) * _images(c) for c in calls.values())  # one row per layer and image
     bar.total = max(total, 1)
     reference_layers = _LayerReference(calls, target) if total else None
@@ -411,6 +435,7 @@ def cosim(
         model=Path(info.path).name if info else "<module>",
         hw=asdict(hw),  # every field: a report says which configuration it measured
         layers=runner.layers,
+        runs=runner.runs,
     )
     out_rows = []
     if reference is not None:
@@ -425,6 +450,8 @@ def cosim(
     report.summary.update(roofline(model.plans.values(), hw))
     report.summary["outputs"] = out_rows
     report.summary["model_outputs"] = [list(y.shape) for y in outputs]
+    if runner.waveform_info is not None:
+        report.summary["waveform"] = runner.waveform_info
     if strict and report.mismatches:
         bad = ", ".join(f"'{r.name}' ({r.max_diff_golden} LSB)" for r in report.mismatches[:5])
         raise CosimMismatch(f"the RTL differs from the golden model on {len(report.mismatches)} layer(s): {bad}",

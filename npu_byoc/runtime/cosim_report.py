@@ -113,6 +113,7 @@ class CosimReport:
     hw: dict
     layers: list[LayerResult] = field(default_factory=list)
     summary: dict = field(default_factory=dict)
+    runs: list = field(default_factory=list, repr=False)  # StreamRun per stream run: the timeline's data
 
     @property
     def mismatches(self) -> list[LayerResult]:
@@ -140,6 +141,12 @@ class CosimReport:
 
     def write_csv(self, path: str | Path) -> None:
         Path(path).write_text(self.to_csv())
+
+    def write_timeline(self, path: str | Path) -> None:
+        """The command timeline as Chrome / Perfetto trace-event JSON (npu_byoc.runtime.cosim_timeline)."""
+        from .cosim_timeline import write_timeline
+
+        write_timeline(self.runs, HwConfig(**self.hw), path, self.model)
 
     def plot(self, path: str | Path) -> None:
         """A PNG of the MAC layers' utilization, one bar per layer coloured by op class."""

