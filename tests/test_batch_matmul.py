@@ -53,17 +53,24 @@ def reference_batch_matmul(a, b, zps, scales, adj_x=False, adj_y=False):
     return np.clip(out + zps[2], -128, 127).astype(np.int8)
 
 
-def run_import(a, b, zps, scales, adj_x=False, adj_y=False):
-    """The imported Relax expression compiled for the CPU and run on ``a``, ``b``."""
-    va = relax.Var("a", relax.TensorType(list(a.shape), "int8"))
-    vb = relax.Var("b", relax.TensorType(list(b.shape), "int8"))
+def run_import(cases):
+    """Each case ``(a, b, zps, scales, adj_x, adj_y)`` through the imported Relax expression,
+    all in one function compiled once for the CPU; the outputs in order."""
+    params, outs = [], []
     bb = relax.BlockBuilder()
-    with bb.function("main", [va, vb]):
+    for k, (a, b, *_rest) in enumerate(cases):
+        params += [relax.Var(f"a{k}", relax.TensorType(list(a.shape), "int8")),
+                   relax.Var(f"b{k}", relax.TensorType(list(b.shape), "int8"))]
+    with bb.function("main", params):
         with bb.dataflow():
-            y = bb.emit_output(batch_matmul(va, vb, a.shape, b.shape, adj_x, adj_y, zps, scales))
+            for k, (a, b, zps, scales, adj_x, adj_y) in enumerate(cases):
+                outs.append(bb.emit(batch_matmul(params[2 * k], params[2 * k + 1], a.shape, b.shape, adj_x, adj_y,
+                                                 zps, scales)))
+            y = bb.emit_output(relax.Tuple(outs))
         bb.emit_func_output(y)
     vm = relax.VirtualMachine(tvm.compile(bb.get(), target="llvm"), tvm.cpu())
-    return vm["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b)).numpy()
+    got = vm["main"](*[tvm.runtime.tensor(x) for a, b, *_ in cases for x in (a, b)])
+    return [got[k].numpy() for k in range(len(cases))]
 
 
 CASES = [  # (lhs shape, rhs shape, adj_x, adj_y)
@@ -77,23 +84,25 @@ CASES = [  # (lhs shape, rhs shape, adj_x, adj_y)
 
 
 # full-range operands (a multiplier < 1: a right shift), and operands in {-1, 0, 1} whose small
-# sums need a multiplier > 1 (a left shift); each case takes one in turn (one compile per case)
+# sums need a multiplier > 1 (a left shift); each case takes one in turn
 REGIMES = [((-128, 128), (-3, 5, -7)), ((-128, 128), (100, -90, 10)), ((-1, 2), (0, 0, 3))]
 
 
-@pytest.mark.parametrize("case", range(len(CASES)))
-def test_import_equals_litert_arithmetic(case):
-    lhs, rhs, adj_x, adj_y = CASES[case]
-    rng = np.random.default_rng(case)
-    for (lo, hi), zps in [REGIMES[case % len(REGIMES)]]:
+def test_import_equals_litert_arithmetic():
+    cases = []
+    for k, (lhs, rhs, adj_x, adj_y) in enumerate(CASES):
+        rng = np.random.default_rng(k)
+        (lo, hi), zps = REGIMES[k % len(REGIMES)]
         a = rng.integers(lo, hi, lhs).astype(np.int8)
         b = rng.integers(lo, hi, rhs).astype(np.int8)
         x, y = a.astype(np.int64) - zps[0], b.astype(np.int64) - zps[1]
         acc = np.matmul(np.swapaxes(x, -1, -2) if adj_x else x, np.swapaxes(y, -1, -2) if adj_y else y)
         scales = (0.021, 0.0137, 0.021 * 0.0137 * max(int(np.abs(acc).max()), 1) / 110)  # no clamping
-        want = reference_batch_matmul(a, b, zps, scales, adj_x, adj_y)
-        got = run_import(a, b, zps, scales, adj_x, adj_y)
-        assert got.shape == want.shape == acc.shape
+        cases.append((a, b, zps, scales, adj_x, adj_y))
+    assert {multiplier(*c[3])[1] > 0 for c in cases} == {True, False}  # both shift directions
+    for case, got in zip(cases, run_import(cases)):
+        want = reference_batch_matmul(*case)
+        assert got.shape == want.shape
         np.testing.assert_array_equal(got, want)
         assert len(np.unique(want)) >= min(6, want.size // 4)  # the rounding is reached, not only the clamps
 
@@ -104,7 +113,7 @@ def test_rounding_ties_and_both_shift_signs():
     assert multiplier(*scales) == (1 << 30, -3)
     a = np.array([[[8, -8, 24, -24, 1, -1, 40, -40]]], np.int8)  # acc = a * 1
     b = np.ones((1, 1, 1), np.int8)
-    got = run_import(a.transpose(0, 2, 1), b, (0, 0, 0), scales)
+    (got,) = run_import([(a.transpose(0, 2, 1), b, (0, 0, 0), scales, False, False)])
     want = reference_batch_matmul(a.transpose(0, 2, 1), b, (0, 0, 0), scales)
     np.testing.assert_array_equal(got, want)
     # 8/16 = 0.5 -> 1, -0.5 -> -1, 1.5 -> 2, -1.5 -> -2, 1/16 -> 0, 2.5 -> 3, -2.5 -> -3
@@ -164,7 +173,7 @@ def _batch_matmuls(name: str):
 def test_every_batch_matmul_of_a_transformer_equals_litert(name):
     ops = _batch_matmuls(name)
     assert len(ops) == 4  # 2 blocks x (scores, weighted values)
-    for a, b, want, adj_x, adj_y, zps, scales in ops:
-        got = run_import(a, b, zps, scales, adj_x, adj_y)
+    cases = [(a, b, zps, scales, adj_x, adj_y) for a, b, _, adj_x, adj_y, zps, scales in ops]
+    for (a, b, want, *_), case, got in zip(ops, cases, run_import(cases)):
         np.testing.assert_array_equal(got, want)
-        np.testing.assert_array_equal(reference_batch_matmul(a, b, zps, scales, adj_x, adj_y), want)
+        np.testing.assert_array_equal(reference_batch_matmul(*case), want)
