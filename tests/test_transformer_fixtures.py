@@ -92,7 +92,7 @@ def test_grouped_conv_npu_layers_bit_exact_with_litert():
         regions = golden.allocate_regions(plan, [np.zeros(io.shape, np.int8) for io in plan.inputs])
         for k, op in enumerate(plan.ops):
             if any(source.get(r.name, r.name) not in tensors for r in op.inputs):
-                continue  # an operand the plan holds as a constant (the residual ADD's)
+                continue  # a partition input named after its parameter, not a source op (the ADDs' shortcut)
             for r in op.inputs:
                 golden.write_tensor(regions, r, tensor_of(r.name, r.shape))
             out = golden.run_op(op, regions)
