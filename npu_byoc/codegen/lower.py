@@ -26,6 +26,7 @@ from ..ops.composites import extract_composite
 from ..ops.records import DEFAULT_NUMERICS, Reject
 from ..ops.table import LAYER_ATTR, PATTERNS_BY_NAME
 from . import dryrun
+from .layout_agreement import layout_conflict
 from ..ops.records import (
     QAdd, QConcat, QConv2D, QFullyConnected, QGather, QLut, QMean, QMul, QOp, QPool2D, QReshape,
     QResizeBilinear, QSoftmax, QTransposeConv2D,
@@ -298,6 +299,10 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
     # vector broadcast implies ([1, C, 1, 1]: NCHW), else NHWC (the same bytes for the rest).
     model_layout = next((q.layout for _, _, q in extracted if getattr(q, "layout", None)), None) or next(
         (lay for _, _, q in extracted if hasattr(q, "input_b") and (lay := limits.binary_layout(q)) != "NHWC"), "NHWC")
+    conflict = layout_conflict([(layer, q) for _, layer, q in extracted])
+    if conflict:
+        layer, reason = conflict
+        raise LoweringError(f"{name}: layer '{layer}': {reason}", layer=layer, reason=reason)
     for b, _, qop in extracted:
         for a in b.value.args:
             if a in params:

@@ -31,6 +31,9 @@ way TVM imports LOGISTIC: dequantize, the float function, quantize. The pattern 
 entries (:mod:`npu_byoc.ops.lut`) match that form and evaluate LiteRT's kernel on the 256
 int8 inputs. SOFTMAX is imported the same way with its ``beta``, which TVM's own converter
 drops (the NPU's SOFTMAX, npu_byoc.ops.softmax, folds beta into its exp table).
+
+Quantized BATCH_MATMUL (attention's two-activation products) is imported in integer Relax ops
+by :mod:`npu_byoc.frontends.tflite_batch_matmul`, LiteRT's arithmetic exactly.
 """
 
 from __future__ import annotations
@@ -437,7 +440,7 @@ class DataMovementConverter(tflite_frontend.OperatorConverter):
 
     _SUPPORTED_QUANTIZED_OPS = tflite_frontend.OperatorConverter._SUPPORTED_QUANTIZED_OPS | frozenset(
         LOWERINGS
-    ) | frozenset(FUNCTIONS)
+    ) | frozenset(FUNCTIONS) | {"BATCH_MATMUL"}
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -481,6 +484,38 @@ class DataMovementConverter(tflite_frontend.OperatorConverter):
         info = np.iinfo(dtype)
         lo, hi = nx.activation_range(names[fused_activation_fn], scale, zero_point, int(info.min), int(info.max))
         return relax.op.clip(expr, min=float(lo), max=float(hi))
+
+    def convert_batch_matmul(self, op):
+        """Quantized BATCH_MATMUL as LiteRT's int8 kernel (npu_byoc.frontends.tflite_batch_matmul);
+        float BATCH_MATMUL through TVM."""
+        from tflite.BatchMatMulOptions import BatchMatMulOptions
+
+        from .tflite_batch_matmul import batch_matmul
+
+        ins, (y,) = self.get_input_tensors(op), self.get_output_tensors(op)
+        if all(t.qnn_params is None for t in (*ins, y)):
+            return super().convert_batch_matmul(op)
+        types = [self.get_tensor_type_str(t.tensor.Type()) for t in (*ins, y)]
+        if types != ["int8"] * 3 or any(t.qnn_params is None for t in (*ins, y)):
+            raise ImportRefused(f"TFLite BATCH_MATMUL: operand and output types {types} (only int8 with int8 is supported)")
+        params = [[np.asarray(t.qnn_params[k].value.numpy()).ravel() for k in ("scale", "zero_point")] for t in (*ins, y)]
+        if any(s.size != 1 or z.size != 1 for s, z in params):
+            raise ImportRefused("TFLite BATCH_MATMUL: per-channel quantization (LiteRT's kernel is per-tensor)")
+        adj_x = adj_y = False
+        table = op.BuiltinOptions()
+        if table is not None:
+            o = BatchMatMulOptions()
+            o.Init(table.Bytes, table.Pos)
+            adj_x, adj_y = bool(o.AdjX()), bool(o.AdjY())
+        xs = [self.get_tensor_expr(t) for t in ins]
+        shapes = [_static_shape(self.bb.normalize(x)) for x in xs]
+        if any(s is None for s in shapes):
+            raise ImportRefused("TFLite BATCH_MATMUL: an operand's shape is not static (fix it with input_shapes)")
+        try:
+            return batch_matmul(*xs, *shapes, adj_x, adj_y, [int(z[0]) for _, z in params],
+                                [float(s[0]) for s, _ in params])
+        except ValueError as err:
+            raise ImportRefused(f"TFLite BATCH_MATMUL: {err}") from None
 
     def _fold_constants(self, name: str, op):
         """A :data:`FOLDS` operator: computed at import when its inputs are all unquantized

@@ -104,6 +104,17 @@ def _lower_fc(name: str, op: QFullyConnected, ifms: list[TensorRef], ofm: Tensor
     )
 
 
+
+def contracts_pixels_in(op, layout: str) -> bool:
+    """Whether ``op`` is a fully connected layer whose contracted (last) axis a partition of
+    ``layout`` would store as pixels rather than channels: a rank >= 3 input ``[N, A, ..., K]``
+    under NCHW keeps ``A`` innermost, so the rows would be read transposed (unless A or the
+    pixels are 1, where both orders are the same bytes)."""
+    if not isinstance(op, QFullyConnected) or layout != "NCHW" or len(op.input.shape) < 3:
+        return False
+    shape = op.input.shape
+    return shape[1] > 1 and int(np.prod(shape[2:])) > 1
+
 # ---------------------------------------------------------------------------------------------
 # Table entry
 

@@ -89,6 +89,13 @@ def mean_spatial(op: QMean, hw: HwConfig) -> str | None:
     return None
 
 
+
+def layout_is_guess(op) -> bool:
+    """A MEAN over the last axis of a rank-3 tensor takes NCHW (a ``[N, C, L]`` sequence's length)
+    as a guess: in a ``[N, L, C]`` sequence the same axis is the channels (LayerNorm's mean), which
+    the MEAN unit cannot reduce. codegen.layout_agreement checks the guess against the partition."""
+    return isinstance(op, QMean) and op.layout == "NCHW" and len(op.input.shape) == 3
+
 # ---------------------------------------------------------------------------------------------
 # Lowering
 

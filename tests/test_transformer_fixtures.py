@@ -1,0 +1,130 @@
+"""Issue 24's fixtures (tools/make_transformer_models.py) through the whole flow: imported,
+partitioned with whatever the NPU offloads today, run, and compared with the reference runtime
+that recorded them (LiteRT's reference kernels, onnxruntime).
+
+What is exact today and what is not, and why (each bound below is a measured figure, not a
+target; the issue's goal is 0 LSB on TFLite):
+
+* every BATCH_MATMUL is LiteRT's arithmetic exactly (tests/test_batch_matmul.py);
+* the grouped-conv model's NPU layers are LiteRT's arithmetic exactly (the per-layer check below);
+* what stays on the CPU and came through TVM's own TFLite converters (CONV_2D with groups,
+  SQUARED_DIFFERENCE, RSQRT, broadcast MUL / ADD, the stride-4 patch conv) runs dequantize ->
+  float op -> quantize: float32 rounding instead of LiteRT's integer requantize, 1 LSB per
+  layer now and then, a few LSB at the output of a 2-block transformer;
+* LayerNorm's MEAN over a token's features (the last axis of a rank-3 [N, L, C] sequence) stays
+  on the CPU: npu.mean's guess that the axis is an NCHW sequence's length ([N, C, L]) is refused
+  where the partition's fully connected layers read that axis as channels
+  (npu_byoc.codegen.layout_agreement). Before, the layouts mixed in one partition and the models
+  were 50 LSB (ViT) and 123 LSB (keyword transformer) off LiteRT at the output.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import npu_byoc
+from npu_byoc.codegen.lower import lower_module
+from npu_byoc.frontends.load import model_info
+from npu_byoc.runtime import golden
+
+from .conftest import check_onnx_fixture, model_path, op_expected, reference
+
+# fixture -> (operations kept on the CPU, max |NPU flow - LiteRT| in LSB measured on its samples)
+TFLITE = {
+    "vit_tiny_int8.tflite": ((), 1),
+    "kws_transformer_int8.tflite": ((), 3),  # TVM's CPU build alone: 5
+    "convnext_block_int8.tflite": ((), 1),  # npu.mean refuses its channel MEANs (4-D): on the CPU
+    "grouped_conv_int8.tflite": ((), 1),
+}
+
+_built: dict = {}
+_partitions: dict = {}
+
+
+def _partitioned(name: str, exclude: tuple[str, ...] = ()):
+    """The fixture imported and partitioned (``exclude`` kept on the CPU), once."""
+    key = (name, exclude)
+    if key not in _partitions:
+        _partitions[key] = npu_byoc.partition_for_npu(npu_byoc.load_model(model_path(name)), exclude=exclude)
+    return _partitions[key]
+
+
+def _functional(name: str, exclude: tuple[str, ...]):
+    """The fixture partitioned and built on the C model, once."""
+    key = (name, exclude)
+    if key not in _built:
+        _built[key] = npu_byoc.build(_partitioned(name, exclude), "functional")
+    return _built[key]
+
+
+def _max_lsb(name: str, model) -> int:
+    ref = reference(name)
+    worst = 0
+    for inputs, outputs in zip(ref["inputs"], ref["outputs"]):
+        got = model.run(inputs)[0]
+        worst = max(worst, int(np.abs(got.astype(int) - outputs[0].reshape(got.shape).astype(int)).max()))
+    return worst
+
+
+@pytest.mark.parametrize("name", list(TFLITE))
+def test_tflite_fixture_runs_close_to_litert(name):
+    exclude, bound = TFLITE[name]
+    model = _functional(name, exclude)
+    assert model.plans, "nothing offloaded to the NPU"
+    assert _max_lsb(name, model) <= bound
+
+
+
+@pytest.mark.parametrize("name", ["vit_tiny_int8.tflite", "kws_transformer_int8.tflite"])
+def test_layernorm_means_next_to_fully_connected_layers_stay_on_the_cpu(name):
+    """LayerNorm's MEAN over a token's features is offloaded only where no op of its partition
+    reads that axis as channels (then the NCHW reading is the same arithmetic, and the output
+    bound above holds); next to the fully connected layers it stays on the CPU and says why."""
+    means = [o for o in npu_byoc.coverage_report(_partitioned(name)).ops if o.op == "MEAN"]
+    layout = [o for o in means if not o.offloaded and "the NPU's MEAN reduces spatial axes, not channels" in o.reason]
+    assert len(means) >= 4 and layout  # two per encoder block
+    assert all(o.offloaded or o.reason for o in means)
+
+def test_grouped_conv_npu_layers_bit_exact_with_litert():
+    """Every NPU layer of the RegNetX blocks, fed LiteRT's own input tensors, gives LiteRT's
+    output tensor exactly (the per-layer contract; the CPU's grouped conv is the 1 LSB above)."""
+    name = "grouped_conv_int8.tflite"
+    mod = npu_byoc.load_model(model_path(name))
+    recorded = np.load(model_path(name).with_name(name.replace(".tflite", ".tensors.npz")))
+    tensors = {k.split(";")[0]: recorded[k] for k in recorded.files if k != "__index__"}
+    info = model_info(mod)
+    source = {v: o.name for o in info.ops for v in o.vars}
+    source.update({t.name.replace(":", "_"): t.name for t in info.inputs})
+
+    def tensor_of(ref_name, hwc):
+        return tensors[source.get(ref_name, ref_name)].reshape(hwc)
+
+    kinds = []
+    for plan in lower_module(npu_byoc.partition_for_npu(mod)).values():
+        regions = golden.allocate_regions(plan, [np.zeros(io.shape, np.int8) for io in plan.inputs])
+        for k, op in enumerate(plan.ops):
+            if any(source.get(r.name, r.name) not in tensors for r in op.inputs):
+                continue  # a partition input named after its parameter, not a source op (the ADDs' shortcut)
+            for r in op.inputs:
+                golden.write_tensor(regions, r, tensor_of(r.name, r.shape))
+            out = golden.run_op(op, regions)
+            np.testing.assert_array_equal(out, op_expected(plan, k, tensor_of), err_msg=op.name)
+            kinds.append(op.kind)
+    assert kinds.count("conv2d") >= 6 and {"mean", "fully_connected", "softmax"} <= set(kinds)
+
+
+# ONNX QDQ: golden == C model, within lsb of onnxruntime, the RTL bit-exact with golden and
+# cycle-exact with the cycle model, every layer within 1 LSB of TVM's CPU build
+# (channel_shuffle: four requantizations in a chain, stem -> pw1 -> dw -> pw2, reach 2 LSB)
+ONNX = {"channel_shuffle_qdq.onnx": 2, "ceil_pool_qdq.onnx": 1, "layernorm_qdq.onnx": 1}
+
+
+@pytest.mark.parametrize("name", list(ONNX))
+def test_onnx_fixture_against_onnxruntime(name):
+    mod = check_onnx_fixture(name, lsb=ONNX[name])
+    meta = json.loads(str(np.load(model_path(name).with_suffix(".npz"))["meta"]))
+    assert meta["quantize_static"]["quant_format"] == "QDQ"
+    assert any(o.op == "Conv" for o in model_info(mod).ops)
