@@ -259,7 +259,8 @@ def cmd_compile(args) -> int:
 def cmd_export(args) -> int:
     from .tools.export.command import run
 
-    return run(args, _load(args), _hw(args))
+    hw = _hw(args)
+    return run(args, _partitioned(args, _load(args), hw), hw)
 
 
 def cmd_partition(args) -> int:

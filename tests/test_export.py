@@ -189,6 +189,16 @@ def test_a_model_with_cpu_operators_is_refused_with_their_list(tmp_path, capsys)
     assert len(lines) == 1 and lines[0].startswith("npu-byoc: error: ") and "Softmax" in lines[0]
 
 
+
+def test_excluded_operators_are_named_in_the_refusal(tmp_path, capsys):
+    """--exclude partitions the model as the other commands do: the excluded SOFTMAX would run
+    on the CPU, so the export refuses the model and says the user kept it there."""
+    path = model_path("tiny_cnn_int8.tflite")
+    assert main(["export", str(path), "-o", str(tmp_path / "out"), "--exclude", "SOFTMAX"]) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "1 operator(s) would run on the CPU" in line and "SOFTMAX" in line and "excluded by the user" in line
+    assert not (tmp_path / "out").exists()
+
 def test_operators_computed_at_import_are_not_listed(tmp_path):
     """dense_seq_int8.tflite: ten SHAPE / GATHER / PACK ... operators TVM's import computed as
     constants (no run-time work), and one TRANSPOSE left on the CPU: only the TRANSPOSE counts."""

@@ -20,6 +20,9 @@ def add_parser(sub, func, input_shape) -> None:
     e.add_argument("--hw", action="append", metavar="FIELD=VALUE",
                    help="a hardware configuration field (repeatable), e.g. --hw array_rows=16 --hw sram_bytes=512K")
     e.add_argument("--hw-file", metavar="CFG.toml", help="hardware configuration fields from a TOML file")
+    e.add_argument("--exclude", action="append", metavar="OP_OR_LAYER",
+                   help="keep an operator type, a layer or an NPU operation on the CPU (repeatable): the export "
+                        "then refuses the model, naming them")  # fmt: skip
     e.set_defaults(func=func)
 
 
