@@ -37,10 +37,9 @@ from ..ops.npu_ops import (
     Pool, ResizeBilinear, Softmax, TensorRef, TransposeConv2D,
 )  # fmt: skip
 
-from ..ops import kick_limits
 from ..ops.lowering import hwc, partition_batch, per_image, view  # noqa: F401 (lower.X callers)
 from ..ops.lut import _lower_lut
-from ..ops.registry import LOWERINGS
+from ..ops.registry import LOWERINGS, unit_reason
 from ..ops.softmax import last_axis_as_channels
 
 SCRATCH_ALIGN = 16
@@ -411,7 +410,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         except KeyError as err:
             reason = f"input {err} is not produced by the partition"
             raise LoweringError(f"{name}: layer '{layer}': {reason}", layer=layer, reason=reason) from None
-        reason = kick_limits.unit_reason(op, hw)  # the check's own limit, again on the op as lowered here
+        reason = unit_reason(op, hw)  # the check's own limit, again on the op as lowered here
         if reason:
             raise LoweringError(f"{name}: layer '{layer}': {reason}", layer=layer, reason=reason)
         refs[b.var] = ofm

@@ -14,7 +14,7 @@ Loaded on first use (PEP 562): importing a module of this package does not load 
 
 
 def __getattr__(name: str):
-    if name in ("REGISTRY", "LOWERINGS"):
+    if name in ("REGISTRY", "LOWERINGS", "NPU_OPS"):
         from . import registry
 
         return getattr(registry, name)

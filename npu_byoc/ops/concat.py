@@ -109,3 +109,4 @@ ENTRY = NpuPattern(
 
 ENTRIES = (ENTRY,)
 LOWERINGS: dict = {}  # each input written in place: codegen.lower
+NPU_OPS: dict = {}  # no typed op of its own

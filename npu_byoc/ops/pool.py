@@ -14,8 +14,10 @@ from ._qdq import (
     _DTYPE_RANGE, _Tail, _activation, _add_padding, _carried, _int_clip, _pad, _qdq_unary, _unpad,
 )  # fmt: skip
 from ..arch.config import HwConfig
+from ..arch import numerics as nx
 from .entry import Convention, NpuPattern
 from .npu_ops import NpuOp, Pool, TensorRef
+from .npu_op_spec import NpuOpSpec, what
 from .records import QPool2D, Reject
 from ..util.relax_utils import dtype_of, int_list, op_name, prim_value, resolve
 
@@ -236,3 +238,24 @@ MAX_POOL2D = NpuPattern(
 
 ENTRIES = (AVG_POOL2D, MAX_POOL2D)
 LOWERINGS = {QPool2D: _lower_pool}
+
+
+# ---------------------------------------------------------------------------------------------
+# Golden semantics, unit limits (the typed op's spec: npu_byoc.ops.npu_op_spec)
+
+
+def golden_pool(op: Pool, x: np.ndarray) -> np.ndarray:
+    kernel = nx.avg_pool2d if op.pool == "avg" else nx.max_pool2d
+    return kernel(x[None], op.kernel, op.stride, tuple(op.padding), op.act_min, op.act_max)[0]
+
+
+def _unit_reason(npu_op: Pool, hw: HwConfig) -> str | None:
+    (kh, kw), (sh, sw) = npu_op.kernel, npu_op.stride
+    if max(kh, kw) > hw.max_pool_window:
+        return f"{what(npu_op)} runs a {kh}x{kw} window: the NPU takes up to max_pool_window={hw.max_pool_window}"
+    if max(sh, sw) > hw.max_pool_stride:
+        return f"{what(npu_op)} runs stride {sh}x{sw}: the NPU takes up to max_pool_stride={hw.max_pool_stride}"
+    return None
+
+
+NPU_OPS = {Pool: NpuOpSpec(golden_pool, "spatial", unit_reason=_unit_reason)}

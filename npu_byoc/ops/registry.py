@@ -1,8 +1,10 @@
 """The NPU operations, one module each, in the pattern table's order (earlier entries win a
-contested binding: keep it). Each module exposes ``ENTRIES`` (its table entries, NpuPattern)
-and ``LOWERINGS`` (record type -> its lowering); the pattern table (npu_byoc.ops.table), the
-lowering dispatch (:data:`LOWERINGS`), docs/patterns.md and the coverage report derive from
-here. Adding an operation: its module, and its line below."""
+contested binding: keep it). Each module exposes ``ENTRIES`` (its table entries, NpuPattern),
+``LOWERINGS`` (record type -> its lowering) and ``NPU_OPS`` (typed NPU op -> its NpuOpSpec:
+golden semantics, tiling kind, unit limits); the pattern table (npu_byoc.ops.table), the
+lowering dispatch (:data:`LOWERINGS`), the golden model's and the tiler's dispatch
+(:data:`NPU_OPS`), docs/patterns.md and the coverage report derive from here. Adding an
+operation: its module, and its line below."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from . import (
     add, concat, conv2d, depthwise, fully_connected, gather, lut, mean, mul, pool, reshape, resize, softmax,
     transpose_conv,
 )  # fmt: skip
-from .npu_ops import NpuOp, TensorRef
+from .npu_op_spec import NpuOpSpec
+from .npu_ops import NpuOp, Phased, TensorRef
 from .records import QOp
 
 REGISTRY = (
@@ -32,4 +35,27 @@ def _lowerings() -> dict[type, Callable[[str, QOp, list[TensorRef], TensorRef], 
 
 LOWERINGS = _lowerings()
 
-__all__ = ["REGISTRY", "LOWERINGS"]
+
+def _npu_ops() -> dict[type, NpuOpSpec]:
+    out: dict = {}
+    for module in REGISTRY:
+        for npu_op, spec in module.NPU_OPS.items():
+            assert npu_op not in out, f"{module.__name__}: {npu_op.__name__} is specified twice"
+            out[npu_op] = spec
+    return out
+
+
+NPU_OPS = _npu_ops()  # typed NPU op -> its golden semantics, tiling kind, unit limits
+
+
+def unit_reason(npu_op: NpuOp, hw) -> str | None:
+    """Why a lowered op (each phase of a phased one) breaks a unit limit of ``hw`` that the
+    stream machine checks at the kick (INVALID_PARAMETER in npu_functional.cc and
+    npu_kick_check.v): the one source every check binds to, whatever the op lowers to. Each
+    op's limits are its spec's (``NpuOpSpec.unit_reason``, in its module)."""
+    if isinstance(npu_op, Phased):
+        return next(filter(None, (unit_reason(p, hw) for p in npu_op.phases)), None)
+    return NPU_OPS[type(npu_op)].unit_reason(npu_op, hw)
+
+
+__all__ = ["REGISTRY", "LOWERINGS", "NPU_OPS", "unit_reason"]

@@ -72,8 +72,10 @@ ENTRY = NpuPattern(
     checks=(*C.COMMON, reshape_same_quantization),
     applies=lambda op: op.convention != "constant" and op.input.dtype in _INT_ACTIVATIONS,
     view=True,
+    moves_data=True,
 )
 
 
 ENTRIES = (ENTRY,)
 LOWERINGS: dict = {}  # a view: codegen.lower.VIEWS
+NPU_OPS: dict = {}  # no typed op of its own
