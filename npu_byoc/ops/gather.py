@@ -12,7 +12,9 @@ from tvm.relax.dpl import DFPattern, is_const, is_op, wildcard
 from . import checks as C
 from ._qdq import _INT_ACTIVATIONS, _activation, _carried, _const, _deq, _is_constant, _quant
 from ..arch.config import HwConfig
+from .canonical import CanonicalForm
 from .entry import Convention, NpuPattern
+from .gather_canonical import compose_gathers, split_to_slices
 from .gather_copies import decompose, resize_index, slice_index
 from .npu_ops import Gather, NpuOp, TensorRef
 from .npu_op_spec import NpuOpSpec, shape_text
@@ -151,3 +153,5 @@ def golden_gather(op: Gather, x: np.ndarray) -> np.ndarray:
 
 NPU_OPS = {Gather: NpuOpSpec(golden_gather, "phased",
                              describe=lambda op: f"gather {shape_text(op)} ({len(op.phases)} copies)")}  # fmt: skip
+# an ONNX Split becomes slices (this op's), then chains of data movement compose
+CANONICAL_FORMS = (CanonicalForm(0, split_to_slices), CanonicalForm(1, compose_gathers))

@@ -45,7 +45,11 @@ def _npu_ops() -> dict[type, NpuOpSpec]:
     return out
 
 
-NPU_OPS = _npu_ops()  # typed NPU op -> its golden semantics, tiling kind, unit limits
+NPU_OPS = _npu_ops()
+
+# Each op's rewrites of the module into the forms its conventions match, in their order.
+CANONICAL_FORMS = tuple(sorted((f for module in REGISTRY for f in getattr(module, "CANONICAL_FORMS", ())),
+                               key=lambda f: f.order))  # fmt: skip  # typed NPU op -> its golden semantics, tiling kind, unit limits
 
 
 def unit_reason(npu_op: NpuOp, hw) -> str | None:
@@ -58,4 +62,4 @@ def unit_reason(npu_op: NpuOp, hw) -> str | None:
     return NPU_OPS[type(npu_op)].unit_reason(npu_op, hw)
 
 
-__all__ = ["REGISTRY", "LOWERINGS", "NPU_OPS", "unit_reason"]
+__all__ = ["REGISTRY", "LOWERINGS", "NPU_OPS", "CANONICAL_FORMS", "unit_reason"]
