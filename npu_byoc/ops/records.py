@@ -253,7 +253,7 @@ class QLut:
 @dataclass(frozen=True, eq=False)
 class QReshape:
     """RESHAPE / SQUEEZE / FLATTEN of an int8 tensor: the same bytes seen with another shape.
-    No NPU work: lowering makes the output a view of the input (npu_byoc.codegen.lower.VIEWS)."""
+    No NPU work: lowering makes the output a view of the input (npu_byoc.ops.reshape.VIEWS)."""
 
     input: QTensor
     output: QTensor
@@ -305,7 +305,7 @@ class QResizeBilinear:
 @dataclass(frozen=True, eq=False)
 class QConcat:
     """CONCATENATION of int8 tensors along the channel axis. Lowering has each input's producer
-    write its channel slice of the output in place (npu_byoc.codegen.lower._ConcatSlots); an
+    write its channel slice of the output in place (npu_byoc.ops.concat.IN_PLACE); an
     input that cannot be written in place (a partition input, an input quantized unlike the
     output, ...) is copied into its slice by a requantize LUT op."""
 

@@ -47,6 +47,20 @@ def _npu_ops() -> dict[type, NpuOpSpec]:
 
 NPU_OPS = _npu_ops()
 
+def _merged(attr: str) -> dict:
+    out: dict = {}
+    for module in REGISTRY:
+        for key, value in getattr(module, attr, {}).items():
+            assert key not in out, f"{module.__name__}: {key.__name__} is in {attr} twice"
+            out[key] = value
+    return out
+
+
+# Records that lower to no NPU op: their output is a view of their input (reshape) ...
+VIEWS = _merged("VIEWS")
+# ... or their inputs write their slices of it in place, the others copied in (concat: InPlace).
+IN_PLACE = _merged("IN_PLACE")
+
 # Each op's rewrites of the module into the forms its conventions match, in their order.
 CANONICAL_FORMS = tuple(sorted((f for module in REGISTRY for f in getattr(module, "CANONICAL_FORMS", ())),
                                key=lambda f: f.order))  # fmt: skip  # typed NPU op -> its golden semantics, tiling kind, unit limits
@@ -62,4 +76,4 @@ def unit_reason(npu_op: NpuOp, hw) -> str | None:
     return NPU_OPS[type(npu_op)].unit_reason(npu_op, hw)
 
 
-__all__ = ["REGISTRY", "LOWERINGS", "NPU_OPS", "CANONICAL_FORMS", "unit_reason"]
+__all__ = ["REGISTRY", "LOWERINGS", "NPU_OPS", "VIEWS", "IN_PLACE", "CANONICAL_FORMS", "unit_reason"]
