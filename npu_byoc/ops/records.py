@@ -28,6 +28,15 @@ def numerics_for(model_format: str | None) -> str:
     return FORMAT_NUMERICS.get(model_format or "", DEFAULT_NUMERICS)
 
 
+class QOp:
+    """Base of the quantized-op records. What the shared code reads from a record is by its
+    fields' names, not its type: ``input`` / ``output`` (``input_a`` and ``input_b`` for a
+    binary op, ``inputs`` for a concatenation) as QTensor, and optionally ``layout``,
+    ``act_min`` / ``act_max``, ``numerics``, ``left_shift_overflow``, ``constant``, ``macs``.
+    A new op's record may live in its own module (npu_byoc.ops.<op>): a frozen dataclass
+    subclassing this one."""
+
+
 @dataclass(frozen=True)
 class QTensor:
     """A per-tensor quantized activation: real = scale * (q - zero_point).
@@ -46,7 +55,7 @@ class QTensor:
 
 
 @dataclass(frozen=True, eq=False)
-class QConvolution:
+class QConvolution(QOp):
     """The fields of a convolution record (QConv2D, QTransposeConv2D): int8 OHWI weights with
     per-output-channel scales, an int32 bias and the output clamp."""
 
@@ -115,7 +124,7 @@ class QConv2D(QConvolution):
 
 
 @dataclass(frozen=True, eq=False)
-class QFullyConnected:
+class QFullyConnected(QOp):
     input: QTensor
     output: QTensor
     weight: np.ndarray  # int8 [out, in]
@@ -153,7 +162,7 @@ class QFullyConnected:
 
 
 @dataclass(frozen=True, eq=False)
-class QPool2D:
+class QPool2D(QOp):
     kind: str  # "avg" | "max"
     layout: str
     input: QTensor
@@ -177,7 +186,7 @@ class QPool2D:
 
 
 @dataclass(frozen=True, eq=False)
-class QMean:
+class QMean(QOp):
     input: QTensor
     output: QTensor
     axes: tuple[int, ...]
@@ -197,7 +206,7 @@ class QMean:
 
 
 @dataclass(frozen=True, eq=False)
-class _QBinary:
+class _QBinary(QOp):
     """An elementwise op of two int8 activations; one may be a channel vector broadcast over
     the other (squeeze-excite)."""
 
@@ -230,7 +239,7 @@ class QMul(_QBinary):
 
 
 @dataclass(frozen=True, eq=False)
-class QLut:
+class QLut(QOp):
     """An elementwise function of one int8 input, computed through a 256-entry table."""
 
     function: str  # a key of npu_byoc.ops.lut.FUNCTIONS ("sigmoid", "hard_swish", ...)
@@ -251,7 +260,7 @@ class QLut:
 
 
 @dataclass(frozen=True, eq=False)
-class QReshape:
+class QReshape(QOp):
     """RESHAPE / SQUEEZE / FLATTEN of an int8 tensor: the same bytes seen with another shape.
     No NPU work: lowering makes the output a view of the input (npu_byoc.ops.reshape.VIEWS)."""
 
@@ -266,7 +275,7 @@ class QReshape:
 
 
 @dataclass(frozen=True, eq=False)
-class QGather:
+class QGather(QOp):
     """A constant-index gather of an int8 tensor (TFLite RESIZE_NEAREST_NEIGHBOR, STRIDED_SLICE,
     SPLIT, TILE, GATHER as npu_byoc.frontends.tflite_ops imports them; ONNX Resize nearest, Slice and
     Split): ``index`` holds, per output element, the flat input element it copies."""
@@ -286,7 +295,7 @@ class QGather:
 
 
 @dataclass(frozen=True, eq=False)
-class QResizeBilinear:
+class QResizeBilinear(QOp):
     """RESIZE_BILINEAR of an int8 NHWC tensor, LiteRT's integer kernel (npu_byoc.ops.resize)."""
 
     input: QTensor
@@ -303,7 +312,7 @@ class QResizeBilinear:
 
 
 @dataclass(frozen=True, eq=False)
-class QConcat:
+class QConcat(QOp):
     """CONCATENATION of int8 tensors along the channel axis. Lowering has each input's producer
     write its channel slice of the output in place (npu_byoc.ops.concat.IN_PLACE); an
     input that cannot be written in place (a partition input, an input quantized unlike the
@@ -323,7 +332,7 @@ class QConcat:
 
 
 @dataclass(frozen=True, eq=False)
-class QSoftmax:
+class QSoftmax(QOp):
     """SOFTMAX over the last axis of an int8 tensor, as TFLite's integer reference kernel
     computes it (npu_byoc.ops.softmax): exp(beta · input_scale · (x − max)) normalised, output
     scale 1/256 and zero point −128."""
@@ -353,10 +362,6 @@ class QTransposeConv2D(QConvolution):
     def macs(self) -> int:
         n = int(np.prod(self.input.shape))
         return n * self.kernel[0] * self.kernel[1] * self.out_channels
-
-
-QOp = (QConv2D | QTransposeConv2D | QFullyConnected | QPool2D | QMean | QAdd | QMul | QLut | QReshape | QGather
-       | QResizeBilinear | QConcat | QSoftmax)
 
 
 class Reject(Exception):
