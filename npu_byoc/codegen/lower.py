@@ -23,7 +23,7 @@ from ..ops.composites import extract_composite
 from ..ops.records import DEFAULT_NUMERICS, Reject
 from ..ops.table import LAYER_ATTR, PATTERNS_BY_NAME
 from . import dryrun
-from ..ops.records import QFullyConnected, QGather, QOp, QReshape, QSoftmax
+from ..ops.records import QFullyConnected, QOp, QReshape, QSoftmax
 from ..util.relax_utils import dtype_of, shape_of
 from ..ops.npu_ops import NpuOp, TensorRef
 
@@ -299,9 +299,10 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         shape = shape_of(b.var)
         try:
             hwc_shape = hwc(per_image(shape, batch), layout)
-            if type(qop) is QGather:  # its index map is laid out as it says, or as the partition
+            if qop.takes_partition_layout:  # laid out as it says, or as the partition (a gather's index map)
                 if len(shape) == 4 and qop.layout not in (None, model_layout):
-                    raise Reject(f"gather laid out {qop.layout} in a partition that holds its tensors {model_layout}")
+                    reason = f"laid out {qop.layout} in a partition that holds its tensors {model_layout}"
+                    raise Reject(f"{qop.takes_partition_layout} {reason}")
                 qop = replace(qop, layout=model_layout)
             if b.var in concat.errors:
                 raise Reject(concat.errors[b.var])

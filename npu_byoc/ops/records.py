@@ -13,6 +13,7 @@ Canonical layouts, independent of the model's own layout:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -35,6 +36,10 @@ class QOp:
     ``act_min`` / ``act_max``, ``numerics``, ``left_shift_overflow``, ``constant``, ``macs``.
     A new op's record may live in its own module (npu_byoc.ops.<op>): a frozen dataclass
     subclassing this one."""
+
+    # A record whose ``layout`` field may be None, the partition's: lowering fills it in and
+    # refuses a 4-D op laid out unlike its partition. The op's word in that reason ("gather").
+    takes_partition_layout: ClassVar[str] = ""
 
 
 @dataclass(frozen=True)
@@ -288,6 +293,7 @@ class QGather(QOp):
     # TFLite's NHWC); None: the partition's (a strided slice has no layout of its own).
     layout: str | None = None
     operands: tuple = field(default=(), compare=False, repr=False)
+    takes_partition_layout: ClassVar[str] = "gather"
 
     @property
     def macs(self) -> int:
