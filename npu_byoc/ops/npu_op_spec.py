@@ -32,12 +32,14 @@ class NpuOpSpec:
     ``tiling``: its kind in :data:`TILING_KINDS`; ``describe(op)``: the op in a "no tile
     fits" reason (None: the kind's own wording); ``unit_reason(op, hw)``: why one of its
     kicks breaks a unit limit of the configuration (INVALID_PARAMETER at the kick), or None.
-    A phased op's phases are checked by their own specs."""
+    A phased op's phases are checked by their own specs. ``report_class``: (key, name) of its
+    class in the co-simulation report, for an op the report's own table does not list."""
 
     golden: Callable[..., np.ndarray]
     tiling: str
     describe: Callable | None = None
     unit_reason: Callable = no_unit_limits
+    report_class: tuple[str, str] | None = None
 
     def __post_init__(self):
         assert self.tiling in TILING_KINDS, f"unknown tiling kind {self.tiling!r}; known: {TILING_KINDS}"
