@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from . import (
     add, concat, conv2d, depthwise, fully_connected, gather, lut, mean, mul, pool, reshape, resize, softmax,
-    transpose_conv,
+    transpose, transpose_conv,
 )  # fmt: skip
 from .npu_op_spec import NpuOpSpec
 from .npu_ops import NpuOp, Phased, TensorRef
@@ -20,7 +20,7 @@ from .records import QOp
 
 REGISTRY = (
     conv2d, transpose_conv, depthwise, fully_connected, pool, mean, add, mul, lut, softmax, gather, resize, reshape,
-    concat,
+    concat, transpose,
 )  # fmt: skip
 
 
