@@ -3,7 +3,7 @@ permuted input and an identity-LUT copy, no opcode of its own.
 
 * the H x W x C permutation of a model permutation, hand-derived, in both layouts;
 * op_transpose_int8 (TFLite TRANSPOSE of the input and of a conv's output, NHWC -> NCHW) runs
-  whole on the NPU, 0 LSB off LiteRT's reference kernels on golden and C model;
+  whole on the NPU, 0 LSB off LiteRT's reference kernels on golden, C model and RTL (slow);
 * Relax modules: a QDQ conv (NHWC or NCHW partition) then a transpose in the QDQ or the int8
   form, and rank-2 / rank-3 transposes, against TVM's CPU build;
 * a transpose that moves the batch axis stays on the CPU with its reason.
@@ -42,7 +42,7 @@ def test_hwc_permutation_hand_derived():
     assert hwc_perm((0, 2, 1), "NHWC") == (0, 2, 1)  # a sequence [N, L, C] -> [N, C, L]
 
 
-@pytest.mark.parametrize("backend", ["golden", "functional"])
+@pytest.mark.parametrize("backend", ["golden", "functional", pytest.param("verilator", marks=pytest.mark.slow)])
 def test_tflite_transpose_is_litert_exactly(backend):
     name = "op_transpose_int8.tflite"
     report = npu_byoc.coverage_report(npu_byoc.load_model(model_path(name)))
