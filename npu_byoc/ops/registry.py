@@ -1,10 +1,11 @@
 """The NPU operations, one module each, in the pattern table's order (earlier entries win a
 contested binding: keep it). Each module exposes ``ENTRIES`` (its table entries, NpuPattern),
 ``LOWERINGS`` (record type -> its lowering) and ``NPU_OPS`` (typed NPU op -> its NpuOpSpec:
-golden semantics, tiling kind, unit limits); the pattern table (npu_byoc.ops.table), the
-lowering dispatch (:data:`LOWERINGS`), the golden model's and the tiler's dispatch
-(:data:`NPU_OPS`), docs/patterns.md and the coverage report derive from here. Adding an
-operation: its module, and its line below."""
+golden semantics, tiling kind, unit limits), and where it has them ``VIEWS``, ``IN_PLACE``
+and ``CANONICAL_FORMS``; the pattern table (npu_byoc.ops.table), the lowering dispatch
+(:data:`LOWERINGS`), the golden model's and the tiler's dispatch (:data:`NPU_OPS`),
+docs/patterns.md and the coverage report derive from here. Adding an operation: its module,
+and its line below (docs/architecture.md §5)."""
 
 from __future__ import annotations
 
@@ -24,30 +25,8 @@ REGISTRY = (
 )  # fmt: skip
 
 
-def _lowerings() -> dict[type, Callable[[str, QOp, list[TensorRef], TensorRef], NpuOp]]:
-    out: dict = {}
-    for module in REGISTRY:
-        for record, lower in module.LOWERINGS.items():
-            assert record not in out, f"{module.__name__}: {record.__name__} is lowered twice"
-            out[record] = lower
-    return out
-
-
-LOWERINGS = _lowerings()
-
-
-def _npu_ops() -> dict[type, NpuOpSpec]:
-    out: dict = {}
-    for module in REGISTRY:
-        for npu_op, spec in module.NPU_OPS.items():
-            assert npu_op not in out, f"{module.__name__}: {npu_op.__name__} is specified twice"
-            out[npu_op] = spec
-    return out
-
-
-NPU_OPS = _npu_ops()
-
 def _merged(attr: str) -> dict:
+    """The modules' ``attr`` dicts in one (a key twice is a bug)."""
     out: dict = {}
     for module in REGISTRY:
         for key, value in getattr(module, attr, {}).items():
@@ -56,14 +35,17 @@ def _merged(attr: str) -> dict:
     return out
 
 
+# Record type -> its lowering to a typed NPU op.
+LOWERINGS: dict[type, Callable[[str, QOp, list[TensorRef], TensorRef], NpuOp]] = _merged("LOWERINGS")
+# Typed NPU op -> its golden semantics, tiling kind, unit limits (NpuOpSpec).
+NPU_OPS: dict[type, NpuOpSpec] = _merged("NPU_OPS")
 # Records that lower to no NPU op: their output is a view of their input (reshape) ...
 VIEWS = _merged("VIEWS")
 # ... or their inputs write their slices of it in place, the others copied in (concat: InPlace).
 IN_PLACE = _merged("IN_PLACE")
-
 # Each op's rewrites of the module into the forms its conventions match, in their order.
 CANONICAL_FORMS = tuple(sorted((f for module in REGISTRY for f in getattr(module, "CANONICAL_FORMS", ())),
-                               key=lambda f: f.order))  # fmt: skip  # typed NPU op -> its golden semantics, tiling kind, unit limits
+                               key=lambda f: f.order))  # fmt: skip
 
 
 def unit_reason(npu_op: NpuOp, hw) -> str | None:
