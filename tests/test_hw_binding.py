@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from npu_byoc.ops import kick_limits
+from npu_byoc.ops import registry
 import numpy as np
 import pytest
 
@@ -203,7 +203,7 @@ def test_out_of_memory_reads_as_such():
 @pytest.mark.parametrize("fixture", ["resize_bilinear_int8.tflite", "tiny_cnn_int8.tflite", "qop_ops.onnx",
                                      "batch2_mean_int8.tflite", "op_softmax_beta_int8.tflite"])  # fmt: skip
 def test_unit_reason_is_what_the_c_model_refuses(fixture):
-    """kick_limits.unit_reason against the C model's kick checks, both ways: partitions lowered and
+    """registry.unit_reason against the C model's kick checks, both ways: partitions lowered and
     scheduled for the default configuration, run on a C model with tighter unit limits (the same
     SRAM and array, so the same stream), stop with INVALID_PARAMETER exactly when unit_reason
     names one of their ops."""
@@ -218,7 +218,7 @@ def test_unit_reason_is_what_the_c_model_refuses(fixture):
         npu = FunctionalNpu(tight)
         for plan in plans.values():
             schedule = schedule_partition(plan, DEFAULT_CONFIG)
-            refused = any(kick_limits.unit_reason(op, tight) for op in plan.ops)
+            refused = any(registry.unit_reason(op, tight) for op in plan.ops)
             _, statuses = golden.run_stream(npu, plan, schedule.words(), schedule.constants, _random_inputs(plan))
             assert statuses[-1].status.name == ("INVALID_PARAMETER" if refused else "OK"), plan.name
             seen.add(refused)

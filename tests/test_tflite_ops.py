@@ -423,14 +423,13 @@ def test_dense_on_a_sequence_loads_and_matches_litert():
     """dense_seq_int8 (batch None): a Dense on a 3-D tensor is Tensordot, whose shape arithmetic
     (SHAPE -> GATHER -> REDUCE_PROD -> PACK / CONCATENATION) made TVM's import fail with a
     KeyError; REDUCE_PROD and CONCATENATION of constants now fold at import. The conv, the
-    Dense (a fully connected layer over the 4 rows) and its bias ADD run on the NPU, the
-    TRANSPOSE on the CPU with its reason; the output equals LiteRT's reference kernels."""
+    Dense (a fully connected layer over the 4 rows), its bias ADD and the TRANSPOSE (npu.transpose)
+    run on the NPU; the output equals LiteRT's reference kernels."""
     name = "dense_seq_int8.tflite"
     report = npu_byoc.coverage_report(_load(name))
     where = {o.op: (o.offloaded, o.reason) for o in report.ops if o.op not in ("SHAPE", "GATHER", "PACK", "STRIDED_SLICE",
                                                                                "REDUCE_PROD", "CONCATENATION")}
-    assert where["FULLY_CONNECTED"][0] and where["CONV_2D"][0] and where["ADD"][0]
-    assert where["TRANSPOSE"] == (False, "no NPU pattern for TRANSPOSE")
+    assert where["FULLY_CONNECTED"][0] and where["CONV_2D"][0] and where["ADD"][0] and where["TRANSPOSE"][0]
     assert all(o.reason.startswith("constant") for o in report.ops if o.op in ("GATHER", "REDUCE_PROD"))
     ref = reference(name)
     for inputs, outputs in zip(ref["inputs"], ref["outputs"]):

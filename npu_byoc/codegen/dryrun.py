@@ -10,10 +10,10 @@ from ..arch.config import HwConfig
 from ..arch.limits import ShapeError, shift_reason
 from .tiling import check_geometry, untileable_reason
 from ..errors import LoweringError
-from ..ops.kick_limits import lower_alone, unit_reason
+from ..ops.kick_limits import lower_alone
 from ..ops.entry import NpuPattern
 from ..ops.records import DEFAULT_NUMERICS, QOp, Reject
-from ..ops.registry import LOWERINGS
+from ..ops.registry import LOWERINGS, unit_reason
 
 
 def lowering_reason(op, hw: HwConfig) -> str | None:

@@ -9,7 +9,6 @@ the scratch region, NHWC.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -17,8 +16,6 @@ import tvm
 from tvm import relax
 
 from ..arch import limits
-from ..ops.checks import same_quantization
-from ..arch import numerics as nx
 from ..errors import LoweringError
 from ..arch.config import DEFAULT_CONFIG, HwConfig
 from ..arch.isa import MAX_REGIONS, Region
@@ -27,21 +24,13 @@ from ..ops.records import DEFAULT_NUMERICS, Reject
 from ..ops.table import LAYER_ATTR, PATTERNS_BY_NAME
 from . import dryrun
 from .layout_agreement import layout_conflict
-from ..ops.records import (
-    QAdd, QConcat, QConv2D, QFullyConnected, QGather, QLut, QMean, QMul, QOp, QPool2D, QReshape,
-    QResizeBilinear, QSoftmax, QTransposeConv2D,
-)  # fmt: skip
+from ..ops.records import QFullyConnected, QOp, QReshape, QSoftmax
 from ..util.relax_utils import dtype_of, shape_of
-from ..ops.requant import fc_scale, weighted_requant
-from ..ops.npu_ops import (
-    IDENTITY_TABLE, Add, Conv2D, DepthwiseConv2D, FullyConnected, Gather, Lut, Mean, Mul, NpuOp, Phased,
-    Pool, ResizeBilinear, Softmax, TensorRef, TransposeConv2D,
-)  # fmt: skip
+from ..ops.npu_ops import NpuOp, TensorRef
 
-from ..ops import kick_limits
 from ..ops.lowering import hwc, partition_batch, per_image, view  # noqa: F401 (lower.X callers)
-from ..ops.lut import _lower_lut
-from ..ops.registry import LOWERINGS
+from ..ops.reshape import order_free
+from ..ops.registry import IN_PLACE, LOWERINGS, VIEWS, unit_reason
 from ..ops.softmax import last_axis_as_channels
 
 SCRATCH_ALIGN = 16
@@ -98,21 +87,6 @@ class PartitionPlan:
 # Shapes: every tensor is an H x W x C feature map to the NPU.
 
 
-def _order_free(shape) -> bool:
-    """An NCHW tensor whose bytes read the same stored NHWC: one channel, or 1x1 spatially."""
-    return len(shape) != 4 or shape[1] == 1 or shape[2] * shape[3] == 1
-
-
-def _view_reshape(op: QReshape, ifms: list[TensorRef], shape: tuple[int, int, int], model_layout: str) -> TensorRef:
-    """A reshape is its input's bytes seen with the output's shape: no op, no copy. The
-    partition's feature maps are stored NHWC, so an NCHW model's reshape must not move a
-    channel past a pixel (flatten of [1, C, 1, 1] is a view, flatten of [1, C, H, W] is not)."""
-    if model_layout == "NCHW" and not (_order_free(op.input.shape) and _order_free(op.output.shape)):
-        raise Reject(f"reshape {op.input.shape} -> {op.output.shape} of an NCHW model reorders the bytes the NPU "
-                     "stores NHWC")  # fmt: skip
-    return view(ifms[0], shape)
-
-
 def _constant_operand(name: str, op: QOp, layout: str, blob: bytearray) -> TensorRef:
     """A constant input_b of the record, appended to ``blob`` (the plan's CONST head) as its
     bytes in the model's order, which ``layout`` names."""
@@ -133,7 +107,7 @@ def _flatten_dims(op: QReshape, model_layout: str) -> tuple[int, int, int] | Non
     if model_layout != "NCHW":
         return None
     a, b = (op.input.shape, op.output.shape) if len(op.input.shape) == 4 else (op.output.shape, op.input.shape)
-    if len(a) != 4 or len(b) != 2 or _order_free(a) or a[0] != b[0] or b[1] != a[1] * a[2] * a[3]:
+    if len(a) != 4 or len(b) != 2 or order_free(a) or a[0] != b[0] or b[1] != a[1] * a[2] * a[3]:
         return None
     return int(a[1]), int(a[2]), int(a[3])
 
@@ -171,76 +145,35 @@ def _reordered_fc(op: QFullyConnected, inputs: np.ndarray | None, outputs: np.nd
                    weight_scale=per_channel(op.weight_scale), weight_zero_point=per_channel(op.weight_zero_point))
 
 
-# Records that lower to no NPU op: their output is a view of an input (a TensorRef).
-VIEWS: dict[type, Callable[[QOp, list[TensorRef], tuple[int, int, int], str], TensorRef]] = {
-    QReshape: _view_reshape,
-}
-
-
-class _ConcatSlots:
-    """Where each concatenation input lives: its slice of the concatenation's output (channels,
-    or rows or columns: a box),
-    written in place by the op that produces it (zero copy, as Vela does). Decided before the
-    ops are lowered, outermost concatenation first, so a concatenation of a concatenation
-    nests (its whole output is a slice of the outer one's). An input that cannot be written in
-    place -- a partition input, a reshape's view, a partition output, one concatenated twice,
-    one quantized unlike the output -- is copied (rescaled) into its slice by a LUT op."""
+class _InPlaceSlots:
+    """Where each input of an op that takes its inputs in place (registry.IN_PLACE: a
+    concatenation) lives: its slice of that op's output, written in place by the op that
+    produces it (zero copy, as Vela does). Decided before the ops are lowered, outermost first,
+    so a concatenation of a concatenation nests (its whole output is a slice of the outer
+    one's). An input the op's ``place`` hook cannot take in place -- a partition input, a
+    reshape's view, a partition output, one placed twice -- is copied into its slice by the
+    op's ``copy_in`` hook (npu_byoc.ops.concat)."""
 
     def __init__(self, extracted: list, local_funcs: dict, output_region: dict, model_layout: str):
-        self.slots: dict = {}  # var -> (the concatenation's output var, Slice)
-        self.copies: dict = {}  # concatenation var -> [(input index, Slice)] copied in
+        self.slots: dict = {}  # var -> (the in-place op's output var, its Slice)
+        self.copies: dict = {}  # in-place op var -> [(input index, Slice)] copied in
         produced = {b.var for b, _, q in extracted if type(q) not in VIEWS}  # by an op or a concatenation
-        self.errors: dict = {}  # concatenation var -> the reason it cannot be done
+        self.errors: dict = {}  # in-place op var -> the reason it cannot be done
         for b, _, qop in reversed(extracted):
-            if type(qop) is not QConcat:
+            hook = IN_PLACE.get(type(qop))
+            if hook is None:
                 continue
+
+            def placeable(src) -> bool:
+                return src in produced and src not in output_region and src not in self.slots
+
             try:
-                self._place(b.var, qop, _operand_args(local_funcs[b.value.op], b.value, qop), produced,
-                            output_region, model_layout)  # fmt: skip
+                srcs = _operand_args(local_funcs[b.value.op], b.value, qop)
+                slots, self.copies[b.var] = hook.place(qop, srcs, placeable, model_layout)
             except Reject as err:
                 self.errors[b.var] = str(err)
-
-    def _place(self, var, op: QConcat, srcs: list, produced: set, output_region: dict, model_layout: str) -> None:
-        rank = len(op.output.shape)
-        dim = "C" if rank == 2 else ("NHWC" if rank == 4 and model_layout == "NHWC" else "NCHW")[op.axis]
-        if rank == 2 and op.axis != 1:
-            raise Reject(f"CONCATENATION along axis {op.axis} of a 2-D tensor: the NPU concatenates features (axis 1)")
-        c0, slots, copies = 0, {}, []
-        for k, (src, t) in enumerate(zip(srcs, op.inputs)):
-            in_place = (src in produced and src not in output_region and src not in self.slots and src not in slots
-                        and same_quantization(t, op.output))  # fmt: skip
-            if in_place:
-                slots[src] = (var, Slice(dim, c0))
-            else:
-                copies.append((k, Slice(dim, c0)))
-            c0 += t.shape[op.axis]
-        self.slots |= slots
-        self.copies[var] = copies
-
-
-@dataclass(frozen=True)
-class Slice:
-    """A concatenation input's place in the output: from ``start`` along ``dim`` (H, W or C)."""
-
-    dim: str
-    start: int
-
-    def of(self, ref: TensorRef, shape: tuple[int, int, int], name: str) -> TensorRef:
-        """The slice of ``ref`` an input of H x W x C ``shape`` fills, in place."""
-        if self.dim == "C":
-            return ref.channel_slice(self.start, shape[2], name)
-        h0, w0 = (self.start, 0) if self.dim == "H" else (0, self.start)
-        return ref.box(h0, w0, shape, name=name)
-
-
-def _copy_into(layer: str, k: int, op: QConcat, ifm: TensorRef, ofm: TensorRef) -> NpuOp:
-    """Concatenation input ``k`` copied into its slice ``ofm``: the int8 -> int8 requantize
-    from the input's quantization to the output's (the identity when they agree), as a LUT."""
-    t, name = op.inputs[k], f"{layer} [input {k}]"
-    if same_quantization(t, op.output):  # also the int8 form's (carried) ones
-        return Lut(name=name, function="requantize", ifm=ifm, ofm=ofm, table=IDENTITY_TABLE)
-    rescale = QLut("requantize", t, op.output, -128, 127, params=(("activation", ""),), numerics=op.numerics)
-    return _lower_lut(name, rescale, [ifm], ofm)
+                continue
+            self.slots |= {src: (b.var, where) for src, where in slots.items()}
 
 
 def _alias_view_outputs(name: str, extracted: list, local_funcs: dict, params: list, output_region: dict) -> None:
@@ -326,7 +259,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
     output_region = {v: next_region + k for k, v in enumerate(result_vars)}
     _check_regions(name, refs, output_region, extracted)
     _alias_view_outputs(name, extracted, local_funcs, params, output_region)
-    concat = _ConcatSlots(extracted, local_funcs, output_region, model_layout)
+    concat = _InPlaceSlots(extracted, local_funcs, output_region, model_layout)
     scratch = 0
     constants = bytearray()
     placed: dict = {}  # var -> its TensorRef, for the tensors concatenations write in place
@@ -371,19 +304,20 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         shape = shape_of(b.var)
         try:
             hwc_shape = hwc(per_image(shape, batch), layout)
-            if type(qop) is QGather:  # its index map is laid out as it says, or as the partition
+            if qop.takes_partition_layout:  # laid out as it says, or as the partition (a gather's index map)
                 if len(shape) == 4 and qop.layout not in (None, model_layout):
-                    raise Reject(f"gather laid out {qop.layout} in a partition that holds its tensors {model_layout}")
+                    reason = f"laid out {qop.layout} in a partition that holds its tensors {model_layout}"
+                    raise Reject(f"{qop.takes_partition_layout} {reason}")
                 qop = replace(qop, layout=model_layout)
             if b.var in concat.errors:
                 raise Reject(concat.errors[b.var])
-            if type(qop) is QConcat:
+            if type(qop) in IN_PLACE:  # its inputs write their slices; copy in the others
                 refs[b.var] = out = home(b.var)
                 srcs = _operand_args(local_funcs[b.value.op], b.value, qop)
                 for k, where in concat.copies.get(b.var, ()):
                     ifm = refs[srcs[k]]
                     copy_ops.append((len(ops), k))
-                    ops.append(_copy_into(layer, k, qop, ifm, where.of(out, ifm.shape, layer)))
+                    ops.append(IN_PLACE[type(qop)].copy_in(layer, k, qop, ifm, where.of(out, ifm.shape, layer)))
                     layers.append(layer)
                 continue
             if type(qop) in VIEWS:
@@ -416,7 +350,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         except KeyError as err:
             reason = f"input {err} is not produced by the partition"
             raise LoweringError(f"{name}: layer '{layer}': {reason}", layer=layer, reason=reason) from None
-        reason = kick_limits.unit_reason(op, hw)  # the check's own limit, again on the op as lowered here
+        reason = unit_reason(op, hw)  # the check's own limit, again on the op as lowered here
         if reason:
             raise LoweringError(f"{name}: layer '{layer}': {reason}", layer=layer, reason=reason)
         refs[b.var] = ofm

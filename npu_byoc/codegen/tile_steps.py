@@ -24,9 +24,9 @@ from ..arch import numerics as nx
 from ..arch.encoder import Dma, Kick, Step
 from .tiling import KINDS, LUT_BYTES, align, kernel_of
 from ..ops.npu_ops import (
-    Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef, Tiling,
-    Gather, Phased, ResizeBilinear, TransposeConv2D,
+    Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mul, NpuOp, Phased, Pool, Softmax, TensorRef, Tiling,
 )  # fmt: skip
+from ..ops.registry import NPU_OPS
 
 SECOND_WEIGHTS, SECOND_REQUANT = "weights (2nd)", "requant (2nd)"  # double-buffered channel blocks
 SECOND_IFM = "ifm (2nd)"  # double-buffered row tiles of a staged input
@@ -242,20 +242,16 @@ def _phased_tile(op, io, r0, nr, c0, nc) -> list[Step]:
     raise AssertionError("a phased op is scheduled phase by phase (op_steps)")
 
 
-TILE_STEPS: dict[type, Callable[[NpuOp, TileIo, int, int, int, int], list[Step]]] = {  # (op, io, r0, nr, c0, nc)
-    Conv2D: _spatial_tile,
-    TransposeConv2D: _phased_tile,
-    DepthwiseConv2D: _spatial_tile,
-    Pool: _spatial_tile,
-    FullyConnected: _fc_tile,
-    Mean: _mean_tile,
-    Add: _elementwise_tile,
-    Mul: _elementwise_tile,
-    Lut: _elementwise_tile,
-    Gather: _phased_tile,
-    ResizeBilinear: _phased_tile,
-    Softmax: _softmax_tile,
+# The kick of one tile, per tiling kind (NpuOpSpec.tiling); per op type from the registry.
+TILE_STEPS_BY_KIND: dict[str, Callable[[NpuOp, TileIo, int, int, int, int], list[Step]]] = {  # (op, io, r0, nr, c0, nc)
+    "spatial": _spatial_tile,
+    "fully_connected": _fc_tile,
+    "mean": _mean_tile,
+    "elementwise": _elementwise_tile,
+    "softmax": _softmax_tile,
+    "phased": _phased_tile,
 }
+TILE_STEPS = {npu_op: TILE_STEPS_BY_KIND[spec.tiling] for npu_op, spec in NPU_OPS.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -304,5 +300,5 @@ def op_steps(op: NpuOp, tiling: Tiling, io: TileIo, consts: dict[str, tuple[int,
     return steps
 
 
-__all__ = ["TileIo", "Constants", "NotResident", "TILE_STEPS", "constants_of", "op_steps", "SECOND_WEIGHTS",
+__all__ = ["TileIo", "Constants", "NotResident", "TILE_STEPS", "TILE_STEPS_BY_KIND", "constants_of", "op_steps", "SECOND_WEIGHTS",
            "SECOND_REQUANT", "SECOND_IFM"]

@@ -12,7 +12,8 @@ balanced (equal sizes but the last).
 For FullyConnected the "rows" are the FC's rows (the W axis of its (1, rows, K) view); Mean
 is never tiled along H/W (its multiplier already holds 1/(H*W)), only along channels.
 
-``KINDS`` says, per op type, what is tiled and the SRAM buffers of a tile; the search
+``KINDS`` says, per op type, what is tiled and the SRAM buffers of a tile (the op's module
+names its kind: NpuOpSpec.tiling, one of ``KINDS_BY_NAME``); the search
 (``fit_tiling``, ``choose_tiling``), the reason when nothing fits (``untileable_reason``) and
 the shape checks (``check_geometry``) are here. The steps of a tile are
 npu_byoc.codegen.tile_steps; the partition's schedule is npu_byoc.codegen.schedule.
@@ -21,15 +22,13 @@ npu_byoc.codegen.tile_steps; the partition's schedule is npu_byoc.codegen.schedu
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import LoweringError
 from ..arch.config import HwConfig
 from ..arch.isa import REQUANT_RECORD_BYTES, SOFTMAX_TABLE_BYTES
-from ..ops.npu_ops import (
-    Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, Tiling,
-    Gather, Phased, ResizeBilinear, TransposeConv2D,
-)  # fmt: skip
+from ..ops.npu_ops import Add, Conv2D, DepthwiseConv2D, Lut, Mul, NpuOp, Pool, Softmax, Tiling, Phased
+from ..ops.registry import NPU_OPS
 
 ALIGN = 16  # SRAM buffers and constants start on 16-byte boundaries (REQUANT_ADDR needs 4)
 LUT_BYTES = 256
@@ -93,11 +92,6 @@ def _fc_buffers(op, r: int, cb: int) -> dict[str, int]:
     return {"weights": cb * K, "requant": cb * REQUANT_RECORD_BYTES, "ifm": r * K, "ofm": r * cb}
 
 
-def _describe_fc(op) -> str:
-    _, rows, K = op.ifm.shape
-    return f"fully_connected {rows} rows x {K} -> {op.ofm.shape[2]} features"
-
-
 # Mean: channels only.
 
 
@@ -130,8 +124,8 @@ def _describe_elementwise(op) -> str:
     return f"{op.kind} {'x'.join(map(str, op.ofm.shape))}"
 
 
-# Phased ops (TransposeConv2D, Gather): their phases one after the other in the same buffers, each
-# as large as the largest phase's; a tiling of r rows gives a phase min(r, its rows).
+# Phased ops (TransposeConv2D, Gather, ResizeBilinear): their phases one after the other in the
+# same buffers, each as large as the largest phase's; a tiling of r rows gives a phase min(r, its rows).
 
 
 def _phase_rows(op: Phased) -> int:
@@ -147,44 +141,27 @@ def _phased_buffers(op: Phased, r: int, cb: int) -> dict[str, int]:
     return out
 
 
-def _phased(describe: Callable[[NpuOp], str]) -> _Kind:
-    return _Kind(_phase_rows, lambda op: op.ofm.shape[2], _phased_buffers, describe)
-
-
-def _describe_transpose(op: TransposeConv2D) -> str:
-    kh, kw = op.kernel
-    return (f"{op.kind} {'x'.join(map(str, op.ifm.shape))} -> {'x'.join(map(str, op.ofm.shape))}, kernel {kh}x{kw}, "
-            f"stride {op.stride[0]}x{op.stride[1]} ({len(op.phases)} phases)")  # fmt: skip
-
-
-def _describe_resize(op: ResizeBilinear) -> str:
-    shapes = f"{'x'.join(map(str, op.ifm.shape))} -> {'x'.join(map(str, op.ofm.shape))}"
-    return f"bilinear resize {shapes} ({len(op.phases)} depthwise passes)"
-
-
-def _describe_gather(op: Gather) -> str:
-    return f"gather {'x'.join(map(str, op.ifm.shape))} -> {'x'.join(map(str, op.ofm.shape))} ({len(op.phases)} copies)"
-
-
 SPATIAL_KIND = _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _spatial_buffers, _describe_spatial)
-_ELEMENTWISE = _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _elementwise_buffers,
-                     _describe_elementwise)  # fmt: skip
-KINDS: dict[type, _Kind] = {
-    Conv2D: SPATIAL_KIND,
-    TransposeConv2D: _phased(_describe_transpose),
-    DepthwiseConv2D: SPATIAL_KIND,
-    Pool: SPATIAL_KIND,
-    FullyConnected: _Kind(lambda op: op.ofm.shape[1], lambda op: op.ofm.shape[2], _fc_buffers, _describe_fc),
-    Mean: _Kind(lambda op: 1, lambda op: op.ofm.shape[2], _mean_buffers,
-                lambda op: f"mean {'x'.join(map(str, op.ifm.shape))}"),  # fmt: skip
-    Add: _ELEMENTWISE,
-    Mul: _ELEMENTWISE,
-    Lut: _ELEMENTWISE,
-    Gather: _phased(_describe_gather),
-    ResizeBilinear: _phased(_describe_resize),
-    Softmax: _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _softmax_buffers, _describe_elementwise,
-                   split_channels=False),
+# By the name an op's spec gives (NpuOpSpec.tiling, npu_op_spec.TILING_KINDS).
+KINDS_BY_NAME: dict[str, _Kind] = {
+    "spatial": SPATIAL_KIND,
+    "fully_connected": _Kind(lambda op: op.ofm.shape[1], lambda op: op.ofm.shape[2], _fc_buffers, _describe_elementwise),
+    "mean": _Kind(lambda op: 1, lambda op: op.ofm.shape[2], _mean_buffers, _describe_elementwise),
+    "elementwise": _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _elementwise_buffers,
+                         _describe_elementwise),  # fmt: skip
+    "softmax": _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _softmax_buffers, _describe_elementwise,
+                     split_channels=False),  # fmt: skip
+    "phased": _Kind(_phase_rows, lambda op: op.ofm.shape[2], _phased_buffers, _describe_elementwise),
 }
+
+
+def _kind_of(spec) -> _Kind:
+    kind = KINDS_BY_NAME[spec.tiling]
+    return kind if spec.describe is None else replace(kind, describe=spec.describe)
+
+
+# Per op type, from the registry: each op's module names its kind (and its wording in reasons).
+KINDS: dict[type, _Kind] = {npu_op: _kind_of(spec) for npu_op, spec in NPU_OPS.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -307,6 +284,6 @@ def choose_tiling(op: NpuOp, hw: HwConfig, layer: str = "", budget: int | None =
     return tiling
 
 
-__all__ = ["KINDS", "ALIGN", "LUT_BYTES", "SPATIAL_KIND", "tile_sram_bytes", "check_geometry", "fit_tiling",
+__all__ = ["KINDS", "KINDS_BY_NAME", "ALIGN", "LUT_BYTES", "SPATIAL_KIND", "tile_sram_bytes", "check_geometry", "fit_tiling",
            "untileable_reason", "is_untileable_reason", "choose_tiling", "sram_layout", "work_buffers", "align",
            "kernel_of"]

@@ -13,6 +13,7 @@ from ..arch import numerics as nx
 from .entry import NpuPattern
 from .lowering import binary_operands
 from .npu_ops import Add, NpuOp, TensorRef
+from .npu_op_spec import NpuOpSpec
 from .records import QAdd, Reject
 
 
@@ -68,3 +69,16 @@ ENTRY = NpuPattern(
 
 ENTRIES = (ENTRY,)
 LOWERINGS = {QAdd: _lower_add}
+
+
+# ---------------------------------------------------------------------------------------------
+# Golden semantics (the typed op's spec: npu_byoc.ops.npu_op_spec)
+
+
+def golden_add(op: Add, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    params = nx.AddParams(op.left_shift, op.ifm_multiplier, op.ifm_shift, op.ifm2_multiplier, op.ifm2_shift,
+                          op.ofm_multiplier, op.ofm_shift)  # fmt: skip
+    return nx.add(x, y, op.ifm_zero_point, op.ifm2_zero_point, op.ofm_zero_point, params, op.act_min, op.act_max)
+
+
+NPU_OPS = {Add: NpuOpSpec(golden_add, "elementwise")}

@@ -5,6 +5,7 @@ conventions, extraction into a :class:`QConcat` and its checks."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from tvm.relax.dpl import DFPattern, is_op, is_tuple, wildcard
 
@@ -12,7 +13,10 @@ from . import checks as C
 from ._qdq import _INT_ACTIVATIONS, _activation, _carried, _deq, _quant
 from ..arch.config import HwConfig
 from .entry import Convention, NpuPattern
-from .records import QConcat, Reject
+from .lowering import InPlace
+from .lut import _lower_lut
+from .npu_ops import IDENTITY_TABLE, Lut, NpuOp, TensorRef
+from .records import QConcat, QLut, Reject
 from ..util.relax_utils import op_name, resolve, shape_of
 
 
@@ -108,4 +112,55 @@ ENTRY = NpuPattern(
 
 
 ENTRIES = (ENTRY,)
-LOWERINGS: dict = {}  # each input written in place: codegen.lower
+LOWERINGS: dict = {}  # each input written in place: IN_PLACE below
+NPU_OPS: dict = {}  # no typed op of its own
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowering: each input written in place (registry.IN_PLACE), the others copied in
+
+
+@dataclass(frozen=True)
+class Slice:
+    """A concatenation input's place in the output: from ``start`` along ``dim`` (H, W or C)."""
+
+    dim: str
+    start: int
+
+    def of(self, ref: TensorRef, shape: tuple[int, int, int], name: str) -> TensorRef:
+        """The slice of ``ref`` an input of H x W x C ``shape`` fills, in place."""
+        if self.dim == "C":
+            return ref.channel_slice(self.start, shape[2], name)
+        h0, w0 = (self.start, 0) if self.dim == "H" else (0, self.start)
+        return ref.box(h0, w0, shape, name=name)
+
+
+def place_inputs(op: QConcat, srcs: list, placeable: Callable, model_layout: str) -> tuple[dict, list]:
+    """Each input's slice of the output: written in place by its producer when the partition
+    allows it (``placeable``), it appears once and is quantized as the output; else copied
+    (rescaled) into its slice by a LUT op (:func:`copy_in`)."""
+    rank = len(op.output.shape)
+    dim = "C" if rank == 2 else ("NHWC" if rank == 4 and model_layout == "NHWC" else "NCHW")[op.axis]
+    if rank == 2 and op.axis != 1:
+        raise Reject(f"CONCATENATION along axis {op.axis} of a 2-D tensor: the NPU concatenates features (axis 1)")
+    c0, slots, copies = 0, {}, []
+    for k, (src, t) in enumerate(zip(srcs, op.inputs)):
+        if placeable(src) and src not in slots and C.same_quantization(t, op.output):
+            slots[src] = Slice(dim, c0)
+        else:
+            copies.append((k, Slice(dim, c0)))
+        c0 += t.shape[op.axis]
+    return slots, copies
+
+
+def copy_in(layer: str, k: int, op: QConcat, ifm: TensorRef, ofm: TensorRef) -> NpuOp:
+    """Concatenation input ``k`` copied into its slice ``ofm``: the int8 -> int8 requantize
+    from the input's quantization to the output's (the identity when they agree), as a LUT."""
+    t, name = op.inputs[k], f"{layer} [input {k}]"
+    if C.same_quantization(t, op.output):  # also the int8 form's (carried) ones
+        return Lut(name=name, function="requantize", ifm=ifm, ofm=ofm, table=IDENTITY_TABLE)
+    rescale = QLut("requantize", t, op.output, -128, 127, params=(("activation", ""),), numerics=op.numerics)
+    return _lower_lut(name, rescale, [ifm], ofm)
+
+
+IN_PLACE = {QConcat: InPlace(place_inputs, copy_in)}

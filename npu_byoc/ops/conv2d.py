@@ -15,8 +15,10 @@ from ._qdq import (
     _qdq_weighted, _split_bias, _unpad, _weights, _zp_weighted,
 )  # fmt: skip
 from ..arch.config import HwConfig
+from ..arch import numerics as nx
 from .entry import NpuPattern
 from .npu_ops import Conv2D, DepthwiseConv2D, NpuOp, TensorRef
+from .npu_op_spec import NpuOpSpec, mac_channels_reason, what
 from .records import QConv2D, Reject
 from .requant import weighted_requant
 from ..util.relax_utils import dtype_of, int_list, op_name, resolve, shape_of
@@ -217,3 +219,36 @@ ENTRY = NpuPattern(
 
 ENTRIES = (ENTRY,)
 LOWERINGS = {QConv2D: _lower_conv}
+
+
+# ---------------------------------------------------------------------------------------------
+# Golden semantics, tiling and unit limits (the typed ops' specs: npu_byoc.ops.npu_op_spec)
+
+
+def padded_windows(x: np.ndarray, kernel, stride, padding, fill: int) -> np.ndarray:
+    """(OH, OW, KH, KW, C) windows of an (H, W, C) map padded with ``fill``."""
+    t, l, b, r = padding
+    xp = np.pad(x.astype(np.int32), ((t, b), (l, r), (0, 0)), constant_values=fill)
+    win = np.lib.stride_tricks.sliding_window_view(xp, kernel, axis=(0, 1))  # (OH', OW', C, KH, KW)
+    return win[:: stride[0], :: stride[1]].transpose(0, 1, 3, 4, 2)
+
+
+def golden_conv2d(op: Conv2D, x: np.ndarray) -> np.ndarray:
+    win = padded_windows(x, op.kernel, op.stride, op.padding, op.ifm_zero_point)
+    acc = np.einsum("hwklc,oklc->hwo", win - op.ifm_zero_point, op.weights.astype(np.int32), dtype=np.int64)
+    return nx.requantize(acc, op.bias, op.multiplier, op.shift, op.ofm_zero_point, op.act_min, op.act_max)
+
+
+def conv_unit_reason(npu_op, hw: HwConfig) -> str | None:
+    """The MAC unit's channels, then the kernel and stride a convolution kick takes."""
+    if reason := mac_channels_reason(npu_op, hw):
+        return reason
+    (kh, kw), (sh, sw) = npu_op.kernel, npu_op.stride
+    if max(kh, kw) > hw.max_kernel:
+        return f"{what(npu_op)} runs a {kh}x{kw} kernel: the NPU takes up to max_kernel={hw.max_kernel}"
+    if max(sh, sw) > hw.max_stride:
+        return f"{what(npu_op)} runs stride {sh}x{sw}: the NPU takes up to max_stride={hw.max_stride}"
+    return None
+
+
+NPU_OPS = {Conv2D: NpuOpSpec(golden_conv2d, "spatial", unit_reason=conv_unit_reason)}

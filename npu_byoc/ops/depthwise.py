@@ -5,8 +5,13 @@ registry entry); this entry only selects the depthwise matches."""
 
 from __future__ import annotations
 
-from .conv2d import _CONV_CHECKS, _CONV_CONVENTIONS, _extract_conv2d, _is_depthwise
+import numpy as np
+
+from ..arch import numerics as nx
+from .conv2d import _CONV_CHECKS, _CONV_CONVENTIONS, _extract_conv2d, _is_depthwise, conv_unit_reason, padded_windows
 from .entry import NpuPattern
+from .npu_op_spec import NpuOpSpec
+from .npu_ops import DepthwiseConv2D
 
 
 ENTRY = NpuPattern(
@@ -22,3 +27,17 @@ ENTRY = NpuPattern(
 
 ENTRIES = (ENTRY,)
 LOWERINGS: dict = {}  # QConv2D: npu_byoc.ops.conv2d's
+
+
+# ---------------------------------------------------------------------------------------------
+# Golden semantics (the typed op's spec: npu_byoc.ops.npu_op_spec)
+
+
+def golden_depthwise_conv2d(op: DepthwiseConv2D, x: np.ndarray) -> np.ndarray:
+    win = padded_windows(x, op.kernel, op.stride, op.padding, op.ifm_zero_point)
+    w = op.weights.astype(np.int32).transpose(1, 2, 0)  # (KH, KW, C)
+    acc = np.einsum("hwklc,klc->hwc", win - op.ifm_zero_point, w, dtype=np.int64)
+    return nx.requantize(acc, op.bias, op.multiplier, op.shift, op.ofm_zero_point, op.act_min, op.act_max)
+
+
+NPU_OPS = {DepthwiseConv2D: NpuOpSpec(golden_depthwise_conv2d, "spatial", unit_reason=conv_unit_reason)}

@@ -40,8 +40,11 @@ class NpuPattern:
     # The source operator's name for a numerics ("HARD_SWISH"): reasons start with it.
     subject: Callable[[str], str] | None = None
     # A view (reshape): no NPU op of its own, lowering makes its output a view of its input
-    # (codegen.lower.VIEWS); nothing to dry-run through lowering alone.
+    # (registry.VIEWS); nothing to dry-run through lowering alone.
     view: bool = False
+    # Only moves bytes (a view, a gather): the coverage report credits an op whose bindings also
+    # hold another match (a FULLY_CONNECTED with keep_num_dims ends in a reshape) to that one.
+    moves_data: bool = False
 
     def evaluate(
         self, root, bindings: Mapping, hw: HwConfig = DEFAULT_CONFIG, numerics: str = DEFAULT_NUMERICS,

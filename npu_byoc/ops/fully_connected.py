@@ -11,9 +11,11 @@ from ._qdq import (
     _split_bias, _weights, _zp_weighted,
 )  # fmt: skip
 from ..arch.config import HwConfig
+from ..arch import numerics as nx
 from .entry import NpuPattern
 from .lowering import view
 from .npu_ops import FullyConnected, NpuOp, TensorRef
+from .npu_op_spec import NpuOpSpec, mac_channels_reason, what
 from .records import QFullyConnected, Reject
 from .requant import fc_scale
 from ..util.relax_utils import dtype_of, op_name, resolve, shape_of
@@ -131,3 +133,32 @@ ENTRY = NpuPattern(
 
 ENTRIES = (ENTRY,)
 LOWERINGS = {QFullyConnected: _lower_fc}
+
+
+# ---------------------------------------------------------------------------------------------
+# Golden semantics, unit limits (the typed op's spec: npu_byoc.ops.npu_op_spec)
+
+
+def golden_fully_connected(op: FullyConnected, x: np.ndarray) -> np.ndarray:
+    rows = x.reshape(-1, x.shape[-1]).astype(np.int64) - op.ifm_zero_point
+    acc = rows @ op.weights.astype(np.int64).T
+    out = nx.fc_requantize(acc, op.bias, op.mantissa, op.exponent, op.ofm_zero_point, op.act_min, op.act_max)
+    return out.reshape(op.ofm.shape)
+
+
+def _unit_reason(npu_op: FullyConnected, hw: HwConfig) -> str | None:
+    if reason := mac_channels_reason(npu_op, hw):
+        return reason
+    c_in, c_out = npu_op.ifm.shape[2], npu_op.ofm.shape[2]
+    if max(c_in, c_out) > hw.max_fc_features:
+        return (f"{what(npu_op)} runs {c_in}->{c_out} features: the NPU takes up to "
+                f"max_fc_features={hw.max_fc_features}")  # fmt: skip
+    return None
+
+
+def _describe(op: FullyConnected) -> str:
+    _, rows, k = op.ifm.shape
+    return f"fully_connected {rows} rows x {k} -> {op.ofm.shape[2]} features"
+
+
+NPU_OPS = {FullyConnected: NpuOpSpec(golden_fully_connected, "fully_connected", _describe, _unit_reason)}

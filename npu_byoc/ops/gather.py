@@ -12,9 +12,12 @@ from tvm.relax.dpl import DFPattern, is_const, is_op, wildcard
 from . import checks as C
 from ._qdq import _INT_ACTIVATIONS, _activation, _carried, _const, _deq, _is_constant, _quant
 from ..arch.config import HwConfig
+from .canonical import CanonicalForm
 from .entry import Convention, NpuPattern
+from .gather_canonical import compose_gathers, split_to_slices
 from .gather_copies import decompose, resize_index, slice_index
 from .npu_ops import Gather, NpuOp, TensorRef
+from .npu_op_spec import NpuOpSpec, shape_text
 from .records import QGather, Reject
 from ..util.relax_utils import op_name, prim_value, resolve, shape_of
 
@@ -130,8 +133,25 @@ ENTRY = NpuPattern(
     extract=_extract_gather,
     checks=(*C.COMMON, gather_copies),
     applies=lambda op: op.convention not in ("constant", "other") and op.input.dtype in _INT_ACTIVATIONS,
+    moves_data=True,
 )
 
 
 ENTRIES = (ENTRY,)
 LOWERINGS = {QGather: _lower_gather}
+
+
+# ---------------------------------------------------------------------------------------------
+# Golden semantics, tiling (the typed op's spec: npu_byoc.ops.npu_op_spec)
+
+
+def golden_gather(op: Gather, x: np.ndarray) -> np.ndarray:
+    """Pixels by their row and column maps: the definition, not the copies the NPU runs."""
+    c = op.ofm.shape[2]
+    return x[np.asarray(op.rows)][:, np.asarray(op.cols)][:, :, op.c0 : op.c0 + c]
+
+
+NPU_OPS = {Gather: NpuOpSpec(golden_gather, "phased",
+                             describe=lambda op: f"gather {shape_text(op)} ({len(op.phases)} copies)")}  # fmt: skip
+# an ONNX Split becomes slices (this op's), then chains of data movement compose
+CANONICAL_FORMS = (CanonicalForm(0, split_to_slices), CanonicalForm(1, compose_gathers))

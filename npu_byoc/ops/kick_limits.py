@@ -1,6 +1,7 @@
-"""What a lowered NPU op must meet at each kick, for the configuration it runs with: the unit
-limits the stream machine checks (INVALID_PARAMETER), and where a requantize left shift can
-wrap int32. ``lower_alone`` lowers a record by itself, as the checks' dry run needs.
+"""What a lowered NPU op must meet at each kick, for the configuration it runs with: where a
+requantize left shift can wrap int32. ``lower_alone`` lowers a record by itself, as the checks'
+dry run needs. The unit limits the stream machine checks (INVALID_PARAMETER) are each op's own
+(NpuOpSpec.unit_reason in npu_byoc.ops.<op>), applied by npu_byoc.ops.registry.unit_reason.
 """
 
 from __future__ import annotations
@@ -8,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..arch.config import HwConfig
-from ..arch.isa import SOFTMAX_MAX_CHANNELS, Region
+from ..arch.isa import Region
 from ..arch.limits import batch_of, binary_layout, hwc, per_image
-from .npu_ops import Conv2D, DepthwiseConv2D, FullyConnected, Mean, Phased, Pool, Softmax, TensorRef, TransposeConv2D
+from .npu_ops import Conv2D, DepthwiseConv2D, Mean, TensorRef, TransposeConv2D
 
 
 def lower_alone(op, hw: HwConfig, lower, layout: str = "NHWC"):
@@ -30,38 +31,6 @@ def lower_alone(op, hw: HwConfig, lower, layout: str = "NHWC"):
 
 def _inputs(op) -> list:
     return [op.input_a, op.input_b] if hasattr(op, "input_b") else [op.input]
-
-
-def unit_reason(npu_op, hw: HwConfig) -> str | None:
-    """Why a lowered op (each phase of a phased one) breaks a unit limit of ``hw`` that the
-    stream machine checks at the kick (INVALID_PARAMETER in npu_functional.cc and
-    npu_kick_check.v): the one source every check binds to, whatever the op lowers to."""
-
-    if isinstance(npu_op, Phased):
-        return next(filter(None, (unit_reason(p, hw) for p in npu_op.phases)), None)
-    c_in, c_out = getattr(npu_op, "ifm", npu_op.ofm).shape[2], npu_op.ofm.shape[2]
-    what = f"{npu_op.kind} '{npu_op.name}'"
-    if isinstance(npu_op, Conv2D | DepthwiseConv2D | FullyConnected) and max(c_in, c_out) > hw.max_channels:
-        return f"{what} runs {c_in}->{c_out} channels: the NPU's MAC unit takes up to max_channels={hw.max_channels}"
-    if isinstance(npu_op, FullyConnected) and max(c_in, c_out) > hw.max_fc_features:
-        return f"{what} runs {c_in}->{c_out} features: the NPU takes up to max_fc_features={hw.max_fc_features}"
-    if isinstance(npu_op, Conv2D | DepthwiseConv2D):
-        (kh, kw), (sh, sw) = npu_op.kernel, npu_op.stride
-        if max(kh, kw) > hw.max_kernel:
-            return f"{what} runs a {kh}x{kw} kernel: the NPU takes up to max_kernel={hw.max_kernel}"
-        if max(sh, sw) > hw.max_stride:
-            return f"{what} runs stride {sh}x{sw}: the NPU takes up to max_stride={hw.max_stride}"
-    if isinstance(npu_op, Pool):
-        (kh, kw), (sh, sw) = npu_op.kernel, npu_op.stride
-        if max(kh, kw) > hw.max_pool_window:
-            return f"{what} runs a {kh}x{kw} window: the NPU takes up to max_pool_window={hw.max_pool_window}"
-        if max(sh, sw) > hw.max_pool_stride:
-            return f"{what} runs stride {sh}x{sw}: the NPU takes up to max_pool_stride={hw.max_pool_stride}"
-    if isinstance(npu_op, Mean) and (n := npu_op.ifm.shape[0] * npu_op.ifm.shape[1]) > hw.max_mean_elements:
-        return f"{what} reduces {n} elements: the NPU takes up to max_mean_elements={hw.max_mean_elements}"
-    if isinstance(npu_op, Softmax) and c_out > SOFTMAX_MAX_CHANNELS:
-        return f"{what} over {c_out} elements: the NPU's SOFTMAX takes up to {SOFTMAX_MAX_CHANNELS}"
-    return None
 
 
 def left_shift_wrap(npu_op) -> str | None:
@@ -91,4 +60,4 @@ def left_shift_wrap(npu_op) -> str | None:
             f"times 2^{int(shift[c])} overflows int32")
 
 
-__all__ = ["lower_alone", "unit_reason", "left_shift_wrap"]
+__all__ = ["lower_alone", "left_shift_wrap"]

@@ -6,6 +6,9 @@ tensors in regions is npu_byoc.codegen.lower."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from ..arch import limits
 from .npu_ops import Phased, TensorRef
 from .records import QAdd, QMul, Reject
@@ -67,3 +70,19 @@ def binary_operands(word: str, op: QAdd | QMul, ifms: list[TensorRef], ofm: Tens
         return a, b, ra, rb, True
     raise Reject(f"{word} with broadcasting {op.input_a.shape} × {op.input_b.shape}: NPU {word} broadcasts only a "
                  "channel vector in the partition's layout (NHWC [1, 1, 1, C], NCHW [1, C, 1, 1])")
+
+
+@dataclass(frozen=True)
+class InPlace:
+    """The lowering of an op that computes nothing itself: each input's producer writes its
+    slice of the op's output in place (a concatenation, registry.IN_PLACE).
+
+    ``place(op, srcs, placeable, model_layout) -> (slots, copies)``: the input vars ``srcs``
+    written in place (src -> its slice) and the input indices copied in ((k, slice)), a var
+    taken in place only when ``placeable(src)`` (the partition's say: produced by an op of the
+    partition, not a partition output, not another op's slice); raises Reject when the op cannot
+    be done. ``copy_in(layer, k, op, ifm, ofm)``: the NPU op that copies input ``k`` into its
+    slice ``ofm``. A slice has ``of(ref, shape, name)``: the TensorRef it is in ``ref``."""
+
+    place: Callable
+    copy_in: Callable

@@ -33,6 +33,7 @@ from ._qdq import _Tail, _activation, _deq, _dequantize_leaves, _requant_tail
 from ..arch import numerics as nx
 from .entry import Convention, NpuPattern
 from .npu_ops import Lut, NpuOp, TensorRef
+from .npu_op_spec import NpuOpSpec
 from .records import DEFAULT_NUMERICS, QLut, Reject
 from .lut_tables import (
     Table, onnx_float, tflite_lut_populate, _tflite_requantize, _tflite_relu, _tflite_leaky_relu,
@@ -466,3 +467,14 @@ def _lut_entry(fn: LutFunction) -> NpuPattern:
 
 ENTRIES = tuple(_lut_entry(fn) for fn in FUNCTIONS.values())
 LOWERINGS = {QLut: _lower_lut}
+
+
+# ---------------------------------------------------------------------------------------------
+# Golden semantics (the typed op's spec: npu_byoc.ops.npu_op_spec)
+
+
+def golden_lut(op: Lut, x: np.ndarray) -> np.ndarray:
+    return nx.lut_lookup(x, op.table)
+
+
+NPU_OPS = {Lut: NpuOpSpec(golden_lut, "elementwise")}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from tvm.relax.dpl import is_op, wildcard
 
 from . import checks as C
@@ -14,6 +16,7 @@ from ..arch.config import HwConfig
 from .entry import Convention, NpuPattern
 from .lowering import view
 from .npu_ops import Mean, NpuOp, TensorRef
+from .npu_op_spec import NpuOpSpec, what
 from .records import QMean, QTensor, Reject
 from ..util.relax_utils import dtype_of, op_name, resolve, shape_of
 
@@ -132,3 +135,21 @@ ENTRY = NpuPattern(
 
 ENTRIES = (ENTRY,)
 LOWERINGS = {QMean: _lower_mean}
+
+
+# ---------------------------------------------------------------------------------------------
+# Golden semantics, unit limits (the typed op's spec: npu_byoc.ops.npu_op_spec)
+
+
+def golden_mean(op: Mean, x: np.ndarray) -> np.ndarray:
+    out = nx.mean(x, (0, 1), True, op.ifm_zero_point, op.ofm_zero_point, op.multiplier, op.shift)
+    return np.clip(out, op.act_min, op.act_max).astype(np.int8)
+
+
+def _unit_reason(npu_op: Mean, hw: HwConfig) -> str | None:
+    if (n := npu_op.ifm.shape[0] * npu_op.ifm.shape[1]) > hw.max_mean_elements:
+        return f"{what(npu_op)} reduces {n} elements: the NPU takes up to max_mean_elements={hw.max_mean_elements}"
+    return None
+
+
+NPU_OPS = {Mean: NpuOpSpec(golden_mean, "mean", lambda op: f"mean {'x'.join(map(str, op.ifm.shape))}", _unit_reason)}

@@ -12,6 +12,7 @@ from ..arch import numerics as nx
 from .entry import NpuPattern
 from .lowering import binary_operands
 from .npu_ops import Mul, NpuOp, TensorRef
+from .npu_op_spec import NpuOpSpec
 from .records import QMul, Reject
 
 
@@ -51,3 +52,16 @@ ENTRY = NpuPattern(
 
 ENTRIES = (ENTRY,)
 LOWERINGS = {QMul: _lower_mul}
+
+
+# ---------------------------------------------------------------------------------------------
+# Golden semantics (the typed op's spec: npu_byoc.ops.npu_op_spec)
+
+
+def golden_mul(op: Mul, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    # a broadcast ifm2 is (1, 1, C): numpy broadcasting repeats it over H and W
+    return nx.mul(x, y, op.ifm_zero_point, op.ifm2_zero_point, op.ofm_zero_point, op.multiplier, op.shift,
+                  op.act_min, op.act_max)
+
+
+NPU_OPS = {Mul: NpuOpSpec(golden_mul, "elementwise")}

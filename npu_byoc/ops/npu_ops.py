@@ -80,8 +80,12 @@ class Tiling:
     channels: int
 
 
-class _NpuOp:
-    """Equality that compares arrays by value (dataclass eq would compare them elementwise)."""
+class NpuOp:
+    """Base of the typed NPU ops: equality that compares arrays by value (dataclass eq would
+    compare them elementwise), the inputs (``ifm``; a binary op adds ``ifm2``). A typed op is an
+    ``eq=False`` dataclass with ``name``, ``ifm``, ``ofm``, ``tiling``, a ``kind`` and ``macs``;
+    a new op's may live in its own module (npu_byoc.ops.<op>), with its NpuOpSpec in that
+    module's ``NPU_OPS`` (npu_byoc.ops.npu_op_spec)."""
 
     kind: str = ""
 
@@ -104,7 +108,7 @@ class _NpuOp:
         return (self.ifm,)
 
 
-class Phased(_NpuOp):
+class Phased(NpuOp):
     """An op the NPU runs as a sequence of simpler ops, its ``phases``: each reads a box of the
     op's input and writes a box of its output (TensorRef.box). The scheduler runs the phases
     one after the other in the same buffers; the golden model computes the op whole, by its own
@@ -115,7 +119,7 @@ class Phased(_NpuOp):
         raise NotImplementedError
 
 
-class _Binary(_NpuOp):
+class _Binary(NpuOp):
     """Add, Mul: two inputs, no MAC."""
 
     @property
@@ -134,7 +138,7 @@ def _model_taps(op) -> int:
 
 
 @dataclass(eq=False)
-class _Convolution(_NpuOp):
+class _Convolution(NpuOp):
     """The fields every convolution shares: its weights, the per-channel requantize (bias,
     multiplier, shift in TFLite's sign convention, positive = left) and the zero points."""
 
@@ -229,7 +233,7 @@ class DepthwiseConv2D(_Convolution):
 
 
 @dataclass(eq=False)
-class FullyConnected(_NpuOp):
+class FullyConnected(NpuOp):
     """Rows of the input (ifm W axis, H = 1) times weights^T, per-channel requantize in
     LiteRT's FULLY_CONNECTED form: the output scale is a double, mantissa[c] * 2^exponent[c]
     (numerics.fc_requantize), not a (multiplier, shift) pair."""
@@ -255,7 +259,7 @@ class FullyConnected(_NpuOp):
 
 
 @dataclass(eq=False)
-class Pool(_NpuOp):
+class Pool(NpuOp):
     """avg: sum of raw int8 over the valid (non-padded) window / count, rounded half away from
     zero; max: maximum over the valid window. Then clamp."""
 
@@ -277,7 +281,7 @@ class Pool(_NpuOp):
 
 
 @dataclass(eq=False)
-class Mean(_NpuOp):
+class Mean(NpuOp):
     """TFLite int8 MEAN over H and W: sum(x - ifm_zero_point) requantized with
     (multiplier, shift) that already include 1/(H*W), plus ofm_zero_point, clamped."""
 
@@ -351,7 +355,7 @@ IDENTITY_TABLE.setflags(write=False)
 
 
 @dataclass(eq=False)
-class Lut(_NpuOp):
+class Lut(NpuOp):
     """out = table[x + 128] (the table already includes requantize and clamp)."""
 
     name: str
@@ -440,7 +444,7 @@ class ResizeBilinear(Phased):
 
 
 @dataclass(eq=False)
-class Softmax(_NpuOp):
+class Softmax(NpuOp):
     """TFLite's int8 softmax over the channels of every pixel (output scale 1/256, zero point
     −128); ``table`` holds exp(−k) for the differences k = max − x at the input's scale and beta
     (npu_byoc.ops.softmax.exp_table)."""
@@ -456,6 +460,3 @@ class Softmax(_NpuOp):
     def macs(self) -> int:
         return 0
 
-
-NpuOp = (Conv2D | TransposeConv2D | DepthwiseConv2D | FullyConnected | Pool | Mean | Add | Mul | Lut | Gather
-         | ResizeBilinear | Softmax)

@@ -7,15 +7,21 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import tvm
+from tvm import relax
 from tvm.relax.dpl import is_op, wildcard
+from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from . import checks as C
 from ._qdq import (
     _DTYPE_RANGE, _Tail, _activation, _add_padding, _carried, _int_clip, _pad, _qdq_unary, _unpad,
 )  # fmt: skip
 from ..arch.config import HwConfig
+from ..arch import numerics as nx
+from .canonical import CanonicalForm
 from .entry import Convention, NpuPattern
 from .npu_ops import NpuOp, Pool, TensorRef
+from .npu_op_spec import NpuOpSpec, what
 from .records import QPool2D, Reject
 from ..util.relax_utils import dtype_of, int_list, op_name, prim_value, resolve
 
@@ -236,3 +242,90 @@ MAX_POOL2D = NpuPattern(
 
 ENTRIES = (AVG_POOL2D, MAX_POOL2D)
 LOWERINGS = {QPool2D: _lower_pool}
+
+
+# ---------------------------------------------------------------------------------------------
+# Golden semantics, unit limits (the typed op's spec: npu_byoc.ops.npu_op_spec)
+
+
+def golden_pool(op: Pool, x: np.ndarray) -> np.ndarray:
+    kernel = nx.avg_pool2d if op.pool == "avg" else nx.max_pool2d
+    return kernel(x[None], op.kernel, op.stride, tuple(op.padding), op.act_min, op.act_max)[0]
+
+
+def _unit_reason(npu_op: Pool, hw: HwConfig) -> str | None:
+    (kh, kw), (sh, sw) = npu_op.kernel, npu_op.stride
+    if max(kh, kw) > hw.max_pool_window:
+        return f"{what(npu_op)} runs a {kh}x{kw} window: the NPU takes up to max_pool_window={hw.max_pool_window}"
+    if max(sh, sw) > hw.max_pool_stride:
+        return f"{what(npu_op)} runs stride {sh}x{sw}: the NPU takes up to max_pool_stride={hw.max_pool_stride}"
+    return None
+
+
+NPU_OPS = {Pool: NpuOpSpec(golden_pool, "spatial", unit_reason=_unit_reason)}
+
+
+# ---------------------------------------------------------------------------------------------
+# Canonical form: a max pool's pad (npu_byoc.ops.canonical)
+
+
+@mutator
+class _PadFill(PyExprMutator):
+    def __init__(self, fills: dict, mod=None):
+        super().__init__(mod)
+        self.fills = fills  # nn.pad Call -> its new fill
+
+    def visit_call_(self, call):
+        fill = next((f for c, f in self.fills.items() if c.same_as(call)), None)
+        if fill is None:
+            return super().visit_call_(call)
+        a = call.attrs
+        return relax.op.nn.pad(self.visit_expr(call.args[0]), int_list(a.pad_width), str(a.pad_mode), fill)
+
+
+def floor_max_pool_pads(mod: tvm.IRModule) -> tvm.IRModule:
+    """Canonicalise: a constant PAD read only by max pools, whose input is clamped at or above
+    its fill (keras' ZeroPadding2D after a ReLU: fill = zero point = the clamp's floor), fills
+    with the dtype's minimum instead. Every window keeps at least one input element (the pad
+    plus the pool's own padding is narrower than the window), so no maximum changes, and the
+    pad then folds into the pool (a max pool ignores its padding)."""
+    main = mod["main"]
+    values = {b.var: b.value for block in main.body.blocks for b in block.bindings}
+    readers: dict = {}
+    for var, value in values.items():
+        for v in relax.analysis.free_vars(value):
+            readers.setdefault(v, []).append(value)
+    fills = {}
+    for var, pad in values.items():
+        if op_name(pad) != "relax.nn.pad" or str(pad.attrs.pad_mode) != "constant" or not isinstance(pad.args[0], relax.Var):
+            continue
+        clip, users = values.get(pad.args[0]), readers.get(var, [])
+        lowest = _DTYPE_RANGE.get(dtype_of(var), (None,))[0]
+        if lowest is None or op_name(clip) != "relax.clip" or not users or float(pad.attrs.pad_value) == lowest:
+            continue
+        if float(prim_value(clip.args[1])) >= float(pad.attrs.pad_value) and all(_keeps_an_element(u, pad) for u in users):
+            fills[pad] = float(lowest)
+    if not fills:
+        return mod
+    out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    out["main"] = _PadFill(fills, mod).visit_expr(main)
+    return out
+
+
+def _keeps_an_element(user, pad) -> bool:
+    """``user`` is a max pool whose every window holds an element of the pad's input."""
+    if op_name(user) != "relax.nn.max_pool2d":
+        return False
+    a = user.attrs
+    layout = str(a.layout)
+    if layout not in ("NHWC", "NCHW") or any(int(d) != 1 for d in a.dilation):
+        return False
+    widths = int_list(pad.attrs.pad_width)
+    axes = (1, 2) if layout == "NHWC" else (2, 3)
+    top, left, bottom, right = int_list(a.padding)
+    own = ((top, bottom), (left, right))
+    return all(widths[2 * ax] + own[k][0] < int(a.pool_size[k]) and widths[2 * ax + 1] + own[k][1] < int(a.pool_size[k])
+               for k, ax in enumerate(axes))
+
+
+CANONICAL_FORMS = (CanonicalForm(2, floor_max_pool_pads),)

@@ -13,6 +13,7 @@ Canonical layouts, independent of the model's own layout:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -26,6 +27,19 @@ DEFAULT_NUMERICS = "tflite"
 def numerics_for(model_format: str | None) -> str:
     """The numerics a model's source format implies (unknown formats: TFLite's)."""
     return FORMAT_NUMERICS.get(model_format or "", DEFAULT_NUMERICS)
+
+
+class QOp:
+    """Base of the quantized-op records. What the shared code reads from a record is by its
+    fields' names, not its type: ``input`` / ``output`` (``input_a`` and ``input_b`` for a
+    binary op, ``inputs`` for a concatenation) as QTensor, and optionally ``layout``,
+    ``act_min`` / ``act_max``, ``numerics``, ``left_shift_overflow``, ``constant``, ``macs``.
+    A new op's record may live in its own module (npu_byoc.ops.<op>): a frozen dataclass
+    subclassing this one."""
+
+    # A record whose ``layout`` field may be None, the partition's: lowering fills it in and
+    # refuses a 4-D op laid out unlike its partition. The op's word in that reason ("gather").
+    takes_partition_layout: ClassVar[str] = ""
 
 
 @dataclass(frozen=True)
@@ -46,7 +60,7 @@ class QTensor:
 
 
 @dataclass(frozen=True, eq=False)
-class QConvolution:
+class QConvolution(QOp):
     """The fields of a convolution record (QConv2D, QTransposeConv2D): int8 OHWI weights with
     per-output-channel scales, an int32 bias and the output clamp."""
 
@@ -115,7 +129,7 @@ class QConv2D(QConvolution):
 
 
 @dataclass(frozen=True, eq=False)
-class QFullyConnected:
+class QFullyConnected(QOp):
     input: QTensor
     output: QTensor
     weight: np.ndarray  # int8 [out, in]
@@ -153,7 +167,7 @@ class QFullyConnected:
 
 
 @dataclass(frozen=True, eq=False)
-class QPool2D:
+class QPool2D(QOp):
     kind: str  # "avg" | "max"
     layout: str
     input: QTensor
@@ -177,7 +191,7 @@ class QPool2D:
 
 
 @dataclass(frozen=True, eq=False)
-class QMean:
+class QMean(QOp):
     input: QTensor
     output: QTensor
     axes: tuple[int, ...]
@@ -197,7 +211,7 @@ class QMean:
 
 
 @dataclass(frozen=True, eq=False)
-class _QBinary:
+class _QBinary(QOp):
     """An elementwise op of two int8 activations; one may be a channel vector broadcast over
     the other (squeeze-excite)."""
 
@@ -230,7 +244,7 @@ class QMul(_QBinary):
 
 
 @dataclass(frozen=True, eq=False)
-class QLut:
+class QLut(QOp):
     """An elementwise function of one int8 input, computed through a 256-entry table."""
 
     function: str  # a key of npu_byoc.ops.lut.FUNCTIONS ("sigmoid", "hard_swish", ...)
@@ -251,9 +265,9 @@ class QLut:
 
 
 @dataclass(frozen=True, eq=False)
-class QReshape:
+class QReshape(QOp):
     """RESHAPE / SQUEEZE / FLATTEN of an int8 tensor: the same bytes seen with another shape.
-    No NPU work: lowering makes the output a view of the input (npu_byoc.codegen.lower.VIEWS)."""
+    No NPU work: lowering makes the output a view of the input (npu_byoc.ops.reshape.VIEWS)."""
 
     input: QTensor
     output: QTensor
@@ -266,7 +280,7 @@ class QReshape:
 
 
 @dataclass(frozen=True, eq=False)
-class QGather:
+class QGather(QOp):
     """A constant-index gather of an int8 tensor (TFLite RESIZE_NEAREST_NEIGHBOR, STRIDED_SLICE,
     SPLIT, TILE, GATHER as npu_byoc.frontends.tflite_ops imports them; ONNX Resize nearest, Slice and
     Split): ``index`` holds, per output element, the flat input element it copies."""
@@ -279,6 +293,7 @@ class QGather:
     # TFLite's NHWC); None: the partition's (a strided slice has no layout of its own).
     layout: str | None = None
     operands: tuple = field(default=(), compare=False, repr=False)
+    takes_partition_layout: ClassVar[str] = "gather"
 
     @property
     def macs(self) -> int:
@@ -286,7 +301,7 @@ class QGather:
 
 
 @dataclass(frozen=True, eq=False)
-class QResizeBilinear:
+class QResizeBilinear(QOp):
     """RESIZE_BILINEAR of an int8 NHWC tensor, LiteRT's integer kernel (npu_byoc.ops.resize)."""
 
     input: QTensor
@@ -303,9 +318,9 @@ class QResizeBilinear:
 
 
 @dataclass(frozen=True, eq=False)
-class QConcat:
+class QConcat(QOp):
     """CONCATENATION of int8 tensors along the channel axis. Lowering has each input's producer
-    write its channel slice of the output in place (npu_byoc.codegen.lower._ConcatSlots); an
+    write its channel slice of the output in place (npu_byoc.ops.concat.IN_PLACE); an
     input that cannot be written in place (a partition input, an input quantized unlike the
     output, ...) is copied into its slice by a requantize LUT op."""
 
@@ -323,7 +338,7 @@ class QConcat:
 
 
 @dataclass(frozen=True, eq=False)
-class QSoftmax:
+class QSoftmax(QOp):
     """SOFTMAX over the last axis of an int8 tensor, as TFLite's integer reference kernel
     computes it (npu_byoc.ops.softmax): exp(beta · input_scale · (x − max)) normalised, output
     scale 1/256 and zero point −128."""
@@ -353,10 +368,6 @@ class QTransposeConv2D(QConvolution):
     def macs(self) -> int:
         n = int(np.prod(self.input.shape))
         return n * self.kernel[0] * self.kernel[1] * self.out_channels
-
-
-QOp = (QConv2D | QTransposeConv2D | QFullyConnected | QPool2D | QMean | QAdd | QMul | QLut | QReshape | QGather
-       | QResizeBilinear | QConcat | QSoftmax)
 
 
 class Reject(Exception):

@@ -1,8 +1,11 @@
 """The NPU operations, one module each, in the pattern table's order (earlier entries win a
-contested binding: keep it). Each module exposes ``ENTRIES`` (its table entries, NpuPattern)
-and ``LOWERINGS`` (record type -> its lowering); the pattern table (npu_byoc.ops.table), the
-lowering dispatch (:data:`LOWERINGS`), docs/patterns.md and the coverage report derive from
-here. Adding an operation: its module, and its line below."""
+contested binding: keep it). Each module exposes ``ENTRIES`` (its table entries, NpuPattern),
+``LOWERINGS`` (record type -> its lowering) and ``NPU_OPS`` (typed NPU op -> its NpuOpSpec:
+golden semantics, tiling kind, unit limits), and where it has them ``VIEWS``, ``IN_PLACE``
+and ``CANONICAL_FORMS``; the pattern table (npu_byoc.ops.table), the lowering dispatch
+(:data:`LOWERINGS`), the golden model's and the tiler's dispatch (:data:`NPU_OPS`),
+docs/patterns.md and the coverage report derive from here. Adding an operation: its module,
+and its line below (docs/architecture.md §5)."""
 
 from __future__ import annotations
 
@@ -10,26 +13,49 @@ from collections.abc import Callable
 
 from . import (
     add, concat, conv2d, depthwise, fully_connected, gather, lut, mean, mul, pool, reshape, resize, softmax,
-    transpose_conv,
+    transpose, transpose_conv,
 )  # fmt: skip
-from .npu_ops import NpuOp, TensorRef
+from .npu_op_spec import NpuOpSpec
+from .npu_ops import NpuOp, Phased, TensorRef
 from .records import QOp
 
 REGISTRY = (
     conv2d, transpose_conv, depthwise, fully_connected, pool, mean, add, mul, lut, softmax, gather, resize, reshape,
-    concat,
+    concat, transpose,
 )  # fmt: skip
 
 
-def _lowerings() -> dict[type, Callable[[str, QOp, list[TensorRef], TensorRef], NpuOp]]:
+def _merged(attr: str) -> dict:
+    """The modules' ``attr`` dicts in one (a key twice is a bug)."""
     out: dict = {}
     for module in REGISTRY:
-        for record, lower in module.LOWERINGS.items():
-            assert record not in out, f"{module.__name__}: {record.__name__} is lowered twice"
-            out[record] = lower
+        for key, value in getattr(module, attr, {}).items():
+            assert key not in out, f"{module.__name__}: {key.__name__} is in {attr} twice"
+            out[key] = value
     return out
 
 
-LOWERINGS = _lowerings()
+# Record type -> its lowering to a typed NPU op.
+LOWERINGS: dict[type, Callable[[str, QOp, list[TensorRef], TensorRef], NpuOp]] = _merged("LOWERINGS")
+# Typed NPU op -> its golden semantics, tiling kind, unit limits (NpuOpSpec).
+NPU_OPS: dict[type, NpuOpSpec] = _merged("NPU_OPS")
+# Records that lower to no NPU op: their output is a view of their input (reshape) ...
+VIEWS = _merged("VIEWS")
+# ... or their inputs write their slices of it in place, the others copied in (concat: InPlace).
+IN_PLACE = _merged("IN_PLACE")
+# Each op's rewrites of the module into the forms its conventions match, in their order.
+CANONICAL_FORMS = tuple(sorted((f for module in REGISTRY for f in getattr(module, "CANONICAL_FORMS", ())),
+                               key=lambda f: f.order))  # fmt: skip
 
-__all__ = ["REGISTRY", "LOWERINGS"]
+
+def unit_reason(npu_op: NpuOp, hw) -> str | None:
+    """Why a lowered op (each phase of a phased one) breaks a unit limit of ``hw`` that the
+    stream machine checks at the kick (INVALID_PARAMETER in npu_functional.cc and
+    npu_kick_check.v): the one source every check binds to, whatever the op lowers to. Each
+    op's limits are its spec's (``NpuOpSpec.unit_reason``, in its module)."""
+    if isinstance(npu_op, Phased):
+        return next(filter(None, (unit_reason(p, hw) for p in npu_op.phases)), None)
+    return NPU_OPS[type(npu_op)].unit_reason(npu_op, hw)
+
+
+__all__ = ["REGISTRY", "LOWERINGS", "NPU_OPS", "VIEWS", "IN_PLACE", "CANONICAL_FORMS", "unit_reason"]

@@ -1,5 +1,5 @@
 """RESHAPE / SQUEEZE / FLATTEN between NPU ops: a view of the same bytes inside the partition,
-no NPU op of its own (codegen.lower.VIEWS makes its output a view of its input): the
+no NPU op of its own (its VIEWS hook makes its output a view of its input): the
 conventions, extraction into a :class:`QReshape` and its check."""
 
 from __future__ import annotations
@@ -10,7 +10,9 @@ from . import checks as C
 from ._qdq import _INT_ACTIVATIONS, _activation, _carried, _deq, _is_constant, _quant
 from ..arch.config import HwConfig
 from .entry import Convention, NpuPattern
-from .records import QReshape
+from .lowering import view
+from .npu_ops import TensorRef
+from .records import QReshape, Reject
 from ..util.relax_utils import op_name, resolve
 
 
@@ -72,8 +74,33 @@ ENTRY = NpuPattern(
     checks=(*C.COMMON, reshape_same_quantization),
     applies=lambda op: op.convention != "constant" and op.input.dtype in _INT_ACTIVATIONS,
     view=True,
+    moves_data=True,
 )
 
 
 ENTRIES = (ENTRY,)
-LOWERINGS: dict = {}  # a view: codegen.lower.VIEWS
+LOWERINGS: dict = {}  # a view: VIEWS below
+NPU_OPS: dict = {}  # no typed op of its own
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowering: a view, no NPU op (registry.VIEWS)
+
+
+def order_free(shape) -> bool:
+    """An NCHW tensor whose bytes read the same stored NHWC: one channel, or 1x1 spatially."""
+    return len(shape) != 4 or shape[1] == 1 or shape[2] * shape[3] == 1
+
+
+def view_reshape(op: QReshape, ifms: list[TensorRef], shape: tuple[int, int, int], model_layout: str) -> TensorRef:
+    """A reshape is its input's bytes seen with the output's shape: no op, no copy. The
+    partition's feature maps are stored NHWC, so an NCHW model's reshape must not move a
+    channel past a pixel (flatten of [1, C, 1, 1] is a view, flatten of [1, C, H, W] is not)."""
+    if model_layout == "NCHW" and not (order_free(op.input.shape) and order_free(op.output.shape)):
+        raise Reject(f"reshape {op.input.shape} -> {op.output.shape} of an NCHW model reorders the bytes the NPU "
+                     "stores NHWC")  # fmt: skip
+    return view(ifms[0], shape)
+
+
+# Records that lower to no NPU op: their output is a view of an input (a TensorRef).
+VIEWS = {QReshape: view_reshape}

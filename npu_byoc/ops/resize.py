@@ -14,7 +14,11 @@ from ..arch.config import HwConfig
 from .entry import Convention, NpuPattern
 from .lowering import with_phases
 from .npu_ops import NpuOp, ResizeBilinear, TensorRef
+import numpy as np
+
+from .npu_op_spec import NpuOpSpec, shape_text
 from .resize_passes import passes
+from .resize_passes import passes, reference
 from .records import QResizeBilinear, Reject
 from ..util.relax_utils import resolve
 
@@ -91,3 +95,16 @@ ENTRY = NpuPattern(
 
 ENTRIES = (ENTRY,)
 LOWERINGS = {QResizeBilinear: _lower_resize_bilinear}
+
+
+# ---------------------------------------------------------------------------------------------
+# Golden semantics, tiling (the typed op's spec: npu_byoc.ops.npu_op_spec)
+
+
+def golden_resize_bilinear(op: ResizeBilinear, x: np.ndarray) -> np.ndarray:
+    """LiteRT's integer kernel on the whole map, not the depthwise passes the NPU runs."""
+    return reference(x, op.ofm.shape[:2], op.align_corners, op.half_pixel)
+
+
+NPU_OPS = {ResizeBilinear: NpuOpSpec(golden_resize_bilinear, "phased",
+                                     describe=lambda op: f"bilinear resize {shape_text(op)} ({len(op.phases)} depthwise passes)")}  # fmt: skip

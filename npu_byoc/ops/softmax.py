@@ -13,6 +13,8 @@ from ..arch.config import HwConfig
 from ..arch.isa import SOFTMAX_MAX_CHANNELS
 from .entry import Convention, NpuPattern
 from .npu_ops import NpuOp, Softmax, TensorRef
+from . import softmax_kernel
+from .npu_op_spec import NpuOpSpec, what
 from .records import QSoftmax, Reject
 from .softmax_kernel import OUTPUT_SCALE, OUTPUT_ZERO_POINT, exp_table, input_beta_params
 from ..util.relax_utils import op_name, resolve
@@ -114,3 +116,20 @@ ENTRY = NpuPattern(
 
 ENTRIES = (ENTRY,)
 LOWERINGS = {QSoftmax: _lower_softmax}
+
+
+# ---------------------------------------------------------------------------------------------
+# Golden semantics, unit limits (the typed op's spec: npu_byoc.ops.npu_op_spec)
+
+
+def golden_softmax(op: Softmax, x: np.ndarray) -> np.ndarray:
+    return softmax_kernel.run(x.reshape(-1, x.shape[-1]), op.table).reshape(x.shape)
+
+
+def _unit_reason(npu_op: Softmax, hw: HwConfig) -> str | None:
+    if (c := npu_op.ofm.shape[2]) > SOFTMAX_MAX_CHANNELS:
+        return f"{what(npu_op)} over {c} elements: the NPU's SOFTMAX takes up to {SOFTMAX_MAX_CHANNELS}"
+    return None
+
+
+NPU_OPS = {Softmax: NpuOpSpec(golden_softmax, "softmax", unit_reason=_unit_reason)}

@@ -10,9 +10,12 @@ import numpy as np
 from . import checks as C
 from ._qdq import _Tail, _activation, _bias, _qdq_weighted, _split_bias, _weights
 from ..arch.config import HwConfig
+from ..arch import numerics as nx
 from .entry import NpuPattern
 from .lowering import with_phases
 from .npu_ops import NpuOp, TensorRef, TransposeConv2D
+from .npu_op_spec import NpuOpSpec, shape_text
+from .transpose_conv_phases import scatter_accumulate
 from .records import QTransposeConv2D, Reject
 from .requant import weighted_requant
 from ..util.relax_utils import int_list, resolve
@@ -117,3 +120,22 @@ ENTRY = NpuPattern(
 
 ENTRIES = (ENTRY,)
 LOWERINGS = {QTransposeConv2D: _lower_transpose_conv}
+
+
+# ---------------------------------------------------------------------------------------------
+# Golden semantics, tiling (the typed op's spec: npu_byoc.ops.npu_op_spec)
+
+
+def golden_transpose_conv2d(op: TransposeConv2D, x: np.ndarray) -> np.ndarray:
+    """TFLite's scatter form, not the phases the NPU runs: an independent specification."""
+    acc = scatter_accumulate(x, op.weights, op.ifm_zero_point, op.stride, op.pad_before, op.ofm.shape[:2])
+    return nx.requantize(acc, op.bias, op.multiplier, op.shift, op.ofm_zero_point, op.act_min, op.act_max)
+
+
+def _describe(op: TransposeConv2D) -> str:
+    kh, kw = op.kernel
+    return (f"{op.kind} {shape_text(op)}, kernel {kh}x{kw}, stride {op.stride[0]}x{op.stride[1]} "
+            f"({len(op.phases)} phases)")  # fmt: skip
+
+
+NPU_OPS = {TransposeConv2D: NpuOpSpec(golden_transpose_conv2d, "phased", describe=_describe)}

@@ -205,9 +205,10 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
     return CoverageReport(model=Path(info.path).name, format=info.format, summary=summary, ops=ops)
 
 
-# Patterns that only move bytes: an op whose bindings also hold another match (a
-# FULLY_CONNECTED with keep_num_dims ends in a reshape) is credited to that one.
-_DATA_MOVEMENT = {"npu.reshape", "npu.gather"}
+# Patterns that only move bytes (NpuPattern.moves_data, from the registry): an op whose bindings
+# also hold another match (a FULLY_CONNECTED with keep_num_dims ends in a reshape) is credited to
+# that one.
+_DATA_MOVEMENT = {p.name for p in PATTERN_TABLE if p.moves_data}
 
 
 def _working_decision(decisions: list, macs_of_binding: dict):

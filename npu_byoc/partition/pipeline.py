@@ -16,24 +16,26 @@ import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-import numpy as np
 import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvm.relax.transform import FusionPattern, PatternCheckContext
 
 from ..arch.config import DEFAULT_CONFIG, HwConfig
-from ..ops._qdq import _DTYPE_RANGE
 from ..ops.entry import NOT_MINE, Convention, NpuPattern
 from ..ops.records import DEFAULT_NUMERICS, numerics_for
 from ..ops.table import (
     LAYER_ATTR, LEFT_SHIFT_ATTR, NUMERICS_ATTR, PARTITION_LOG_ATTR, PATTERN_TABLE, PATTERNS_BY_NAME,
 )  # fmt: skip
 from ..codegen import dryrun
+from ..ops.canonical import absorbed  # noqa: F401 (the coverage report and the facade read it here)
 from ..ops.composites import composite_functions, extract_composite, npu_functions
+from ..ops.gather_canonical import compose_gathers, split_to_slices  # noqa: F401 (the facade)
+from ..ops.pool import floor_max_pool_pads  # noqa: F401 (the facade)
+from ..ops.registry import CANONICAL_FORMS
 from ..ops.records import QOp
 from ..ops.requant import left_shift_overflow_for
-from ..util.relax_utils import Constant, constant_value, dtype_of, int_list, op_name, prim_value, shape_of
+from ..util.relax_utils import op_name
 from ..ops.uint8 import activations_label
 from .exclude import excluded_layers, match_exclusion, split_names
 
@@ -197,206 +199,6 @@ def split_shared_dequantize(mod: tvm.IRModule) -> tvm.IRModule:
     return relax.transform.DeadCodeElimination(["main"])(out)
 
 
-@mutator
-class _SplitToSlices(PyExprMutator):
-    def __init__(self, parts: dict, mod=None):
-        super().__init__(mod)
-        self.parts = parts  # split var -> (its input, axis, [(begin, end) per output])
-
-    def visit_tuple_getitem_(self, op):
-        found = self.parts.get(op.tuple_value) if isinstance(op.tuple_value, relax.Var) else None
-        if found is None:
-            return super().visit_tuple_getitem_(op)
-        x, axis, bounds, span = found
-        begin, end = bounds[op.index]
-        c = relax.op.strided_slice(self.visit_expr(x), [axis], [begin], [end], [1])
-        return relax.Call(c.op, c.args, c.attrs, c.ty_args, span)  # the Split's provenance, for coverage
-
-
-def split_to_slices(mod: tvm.IRModule) -> tvm.IRModule:
-    """Canonicalise: each output of a ``split`` (TVM's import of ONNX Split) read as its own
-    ``strided_slice`` of the input, as TVM's TFLite import writes SPLIT: one op per output, so
-    each can be its own match (npu.gather) instead of a tuple no pattern takes."""
-    main = mod["main"]
-    parts = {}
-    readers = {}  # a split's var -> the first binding reading one of its outputs (to be a slice)
-    for block in main.body.blocks:
-        for b in block.bindings:
-            if isinstance(b.value, relax.TupleGetItem) and b.value.tuple_value in parts:
-                readers.setdefault(b.value.tuple_value.name, b.var.name)
-            if op_name(b.value) != "relax.split":
-                continue
-            x, a = b.value.args[0], b.value.attrs
-            shape = shape_of(x)
-            axis = int(a.axis) % len(shape)
-            sections = a.indices_or_sections
-            if isinstance(sections, tvm.ir.prim.expr.IntImm):  # n equal sections, else split points
-                cuts = [shape[axis] * k // int(sections) for k in range(1, int(sections))]
-            else:
-                cuts = [int(v) for v in sections]
-            edges = [0, *cuts, shape[axis]]
-            parts[b.var] = (x, axis, list(zip(edges[:-1], edges[1:])), b.value.span)
-    if not parts:
-        return mod
-    out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
-    out["main"] = _SplitToSlices(parts, mod).visit_expr(main)
-    return _absorbed(relax.transform.DeadCodeElimination(["main"])(out), readers)
-
-
-ABSORBED_ATTR = "npu_byoc.absorbed"
-
-
-def _absorbed(mod: tvm.IRModule, names: Mapping[str, str]) -> tvm.IRModule:
-    """Record that the bindings ``names`` holds were canonicalised into others (key -> the
-    binding that now does its work): the coverage report credits the source operator with
-    that binding's match."""
-    if not names:
-        return mod
-    return mod.with_attr(ABSORBED_ATTR, json.dumps({**absorbed(mod), **names}))
-
-
-def absorbed(mod: tvm.IRModule) -> dict[str, str]:
-    """The bindings the canonicalisation folded into others (see :func:`_absorbed`)."""
-    return json.loads(str(mod.attrs[ABSORBED_ATTR])) if mod.attrs is not None and ABSORBED_ATTR in mod.attrs else {}
-
-
-@mutator
-class _ReplaceCalls(PyExprMutator):
-    """Calls swapped for new ones (matched by identity), the new ones' arguments visited."""
-
-    def __init__(self, new: dict, mod=None):
-        super().__init__(mod)
-        self.new = new  # old Call (by identity) -> new Call
-
-    def visit_call_(self, call):
-        found = self.new.get(call)
-        if found is None:
-            return super().visit_call_(call)
-        return relax.Call(found.op, [self.visit_expr(a) for a in found.args], found.attrs, found.ty_args, call.span)
-
-
-def _flat_take(value, values) -> tuple | None:
-    """(x, indices) of ``take(reshape(x, [N]), constant indices, axis=0)``: TFLite data movement
-    as npu_byoc.frontends.tflite_ops imports it."""
-    if op_name(value) != "relax.take" or int(value.attrs.axis) != 0 or not isinstance(value.args[1], Constant):
-        return None
-    flat = values.get(value.args[0])
-    if op_name(flat) != "relax.reshape" or len(shape_of(value.args[0])) != 1:
-        return None
-    return flat.args[0], constant_value(value.args[1]).astype(np.int64)
-
-
-def _collapse(b, values: dict, uses: dict) -> tuple | None:
-    """(the new call, the single-use bindings it folds) for binding ``b``: a reshape of a reshape
-    is one reshape, a gather of a gather (through reshapes) one gather; None if neither."""
-    inner = b.value.args[0] if isinstance(b.value, relax.Call) and b.value.args else None
-    if op_name(b.value) == "relax.reshape" and op_name(values.get(inner)) == "relax.reshape" and uses.get(inner) == 1:
-        return relax.op.reshape(values[inner].args[0], b.value.args[1]), [inner]
-    outer = _flat_take(b.value, values)
-    if outer is None:
-        return None
-    y, path = values[inner].args[0], [inner]
-    while isinstance(y, relax.Var) and op_name(values.get(y)) == "relax.reshape":
-        path.append(y)
-        y = values[y].args[0]
-    first = _flat_take(values.get(y), values) if isinstance(y, relax.Var) else None
-    if first is None or any(uses.get(v) != 1 for v in (*path, y)):
-        return None
-    index = first[1].ravel()[outer[1]]  # the second gather reads the first's output
-    flat = values[y].args[0]  # reshape(x, [N]): the first gather's input, now this one's
-    return relax.op.take(flat, relax.const(index.astype("int32")), 0, str(b.value.attrs.mode)), [*path, y]
-
-
-def compose_gathers(mod: tvm.IRModule) -> tvm.IRModule:
-    """Canonicalise chains of data movement into one gather and one view each way:
-    ``reshape(reshape(x))`` is ``reshape(x)``, and a gather of a gather (through views) is one
-    gather whose indices are composed. Keras 3's UpSampling2D converts to RESHAPE (rank 5) ->
-    TILE -> RESHAPE per axis; composed, it is the one nearest-neighbour gather npu.gather runs.
-    Only single-use intermediates fold; the folded bindings are recorded for coverage."""
-    names: dict[str, str] = {}
-    while True:
-        main = mod["main"]
-        bindings = [b for block in main.body.blocks for b in block.bindings]
-        values = {b.var: b.value for b in bindings}
-        uses: dict = {}
-        for e in (*(b.value for b in bindings), main.body.body):
-            for v in relax.analysis.free_vars(e):
-                uses[v] = uses.get(v, 0) + 1
-        new, touched = {}, set()  # rewrites whose bindings do not overlap, all made in one pass
-        for b in bindings:
-            found = _collapse(b, values, uses)
-            if found is None or touched & {b.var, *found[1]}:
-                continue
-            call, folded = found
-            new[b.value] = call
-            touched |= {b.var, *folded}
-            names.update({v.name: b.var.name for v in folded})
-        if not new:
-            return _absorbed(mod, names)
-        out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
-        out["main"] = _ReplaceCalls(new, mod).visit_expr(main)
-        mod = relax.transform.DeadCodeElimination(["main"])(out)
-
-
-@mutator
-class _PadFill(PyExprMutator):
-    def __init__(self, fills: dict, mod=None):
-        super().__init__(mod)
-        self.fills = fills  # nn.pad Call -> its new fill
-
-    def visit_call_(self, call):
-        fill = next((f for c, f in self.fills.items() if c.same_as(call)), None)
-        if fill is None:
-            return super().visit_call_(call)
-        a = call.attrs
-        return relax.op.nn.pad(self.visit_expr(call.args[0]), int_list(a.pad_width), str(a.pad_mode), fill)
-
-
-def floor_max_pool_pads(mod: tvm.IRModule) -> tvm.IRModule:
-    """Canonicalise: a constant PAD read only by max pools, whose input is clamped at or above
-    its fill (keras' ZeroPadding2D after a ReLU: fill = zero point = the clamp's floor), fills
-    with the dtype's minimum instead. Every window keeps at least one input element (the pad
-    plus the pool's own padding is narrower than the window), so no maximum changes, and the
-    pad then folds into the pool (a max pool ignores its padding)."""
-    main = mod["main"]
-    values = {b.var: b.value for block in main.body.blocks for b in block.bindings}
-    readers: dict = {}
-    for var, value in values.items():
-        for v in relax.analysis.free_vars(value):
-            readers.setdefault(v, []).append(value)
-    fills = {}
-    for var, pad in values.items():
-        if op_name(pad) != "relax.nn.pad" or str(pad.attrs.pad_mode) != "constant" or not isinstance(pad.args[0], relax.Var):
-            continue
-        clip, users = values.get(pad.args[0]), readers.get(var, [])
-        lowest = _DTYPE_RANGE.get(dtype_of(var), (None,))[0]
-        if lowest is None or op_name(clip) != "relax.clip" or not users or float(pad.attrs.pad_value) == lowest:
-            continue
-        if float(prim_value(clip.args[1])) >= float(pad.attrs.pad_value) and all(_keeps_an_element(u, pad) for u in users):
-            fills[pad] = float(lowest)
-    if not fills:
-        return mod
-    out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
-    out["main"] = _PadFill(fills, mod).visit_expr(main)
-    return out
-
-
-def _keeps_an_element(user, pad) -> bool:
-    """``user`` is a max pool whose every window holds an element of the pad's input."""
-    if op_name(user) != "relax.nn.max_pool2d":
-        return False
-    a = user.attrs
-    layout = str(a.layout)
-    if layout not in ("NHWC", "NCHW") or any(int(d) != 1 for d in a.dilation):
-        return False
-    widths = int_list(pad.attrs.pad_width)
-    axes = (1, 2) if layout == "NHWC" else (2, 3)
-    top, left, bottom, right = int_list(a.padding)
-    own = ((top, bottom), (left, right))
-    return all(widths[2 * ax] + own[k][0] < int(a.pool_size[k]) and widths[2 * ax + 1] + own[k][1] < int(a.pool_size[k])
-               for k, ax in enumerate(axes))
-
-
 def partition_for_npu(
     mod: tvm.IRModule,
     *,
@@ -432,9 +234,12 @@ def partition_for_npu(
 
 
 def canonicalise(mod: tvm.IRModule) -> tvm.IRModule:
-    """The forms the pattern table matches: one slice per split output, data-movement chains
-    composed, max-pool pads filled with the dtype's minimum, one dequantize per consumer."""
-    return split_shared_dequantize(floor_max_pool_pads(compose_gathers(split_to_slices(mod))))
+    """The forms the pattern table matches: each op's canonical forms (registry.CANONICAL_FORMS:
+    one slice per split output, data-movement chains composed, max-pool pads filled with the
+    dtype's minimum), then one dequantize per consumer."""
+    for form in CANONICAL_FORMS:
+        mod = form.rewrite(mod)
+    return split_shared_dequantize(mod)
 
 
 def _partition_once(mod: tvm.IRModule, table: list[NpuPattern], hw: HwConfig, denied: Mapping, numerics: str,

@@ -47,6 +47,7 @@ from ..ops.npu_ops import (
     Softmax, TransposeConv2D,
 )  # fmt: skip
 from ..codegen.lower import PartitionPlan
+from ..ops.registry import NPU_OPS
 from ..codegen.schedule import schedule_partition
 
 OP_CLASSES = ("conv", "pointwise", "transpose_conv", "depthwise", "fc", "pool", "mean", "add", "mul", "lut", "gather",
@@ -67,16 +68,21 @@ CLASS_NAMES = {
     "resize": "bilinear resize",
     "softmax": "softmax",
 }
+# An op this table does not list is classed by its own spec (NpuOpSpec.report_class), after these.
+_SPEC_CLASSES = {t: spec.report_class for t, spec in NPU_OPS.items() if spec.report_class is not None}
+OP_CLASSES += tuple(dict.fromkeys(key for key, _ in _SPEC_CLASSES.values() if key not in OP_CLASSES))
+CLASS_NAMES |= {key: name for key, name in _SPEC_CLASSES.values() if key not in CLASS_NAMES}
 _CLASS_OF_TYPE = {TransposeConv2D: "transpose_conv", DepthwiseConv2D: "depthwise", FullyConnected: "fc", Pool: "pool",
                   Mean: "mean", Add: "add", Mul: "mul", Lut: "lut", Gather: "gather", ResizeBilinear: "resize",
                   Softmax: "softmax"}  # fmt: skip
+_CLASS_OF_TYPE |= {t: key for t, (key, _) in _SPEC_CLASSES.items() if t not in _CLASS_OF_TYPE}
 _DMA = set(DMA_OPCODES)
 _NOT_COMPUTE = {Opcode.NOP, Opcode.SET_REG, Opcode.STOP, Opcode.WAIT_DMA} | _DMA
 
 
 def op_class(op: NpuOp) -> str:
     """The report's class of an NPU op: conv (standard), pointwise (1x1 conv), transpose_conv, depthwise, fc,
-    pool, mean, add, mul, lut, gather, resize, softmax."""
+    pool, mean, add, mul, lut, gather, resize, softmax, then the classes ops name in their specs."""
     if isinstance(op, Conv2D):
         return "pointwise" if tuple(op.kernel) == (1, 1) else "conv"
     return _CLASS_OF_TYPE[type(op)]

@@ -1,7 +1,8 @@
 """The golden model: typed NPU ops executed on whole tensors, integer only.
 
 This is the executable specification of what each NPU operation computes (docs/numerics.md
-states the formulas; npu_byoc.arch.numerics implements them). The command-stream machine
+states the formulas; npu_byoc.arch.numerics implements them; each op's kernel is its module's,
+npu_byoc.ops.<op>.golden_<op>, dispatched through the registry's NPU_OPS). The command-stream machine
 (npu_byoc.runtime.machine), the C functional model and the RTL must equal it bit for bit.
 """
 
@@ -11,15 +12,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..arch import numerics as nx
-from ..ops import softmax_kernel as sm
-from ..ops import resize_passes as rz
-from ..ops import transpose_conv_phases as tc
 from ..codegen.lower import PartitionPlan
-from ..ops.npu_ops import (
-    Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mean, Mul, NpuOp, Pool, Softmax, TensorRef, Gather,
-    ResizeBilinear, TransposeConv2D,
-)  # fmt: skip
+from ..ops.npu_ops import NpuOp, TensorRef
+from ..ops.registry import NPU_OPS
 from ..arch.isa import Region
 from ..ops.uint8 import to_model, to_npu
 
@@ -45,102 +40,9 @@ def write_tensor(regions: Regions, ref: TensorRef, value: np.ndarray) -> None:
     _strided(regions, ref)[...] = np.asarray(value, np.int8).reshape(h, w, c)
 
 
-def _padded_windows(x: np.ndarray, kernel, stride, padding, fill: int) -> np.ndarray:
-    """(OH, OW, KH, KW, C) windows of an (H, W, C) map padded with ``fill``."""
-    t, l, b, r = padding
-    xp = np.pad(x.astype(np.int32), ((t, b), (l, r), (0, 0)), constant_values=fill)
-    win = np.lib.stride_tricks.sliding_window_view(xp, kernel, axis=(0, 1))  # (OH', OW', C, KH, KW)
-    return win[:: stride[0], :: stride[1]].transpose(0, 1, 3, 4, 2)
-
-
-def conv2d(op: Conv2D, x: np.ndarray) -> np.ndarray:
-    win = _padded_windows(x, op.kernel, op.stride, op.padding, op.ifm_zero_point)
-    acc = np.einsum("hwklc,oklc->hwo", win - op.ifm_zero_point, op.weights.astype(np.int32), dtype=np.int64)
-    return nx.requantize(acc, op.bias, op.multiplier, op.shift, op.ofm_zero_point, op.act_min, op.act_max)
-
-
-def transpose_conv2d(op: TransposeConv2D, x: np.ndarray) -> np.ndarray:
-    """TFLite's scatter form, not the phases the NPU runs: an independent specification."""
-    acc = tc.scatter_accumulate(x, op.weights, op.ifm_zero_point, op.stride, op.pad_before, op.ofm.shape[:2])
-    return nx.requantize(acc, op.bias, op.multiplier, op.shift, op.ofm_zero_point, op.act_min, op.act_max)
-
-
-def depthwise_conv2d(op: DepthwiseConv2D, x: np.ndarray) -> np.ndarray:
-    win = _padded_windows(x, op.kernel, op.stride, op.padding, op.ifm_zero_point)
-    w = op.weights.astype(np.int32).transpose(1, 2, 0)  # (KH, KW, C)
-    acc = np.einsum("hwklc,klc->hwc", win - op.ifm_zero_point, w, dtype=np.int64)
-    return nx.requantize(acc, op.bias, op.multiplier, op.shift, op.ofm_zero_point, op.act_min, op.act_max)
-
-
-def fully_connected(op: FullyConnected, x: np.ndarray) -> np.ndarray:
-    rows = x.reshape(-1, x.shape[-1]).astype(np.int64) - op.ifm_zero_point
-    acc = rows @ op.weights.astype(np.int64).T
-    out = nx.fc_requantize(acc, op.bias, op.mantissa, op.exponent, op.ofm_zero_point, op.act_min, op.act_max)
-    return out.reshape(op.ofm.shape)
-
-
-def pool(op: Pool, x: np.ndarray) -> np.ndarray:
-    kernel = nx.avg_pool2d if op.pool == "avg" else nx.max_pool2d
-    return kernel(x[None], op.kernel, op.stride, tuple(op.padding), op.act_min, op.act_max)[0]
-
-
-def mean(op: Mean, x: np.ndarray) -> np.ndarray:
-    out = nx.mean(x, (0, 1), True, op.ifm_zero_point, op.ofm_zero_point, op.multiplier, op.shift)
-    return np.clip(out, op.act_min, op.act_max).astype(np.int8)
-
-
-def lut(op: Lut, x: np.ndarray) -> np.ndarray:
-    return nx.lut_lookup(x, op.table)
-
-
-def softmax(op: Softmax, x: np.ndarray) -> np.ndarray:
-    return sm.run(x.reshape(-1, x.shape[-1]), op.table).reshape(x.shape)
-
-
-def gather(op: Gather, x: np.ndarray) -> np.ndarray:
-    """Pixels by their row and column maps: the definition, not the copies the NPU runs."""
-    c = op.ofm.shape[2]
-    return x[np.asarray(op.rows)][:, np.asarray(op.cols)][:, :, op.c0 : op.c0 + c]
-
-
-def resize_bilinear(op: ResizeBilinear, x: np.ndarray) -> np.ndarray:
-    """LiteRT's integer kernel on the whole map, not the depthwise passes the NPU runs."""
-    return rz.reference(x, op.ofm.shape[:2], op.align_corners, op.half_pixel)
-
-
-def add(op: Add, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    params = nx.AddParams(
-        op.left_shift,
-        op.ifm_multiplier,
-        op.ifm_shift,
-        op.ifm2_multiplier,
-        op.ifm2_shift,
-        op.ofm_multiplier,
-        op.ofm_shift,
-    )
-    return nx.add(x, y, op.ifm_zero_point, op.ifm2_zero_point, op.ofm_zero_point, params, op.act_min, op.act_max)
-
-
-def mul(op: Mul, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    # a broadcast ifm2 is (1, 1, C): numpy broadcasting repeats it over H and W
-    return nx.mul(x, y, op.ifm_zero_point, op.ifm2_zero_point, op.ofm_zero_point, op.multiplier, op.shift,
-                  op.act_min, op.act_max)
-
-
-KERNELS: dict[type, Callable[..., np.ndarray]] = {
-    Conv2D: conv2d,
-    TransposeConv2D: transpose_conv2d,
-    DepthwiseConv2D: depthwise_conv2d,
-    FullyConnected: fully_connected,
-    Pool: pool,
-    Mean: mean,
-    Lut: lut,
-    Softmax: softmax,
-    Gather: gather,
-    ResizeBilinear: resize_bilinear,
-    Add: add,
-    Mul: mul,
-}
+# Each typed op's semantics live with its op (npu_byoc.ops.<op>: golden_<op>), found through the
+# registry. A dict, so a test can swap one kernel (a fault injected into the golden model).
+KERNELS: dict[type, Callable[..., np.ndarray]] = {t: spec.golden for t, spec in NPU_OPS.items()}
 
 
 def run_op(op: NpuOp, regions: Regions) -> np.ndarray:

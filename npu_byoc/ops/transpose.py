@@ -1,0 +1,182 @@
+"""TRANSPOSE of a rank <= 4 int8 tensor (TFLite TRANSPOSE, ONNX Transpose in QDQ, Relax
+permute_dims) as strided DMA, no opcode of its own: the NPU reads the input through a view
+whose strides are the input's, permuted (a DMA box), and copies it to the output with the
+identity LUT, tile by tile. Everything the compiler knows about it is here: its record, its
+typed op, conventions, extraction, checks, lowering, golden semantics and tiling kind."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import ClassVar
+
+import numpy as np
+from tvm.relax.dpl import is_op, wildcard
+
+from . import checks as C
+from ._qdq import _INT_ACTIVATIONS, _activation, _carried, _deq, _is_constant, _quant
+from ..arch.config import HwConfig
+from .entry import Convention, NpuPattern
+from .npu_op_spec import NpuOpSpec, shape_text
+from .npu_ops import IDENTITY_TABLE, Lut, Phased, TensorRef, Tiling
+from .records import QOp, QTensor, Reject
+from ..util.relax_utils import int_list, op_name, resolve
+
+
+# ---------------------------------------------------------------------------------------------
+# Record and typed op
+
+
+@dataclass(frozen=True, eq=False)
+class QTranspose(QOp):
+    """``output = transpose(input, axes)``: output axis j is input axis ``axes[j]``; the bytes
+    are copied unchanged (input and output quantized alike)."""
+
+    input: QTensor
+    output: QTensor
+    axes: tuple[int, ...]
+    convention: str = ""
+    layout: str | None = None  # the partition's (lowering fills it in): which axes are H, W, C
+    operands: tuple = field(default=(), compare=False, repr=False)
+    takes_partition_layout: ClassVar[str] = "transpose"
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+
+@dataclass(eq=False)
+class Transpose(Phased):
+    """out[i0, i1, i2] = in[j] with j[perm[q]] = i_q (H x W x C maps). The NPU runs one identity
+    LUT copy whose input is ``ifm`` seen through its strides permuted: the DMA does the
+    transpose."""
+
+    name: str
+    ifm: TensorRef
+    ofm: TensorRef
+    perm: tuple[int, int, int]  # output H, W, C axis q reads input axis perm[q]
+    tiling: Tiling | None = None
+    kind: str = field(default="transpose", init=False)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+    @cached_property
+    def phases(self) -> list[Lut]:
+        strides = tuple(self.ifm.strides[p] for p in self.perm)
+        src = TensorRef(self.name, self.ifm.region, self.ifm.offset, self.ofm.shape, self.ifm.layout, self.ifm.pitch,
+                        strides)  # fmt: skip
+        return [Lut(self.name, "copy", src, self.ofm, IDENTITY_TABLE)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Conventions and extraction
+
+
+def _transpose_conventions() -> tuple[Convention, ...]:
+    return (
+        Convention("qdq", "ONNX QDQ (Transpose)", _quant(is_op("relax.permute_dims")(_deq())),
+                   "dequantize(x) → permute_dims → quantize (same scale and zero point)"),
+        Convention("int8", "TFLite (TRANSPOSE)", is_op("relax.permute_dims")(wildcard()), "permute_dims(int8 x)"),
+    )
+
+
+def _axes(call, rank: int) -> tuple[int, ...]:
+    axes = call.attrs.axes
+    return tuple(reversed(range(rank))) if axes is None else tuple(int(a) % rank for a in int_list(axes))
+
+
+def _extract_transpose(root, bindings) -> QTranspose:
+    e = resolve(root, bindings)
+    if op_name(e) == "relax.quantize":
+        perm = resolve(e.args[0], bindings)
+        deq = resolve(perm.args[0], bindings)
+        x = deq.args[0]
+        inp = _activation(deq, bindings, "input", x)
+        return QTranspose(inp, _activation(e, bindings, "output", e), _axes(perm, len(inp.shape)), "qdq",
+                          operands=(x,))  # fmt: skip
+    x = e.args[0]
+    # a constant's transpose (weights in the integer forms) is folded, not offloaded: not ours
+    convention = "constant" if _is_constant(x, bindings) else "int8"
+    inp = _carried(x)
+    return QTranspose(inp, _carried(root), _axes(e, len(inp.shape)), convention, operands=(x,))
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks
+
+
+def transpose_same_quantization(op, hw: HwConfig) -> str | None:
+    """A transpose keeps the quantization (input and output share scale and zero point): the NPU copies the bytes."""
+    if not C.same_quantization(op.input, op.output):
+        return (f"transpose rescales (input scale {op.input.scale:.6g} zp {op.input.zero_point}, output scale "
+                f"{op.output.scale:.6g} zp {op.output.zero_point}): an NPU transpose copies the bytes")
+    return None
+
+
+def transpose_keeps_batch(op, hw: HwConfig) -> str | None:
+    """The batch axis of a rank-3 or rank-4 tensor stays first (the NPU runs a partition image by image)."""
+    if len(op.axes) >= 3 and op.axes[0] != 0:
+        return f"TRANSPOSE with axes {list(op.axes)} moves the batch axis: the NPU permutes the axes of one image"
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# Lowering
+
+
+def _hwc_axes(rank: int, layout: str | None) -> dict[int, int]:
+    """Model axis -> the H, W, C axis it is in the map the NPU sees (as limits.hwc maps it;
+    a batch axis maps to none)."""
+    nhwc = layout == "NHWC"
+    return {4: {1: 0, 2: 1, 3: 2} if nhwc else {1: 2, 2: 0, 3: 1},
+            3: {1: 1, 2: 2} if nhwc else {1: 2, 2: 1},
+            2: {0: 1, 1: 2},
+            1: {0: 2}}[rank]  # fmt: skip
+
+
+def hwc_perm(axes: tuple[int, ...], layout: str | None) -> tuple[int, int, int]:
+    """The transpose of the H x W x C maps: output axis q reads input axis perm[q]."""
+    to_hwc = _hwc_axes(len(axes), layout)
+    perm = [0, 1, 2]  # an axis no model axis maps to has size 1 in both: itself
+    for j, a in enumerate(axes):
+        if j in to_hwc:
+            perm[to_hwc[j]] = to_hwc[a]
+    return perm[0], perm[1], perm[2]
+
+
+def _lower_transpose(name: str, op: QTranspose, ifms: list[TensorRef], ofm: TensorRef) -> Transpose:
+    perm = hwc_perm(op.axes, op.layout)
+    if tuple(ifms[0].shape[p] for p in perm) != tuple(ofm.shape):
+        raise Reject(f"transpose of {ifms[0].shape} by {perm} does not give {ofm.shape}")
+    return Transpose(name, ifms[0], ofm, perm)
+
+
+# ---------------------------------------------------------------------------------------------
+# Golden semantics
+
+
+def golden_transpose(op: Transpose, x: np.ndarray) -> np.ndarray:
+    return np.transpose(x, op.perm)
+
+
+# ---------------------------------------------------------------------------------------------
+# Registry
+
+
+ENTRY = NpuPattern(
+    name="npu.transpose",
+    summary="transpose of a rank <= 4 int8 tensor: strided DMA through the permuted input and an identity copy",
+    anchor_ops=("relax.permute_dims",),
+    conventions=_transpose_conventions(),
+    extract=_extract_transpose,
+    checks=(*C.COMMON, transpose_same_quantization, transpose_keeps_batch),
+    applies=lambda op: op.convention != "constant" and op.input.dtype in _INT_ACTIVATIONS,
+    moves_data=True,
+)
+
+ENTRIES = (ENTRY,)
+LOWERINGS = {QTranspose: _lower_transpose}
+NPU_OPS = {Transpose: NpuOpSpec(golden_transpose, "phased", describe=lambda op: f"transpose {shape_text(op)}",
+                                report_class=("transpose", "transpose (copies)"))}  # fmt: skip
