@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 DOCS = Path(__file__).parents[1] / "docs"
-RUNNABLE = ["coverage.md", "codegen.md", "models.md", "hardware.md", "sweep.md", "fuzz.md", "isa.md"]
+RUNNABLE = ["coverage.md", "codegen.md", "models.md", "hardware.md", "sweep.md", "fuzz.md", "isa.md", "memory.md"]
 
 
 def _blocks(name: str) -> list[str]:
