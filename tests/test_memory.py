@@ -17,7 +17,7 @@ from npu_byoc.arch import cycles
 from npu_byoc.arch.config import DEFAULT_CONFIG, HwConfig, configure
 from npu_byoc.arch.encoder import Dma, encode
 from npu_byoc.arch.isa import Opcode, Region, Status
-from npu_byoc.arch.memory import Memory, memory, transfer_cycles
+from npu_byoc.arch.memory import Memory, memory, sustained_bytes_per_cycle, transfer_cycles
 from npu_byoc.arch.options import config_from
 from npu_byoc.arch.vela_config import from_vela_ini
 from npu_byoc.errors import NpuByocError
@@ -217,3 +217,23 @@ def test_from_vela_ini_refusals(tmp_path):
     odd.write_bytes(b"\xff\xfe not ini")
     with pytest.raises(NpuByocError, match="cannot read the Vela configuration"):
         from_vela_ini(odd, "s", "m")
+
+
+def test_roofline_and_time_follow_the_memories(plans):
+    """The roofline divides each memory's bytes by what it sustains on long runs: U55's SRAM
+    streams 2048 bursts of 32 bytes in 32 + 2048·4 + 511·20 cycles (4 in flight cover 16 of
+    the 36 cycles a burst waits); the flash one byte a cycle after its latency."""
+    from npu_byoc.runtime.cosim_report import LayerResult, roofline, summarize
+
+    fm = sustained_bytes_per_cycle(memory(VELA_LIKE, "fm_mem"), 8, 4096)
+    assert fm == 65536 / (32 + 2048 * 4 + 511 * 20)
+    tiny = list(plans("tiny_cnn_int8.tflite").values())
+    default, vela = roofline(tiny, DEFAULT_CONFIG), roofline(tiny, VELA_LIKE)
+    assert default["memory_bound_cycles"] == default["minimum_external_bytes"] / 16
+    flash = sustained_bytes_per_cycle(memory(VELA_LIKE, "const_mem"), 8, 4096)
+    assert flash == 65536 / (64 + 65536)  # 1 byte a cycle: 2 bursts of 128 cycles in flight hide the 64
+    const, rest = vela["minimum_const_bytes"], vela["minimum_external_bytes"] - vela["minimum_const_bytes"]
+    assert vela["memory_bound_cycles"] == pytest.approx(const / flash + rest / fm)
+    row = LayerResult(0, "p", "l", "conv", "", 1000, 5000, 4000, 900, 100, 5000, 4.0, None, None, 0, 0, 0, 0.0)
+    s = summarize([row], replace(DEFAULT_CONFIG, core_clock_hz=250_000_000))
+    assert s["milliseconds"] == pytest.approx(0.02) and s["inferences_per_second"] == pytest.approx(50_000)
