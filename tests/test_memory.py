@@ -34,7 +34,7 @@ def recurrence(rows: int, row_bytes: int, port: int, m: Memory, write: bool) -> 
     """docs/memory.md's definition, burst by burst, with no shortcut."""
     latency = m.write_latency if write else m.read_latency
     window = m.max_writes if write else m.max_reads
-    per_burst = max(1, _ceil_div(m.burst_bytes, port)) * port
+    per_burst = 256 * port  # AXI4's longest burst, in requests
     times = []
     for _ in range(rows):
         offset = 0
@@ -60,16 +60,18 @@ def test_transfer_cycles_equal_the_recurrence():
 
 def test_vela_sram_by_hand():
     """Ethos_U55_High_End_Embedded's SRAM (8 bytes per cycle, latency 32, bursts of 32 bytes, 4
-    reads in flight) behind a 16-byte port: 1024 contiguous bytes are 32 bursts of 4 cycles;
-    4 in flight cover 36 of every 4 bursts' cycles, so d_32 = 48 + 7 * 36 = 300."""
+    reads in flight) behind a 16-byte port: 1024 contiguous bytes are one burst of 128 cycles
+    after the latency; 32 rows of 32 bytes are 32 bursts of 4 cycles, and 4 in flight cover 16
+    of every 36 cycles: d_32 = 48 + 7 * 36 = 300."""
     hw = configure(fm_mem_bytes_per_cycle=8, fm_mem_read_latency=32, fm_mem_burst_bytes=32, fm_mem_max_reads=4)
-    assert cycles.dma_cycles(1024, hw=hw, region=int(Region.SCRATCH)) == cycles.DMA_SETUP_CYCLES + 300
+    assert cycles.dma_cycles(1024, hw=hw, region=int(Region.SCRATCH)) == cycles.DMA_SETUP_CYCLES + 32 + 128
+    assert cycles.dma_cycles(32, 32, hw=hw, region=int(Region.SCRATCH)) == cycles.DMA_SETUP_CYCLES + 300
     # 8 in flight cover 32 of the 36 cycles a burst waits: each later window of 8 loses 4
     hw8 = replace(hw, fm_mem_max_reads=8)
-    assert cycles.dma_cycles(1024, hw=hw8, region=int(Region.SCRATCH)) == cycles.DMA_SETUP_CYCLES + 160 + 3 * 4
+    assert cycles.dma_cycles(32, 32, hw=hw8, region=int(Region.SCRATCH)) == cycles.DMA_SETUP_CYCLES + 160 + 3 * 4
     # 9 hide the latency: paid once, then 4 cycles a burst
     hw9 = replace(hw, fm_mem_max_reads=9)
-    assert cycles.dma_cycles(1024, hw=hw9, region=int(Region.SCRATCH)) == cycles.DMA_SETUP_CYCLES + 32 + 128
+    assert cycles.dma_cycles(32, 32, hw=hw9, region=int(Region.SCRATCH)) == cycles.DMA_SETUP_CYCLES + 32 + 128
     # a 4-byte row still costs a whole 32-byte burst: 4 cycles, not 1
     assert transfer_cycles(1, 4, 16, memory(hw9, "fm_mem"), False) == 32 + 4
     # the weights are in const_mem, untouched: today's 1024 / 16 requests
@@ -221,17 +223,17 @@ def test_from_vela_ini_refusals(tmp_path):
 
 def test_roofline_and_time_follow_the_memories(plans):
     """The roofline divides each memory's bytes by what it sustains on long runs: U55's SRAM
-    streams 2048 bursts of 32 bytes in 32 + 2048·4 + 511·20 cycles (4 in flight cover 16 of
-    the 36 cycles a burst waits); the flash one byte a cycle after its latency."""
+    streams 32 bursts of 2 KiB (256 requests of 8 bytes) in 32 + 32·256 cycles, the flash one
+    byte a cycle after its latency."""
     from npu_byoc.runtime.cosim_report import LayerResult, roofline, summarize
 
     fm = sustained_bytes_per_cycle(memory(VELA_LIKE, "fm_mem"), 8, 4096)
-    assert fm == 65536 / (32 + 2048 * 4 + 511 * 20)
+    assert fm == 65536 / (32 + 32 * 256)
     tiny = list(plans("tiny_cnn_int8.tflite").values())
     default, vela = roofline(tiny, DEFAULT_CONFIG), roofline(tiny, VELA_LIKE)
     assert default["memory_bound_cycles"] == default["minimum_external_bytes"] / 16
     flash = sustained_bytes_per_cycle(memory(VELA_LIKE, "const_mem"), 8, 4096)
-    assert flash == 65536 / (64 + 65536)  # 1 byte a cycle: 2 bursts of 128 cycles in flight hide the 64
+    assert flash == 65536 / (64 + 65536)  # 1 byte a cycle: 2 bursts of 2048 cycles in flight hide the 64
     const, rest = vela["minimum_const_bytes"], vela["minimum_external_bytes"] - vela["minimum_const_bytes"]
     assert vela["memory_bound_cycles"] == pytest.approx(const / flash + rest / fm)
     row = LayerResult(0, "p", "l", "conv", "", 1000, 5000, 4000, 900, 100, 5000, 4.0, None, None, 0, 0, 0, 0.0)

@@ -49,7 +49,7 @@ void from_bytes(T &signal, const uint8_t *bytes) {
 
 // ---- The external memories' timing (npu_byoc.arch.memory, docs/memory.md) -----------------
 // The DMA presents its next request (mem_req, with its row and direction); the memory grants
-// it (mem_grant) at the cycle the model says. A burst is ceil(burst_bytes / D) requests of one
+// it (mem_grant) at the cycle the model says. A burst is up to kMaxBurstBeats requests of one
 // row; burst i starts at max(d_{i-1}, d_{i-O} + latency) and occupies T_i cycles (its requests
 // one per cycle, the last held until T_i is spent); cycles count from the transfer's first
 // request. The C model's memory_cycles() and cycles.dma_cycles() compute the same d_N.
@@ -64,6 +64,7 @@ constexpr MemoryTiming kConstMem = {NPU_CONST_MEM_BYTES_PER_CYCLE, NPU_CONST_MEM
                                     NPU_CONST_MEM_BURST_BYTES,     NPU_CONST_MEM_MAX_READS,
                                     NPU_CONST_MEM_MAX_WRITES};
 constexpr size_t kMaxInFlight = 64;  // config.FIELD_RANGES["*_max_reads"]
+constexpr uint64_t kMaxBurstBeats = 256;  // memory.MAX_BURST_BEATS: requests of one burst at most
 
 class MemoryModel {
   public:
@@ -83,7 +84,7 @@ class MemoryModel {
         }
         if (k_ == 0) {  // a burst begins: when, and for how long
             const MemoryTiming &m = region == NPU_REGION_CONST ? kConstMem : kFmMem;
-            const uint64_t per_burst = std::max<uint64_t>(1, ceil_div(m.burst_bytes, kDmaBytes)) * kDmaBytes;
+            const uint64_t per_burst = kMaxBurstBeats * kDmaBytes;
             const uint64_t bytes = std::min(row_left, per_burst);
             const uint64_t charged = row_first ? std::max(bytes, m.burst_bytes) : bytes;
             window_ = std::min<uint64_t>(std::max<uint64_t>(1, write ? m.max_writes : m.max_reads), kMaxInFlight);

@@ -12,8 +12,9 @@ flight at most, so enough of them hide the latency (``(max − 1) · T >= latenc
 One transfer (a DMA command's copy) with the DMA port's D bytes per request:
 
 - its rows: N2·N1 rows of N0 bytes when DMA_STRIDE0 == 1, else N2·N1·N0 rows of one byte;
-- a row's bursts: ``P = ceil(burst_bytes / D)`` requests each (the last one shorter), so a
-  burst of b bytes has ``n = ceil(b / D)`` requests;
+- a row's bursts: the DMA asks for a row in bursts of up to MAX_BURST_BEATS requests (the
+  last one shorter), so a burst of b bytes has ``n = ceil(b / D)`` requests; long rows make
+  long bursts, and a few in flight hide the latency;
 - a burst's charged bytes: ``max(b, burst_bytes)`` for the first burst of a row, else b (a row
   of r bytes costs ``max(r, burst_bytes)``, Vela's efficiency); its occupancy
   ``T = max(n, ceil(clock_divider · charged / bytes_per_cycle))`` core cycles (the port moves
@@ -38,6 +39,7 @@ from .config import HwConfig
 from .isa import Region
 
 MEMORIES = ("fm_mem", "const_mem")
+MAX_BURST_BEATS = 256  # requests of one burst at most (AXI4's longest INCR burst)
 FIELDS = ("bytes_per_cycle", "clock_divider", "read_latency", "write_latency", "burst_bytes", "max_reads",
           "max_writes")  # fmt: skip
 
@@ -75,7 +77,7 @@ def _ceil_div(a: int, b: int) -> int:
 def _row_bursts(row_bytes: int, port: int, mem: Memory) -> tuple[int, int, int, int]:
     """(bursts, T of the first, T of a middle one, T of the last) of one row of ``row_bytes``
     contiguous bytes."""
-    per_burst = max(1, _ceil_div(mem.burst_bytes, port)) * port
+    per_burst = MAX_BURST_BEATS * port
     bursts = _ceil_div(row_bytes, per_burst)
 
     def occupancy(b: int, first: bool) -> int:
@@ -127,5 +129,5 @@ def sustained_bytes_per_cycle(mem: Memory, port: int, run_bytes: int, write: boo
     return rows * run_bytes / transfer_cycles(rows, run_bytes, port, mem, write)
 
 
-__all__ = ["MEMORIES", "FIELDS", "Memory", "memory", "memory_name", "transfer_cycles", "dma_memory_cycles",
+__all__ = ["MEMORIES", "FIELDS", "MAX_BURST_BEATS", "Memory", "memory", "memory_name", "transfer_cycles", "dma_memory_cycles",
            "sustained_bytes_per_cycle"]  # fmt: skip

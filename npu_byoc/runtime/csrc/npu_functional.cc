@@ -187,12 +187,13 @@ constexpr uint64_t kSoftmaxRecipCycles = 4;  // cycles.SOFTMAX_RECIP_CYCLES
 uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
 
 // The cycles of `rows` rows of `row_bytes` contiguous bytes on memory `mem` through a DMA port
-// of `port` bytes per request: d_N of npu_byoc.arch.memory (bursts of ceil(burst/port)
-// requests, the first of a row charged a whole burst, at most max_reads / max_writes in flight,
+// of `port` bytes per request: d_N of npu_byoc.arch.memory (a row in bursts of up to
+// kMaxBurstBeats requests, the first of a row charged at least burst_bytes, at most max_reads / max_writes in flight,
 // the latency before each burst's data). The harness grants the RTL's requests at these cycles.
 constexpr uint64_t kMaxInFlight = 64;  // config.FIELD_RANGES["*_max_reads"]
+constexpr uint64_t kMaxBurstBeats = 256;  // memory.MAX_BURST_BEATS: requests of one burst at most
 uint64_t memory_cycles(uint64_t rows, uint64_t row_bytes, uint64_t port, const npu_memory_t &mem, bool write) {
-    const uint64_t per_burst = std::max<uint64_t>(1, ceil_div(mem.burst_bytes, port)) * port;
+    const uint64_t per_burst = kMaxBurstBeats * port;
     const uint64_t bursts = ceil_div(row_bytes, per_burst);
     auto occupancy = [&](uint64_t b, bool first) {  // T of a burst of b bytes
         const uint64_t charged = first ? std::max<uint64_t>(b, mem.burst_bytes) : b;
