@@ -136,6 +136,7 @@ def test_c_model_equals_the_cycle_model_under_random_memories(plans):
                 assert got.cycles == cycles.stream_cycles(schedule.steps, hw), f"{model} {name} {hw}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", ["vela", 11])
 def test_rtl_equals_the_c_model_and_the_cycle_model(plans, seed):
     """The RTL harness's memory grants the requests at the model's cycles: per command and in
