@@ -19,14 +19,14 @@
 `define NPU_FM_MEM_CLOCK_DIVIDER 1        // feature-map memory (SCRATCH, IO*): core cycles per memory clock cycle
 `define NPU_FM_MEM_READ_LATENCY 0         // feature-map memory (SCRATCH, IO*): core cycles from a read burst's request to its data
 `define NPU_FM_MEM_WRITE_LATENCY 0        // feature-map memory (SCRATCH, IO*): core cycles a write burst waits, as a read's latency
-`define NPU_FM_MEM_BURST_BYTES 1          // feature-map memory (SCRATCH, IO*): burst length: a shorter contiguous run costs a whole burst
+`define NPU_FM_MEM_BURST_BYTES 1          // feature-map memory (SCRATCH, IO*): burst length: a contiguous run shorter than this costs this many bytes
 `define NPU_FM_MEM_MAX_READS 8            // feature-map memory (SCRATCH, IO*): read bursts in flight at most
 `define NPU_FM_MEM_MAX_WRITES 8           // feature-map memory (SCRATCH, IO*): write bursts in flight at most
 `define NPU_CONST_MEM_BYTES_PER_CYCLE 64  // weight memory (CONST): bytes per memory clock cycle
 `define NPU_CONST_MEM_CLOCK_DIVIDER 1     // weight memory (CONST): core cycles per memory clock cycle
 `define NPU_CONST_MEM_READ_LATENCY 0      // weight memory (CONST): core cycles from a read burst's request to its data
 `define NPU_CONST_MEM_WRITE_LATENCY 0     // weight memory (CONST): core cycles a write burst waits, as a read's latency
-`define NPU_CONST_MEM_BURST_BYTES 1       // weight memory (CONST): burst length: a shorter contiguous run costs a whole burst
+`define NPU_CONST_MEM_BURST_BYTES 1       // weight memory (CONST): burst length: a contiguous run shorter than this costs this many bytes
 `define NPU_CONST_MEM_MAX_READS 8         // weight memory (CONST): read bursts in flight at most
 `define NPU_CONST_MEM_MAX_WRITES 8        // weight memory (CONST): write bursts in flight at most
 `define NPU_MAX_KERNEL 11                 // CONV/DWCONV: KERNEL_H, KERNEL_W <= this

@@ -61,7 +61,7 @@ _CONFIG_DOC = {
            ("clock_divider", "core cycles per memory clock cycle"),
            ("read_latency", "core cycles from a read burst's request to its data"),
            ("write_latency", "core cycles a write burst waits, as a read's latency"),
-           ("burst_bytes", "burst length: a shorter contiguous run costs a whole burst"),
+           ("burst_bytes", "burst length: a contiguous run shorter than this costs this many bytes"),
            ("max_reads", "read bursts in flight at most"),
            ("max_writes", "write bursts in flight at most"),
        )},
