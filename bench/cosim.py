@@ -3,6 +3,7 @@
     .venv/bin/python bench/cosim.py                       # the fixture models below (~40 s warm)
     .venv/bin/python bench/cosim.py --models mobilenet_v2_int8.tflite
     .venv/bin/python bench/cosim.py --quick               # smoke run: tiny_cnn_int8 (seconds, warm cache)
+    .venv/bin/python bench/cosim.py --hw-file u55.toml    # another memory (npu-byoc hw --from-vela-ini)
 
 For each model, with the first input of its recorded reference (tests/fixtures/models/*.npz):
 ``cosim(model, inputs, reference)`` — every NPU partition on the Verilog RTL under Verilator as
@@ -15,6 +16,7 @@ loaded from the cache), the co-simulation, the comparisons.
 
 Columns:
   cycles          RTL clock cycles of all NPU partitions (one stream each: DMA included)
+  ms              cycles at the configuration's core_clock_hz, milliseconds
   util            MACs / (R·C · cycles): the array's utilization overall, DMA included
   util@compute    MACs / (R·C · cycles of the MAC kicks): while the array computes
   conv, pw, dw, fc  util@compute of standard convolutions, pointwise (1x1) convolutions,
@@ -36,6 +38,7 @@ import time
 from benchlib import FIXTURES, QUICK_BANNER, QUICK_MODEL, sample  # noqa: E402  (puts the repo on sys.path)
 
 from npu_byoc.arch.config import DEFAULT_CONFIG, configure  # noqa: E402
+from npu_byoc.arch.options import config_from  # noqa: E402
 from npu_byoc.runtime.cosim import cosim  # noqa: E402
 from npu_byoc.runtime.cosim_report import CLASS_NAMES  # noqa: E402
 from npu_byoc.runtime.cosim_report import MAC_CLASSES as ALL_MAC_CLASSES  # noqa: E402
@@ -57,13 +60,14 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help=f"smoke run: {QUICK_MODEL} only")
     parser.add_argument("--dma-overlap", type=int, default=1, choices=(0, 1),
                         help="HwConfig.dma_overlap (default 1: background DMA; 0: sequential)")
+    parser.add_argument("--hw-file", help="a hardware configuration (TOML; e.g. npu-byoc hw --from-vela-ini ...)")
     args = parser.parse_args(argv)
     models = args.models or ([QUICK_MODEL] if args.quick else MODELS)
     if args.quick:
         print(QUICK_BANNER)
 
     t0 = time.perf_counter()
-    hw = configure(dma_overlap=args.dma_overlap)
+    hw = configure(config_from(file=args.hw_file) if args.hw_file else DEFAULT_CONFIG, dma_overlap=args.dma_overlap)
     npu = VerilatorNpu(hw)
     print(f"RTL library: {time.perf_counter() - t0:.1f} s (build or cache); array {DEFAULT_CONFIG.array_rows} x "
           f"{DEFAULT_CONFIG.array_cols}, {DEFAULT_CONFIG.sram_bytes // 1024} KiB SRAM\n")  # fmt: skip
@@ -74,14 +78,14 @@ def main(argv=None) -> int:
         reports.append((model, report))
         print(f"{model}: {len(report.layers)} layers, {report.summary['wall_seconds']:.1f} s", file=sys.stderr)
 
-    print("| model | layers | MACs | cycles | util | util@compute | conv | pw | dw | fc | sim c/s | wall (s) | "
+    print("| model | layers | MACs | cycles | ms | util | util@compute | conv | pw | dw | fc | sim c/s | wall (s) | "
           "compile (s) | max LSB golden / TVM |")  # fmt: skip
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for model, r in reports:
         s = r.summary
         per = s["per_class"]
         cls = " | ".join(pct(per[c]["utilization"]) if c in per else "-" for c in MAC_CLASSES)
-        print(f"| {model} | {s['layers']} | {s['macs']} | {s['cycles']} | {pct(s['utilization_overall'])} | "
+        print(f"| {model} | {s['layers']} | {s['macs']} | {s['cycles']} | {s['milliseconds']:.3f} | {pct(s['utilization_overall'])} | "
               f"{pct(s['utilization'])} | {cls} | {s['simulated_cycles_per_second'] / 1e6:.2f} M | "
               f"{s['wall_seconds']:.1f} | {s['seconds']['compile']:.1f} | {s['max_diff_golden']} / "
               f"{s['max_diff_tvm']} |")  # fmt: skip

@@ -3,6 +3,8 @@
     .venv/bin/pip install -e ".[bench]"                       # ethos-u-vela (optional extra)
     .venv/bin/python bench/vela.py                            # the TFLite fixtures, 16 and 8 bytes/cycle
     .venv/bin/python bench/vela.py --dma-bytes-per-cycle 8 --per-layer mobilenet_v2_int8.tflite
+    .venv/bin/python bench/vela.py --vela-config Ethos_U55_High_End_Embedded/Sram_Only \
+                                   --vela-config Ethos_U55_High_End_Embedded/Shared_Sram   # Vela's memory, both sides
     .venv/bin/python bench/vela.py --quick                    # smoke run: tiny_cnn_int8 at 16 bytes/cycle
                                                               # (without Vela: our side only, said so)
 
@@ -34,12 +36,15 @@ import subprocess
 import sys
 import tempfile
 from collections import defaultdict
+from typing import NamedTuple
 from pathlib import Path
 
 from benchlib import FIXTURES, QUICK_BANNER, QUICK_MODEL, sample  # noqa: E402  (puts the repo on sys.path)
 
 from npu_byoc.util import escape  # noqa: E402
 from npu_byoc.arch.config import configure  # noqa: E402
+from npu_byoc.arch.vela_config import from_vela_ini  # noqa: E402
+from npu_byoc.errors import NpuByocError  # noqa: E402
 from npu_byoc.runtime.cosim import cosim  # noqa: E402
 
 MODELS = [
@@ -71,6 +76,7 @@ cache_mem_area=Axi0
 """
 
 
+VELA_FIXTURE = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "vela.ini"
 NO_VELA = 'bench/vela.py needs Arm Vela: pip install -e ".[bench]" (ethos-u-vela)'
 
 
@@ -86,13 +92,16 @@ def vela_exe() -> str:
     return exe
 
 
-def run_vela(model: Path, dma_bytes: int, work: Path) -> tuple[dict, list[dict]]:
-    """Vela's summary row and per-layer rows for ``model`` at ``dma_bytes`` per cycle."""
-    ini = work / "npu_byoc.ini"
-    ini.write_text(VELA_INI.format(scale=dma_bytes / 8))
-    out = work / f"{model.stem}-{dma_bytes}"
-    cmd = [vela_exe(), str(model), "--accelerator-config", "ethos-u55-256", "--config", str(ini),
-           "--system-config", "npu_byoc_matched", "--memory-mode", "npu_byoc_sram_only",
+def run_vela(model: Path, setup, work: Path) -> tuple[dict, list[dict]]:
+    """Vela's summary row and per-layer rows for ``model`` on ``setup``'s memory."""
+    if setup.vela is None:  # every tensor in SRAM at D bytes per cycle
+        ini, system, mode = work / "npu_byoc.ini", "npu_byoc_matched", "npu_byoc_sram_only"
+        ini.write_text(VELA_INI.format(scale=setup.dma_bytes / 8))
+    else:
+        ini, system, mode = setup.vela
+    out = work / f"{model.stem}-{setup.label.replace('/', '-')}"
+    cmd = [vela_exe(), str(model), "--accelerator-config", setup.accelerator, "--config", str(ini),
+           "--system-config", system, "--memory-mode", mode,
            "--output-dir", str(out), "--verbose-performance"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -106,9 +115,39 @@ def run_vela(model: Path, dma_bytes: int, work: Path) -> tuple[dict, list[dict]]
     return row, per_layer
 
 
-def run_ours(model: Path, dma_bytes: int, overlap: int = 0, queue: int | None = None):
+class Setup(NamedTuple):
+    """One memory system for both sides: our port width and HwConfig fields, Vela's ini."""
+
+    label: str
+    dma_bytes: int
+    accelerator: str = "ethos-u55-256"
+    vela: tuple[Path, str, str] | None = None  # (ini, system config, memory mode); None: VELA_INI
+    fields: tuple = ()  # HwConfig fields from the ini (npu-byoc hw --from-vela-ini)
+
+
+def setups(args) -> list[Setup]:
+    """--vela-config SYSTEM/MODE: Vela's memory for both sides; else the matched SRAM at each width."""
+    if not args.vela_config:
+        return [Setup(str(d), d) for d in (args.dma_bytes_per_cycle or ([16] if args.quick else [16, 8]))]
+    port = 16 if "u85" in args.accelerator or "u65" in args.accelerator else 8
+    out = []
+    for spec in args.vela_config:
+        system, _, mode = spec.partition("/")
+        if not mode:
+            sys.exit(f"--vela-config {spec!r}: expected SYSTEM/MODE, e.g. Ethos_U55_High_End_Embedded/Shared_Sram")
+        try:
+            fields = from_vela_ini(args.vela_ini, system, mode, port)
+        except NpuByocError as err:
+            sys.exit(str(err))
+        for d in args.dma_bytes_per_cycle or [port]:
+            out.append(Setup(f"{spec} @ {d}", d, args.accelerator, (Path(args.vela_ini), system, mode),
+                             tuple(fields.items())))  # fmt: skip
+    return out
+
+
+def run_ours(model: Path, setup: Setup, overlap: int = 0, queue: int | None = None):
     extra = {} if queue is None else {"dma_queue_depth": queue}
-    hw = configure(dma_bytes_per_cycle=dma_bytes, dma_overlap=overlap, **extra)
+    hw = configure(dma_bytes_per_cycle=setup.dma_bytes, dma_overlap=overlap, **dict(setup.fields), **extra)
     return cosim(model, sample(model.name)[0], hw=hw)
 
 
@@ -131,8 +170,13 @@ def main(argv=None) -> int:
     parser.add_argument("--dma-overlap", type=int, default=1, choices=(0, 1),
                         help="HwConfig.dma_overlap (default 1: background DMA; 0: sequential)")
     parser.add_argument("--dma-queue-depth", type=int, help="HwConfig.dma_queue_depth (default: the HwConfig's)")
+    parser.add_argument("--vela-config", action="append", metavar="SYSTEM/MODE",
+                        help="both sides on Vela's system configuration and memory mode (repeatable), e.g. "
+                        "Ethos_U55_High_End_Embedded/Shared_Sram; our port: the accelerator's AXI width")
+    parser.add_argument("--vela-ini", default=str(VELA_FIXTURE), help="Vela's ini (default: tests/fixtures/vela.ini)")
+    parser.add_argument("--accelerator", default="ethos-u55-256", help="Vela's --accelerator-config")
     args = parser.parse_args(argv)
-    widths = args.dma_bytes_per_cycle or ([16] if args.quick else [16, 8])
+    runs = setups(args)
     models = args.models or ([QUICK_MODEL] if args.quick else MODELS)
     # The full run compares with Vela, so it needs it (said before any work); the quick run
     # checks our side and the tables without it, and says so in its output.
@@ -144,49 +188,49 @@ def main(argv=None) -> int:
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="npu_byoc_vela_") as tmp:
-        for d in widths:
+        for d in runs:
             for name in models:
                 model = FIXTURES / name
                 vela, vela_layers = run_vela(model, d, Path(tmp)) if have_vela else (None, [])
                 ours = run_ours(model, d, args.dma_overlap, args.dma_queue_depth)
                 s = ours.summary
                 rows.append((name, d, s, vela, ours, vela_layers))
-                print(f"{name} @ {d} B/cycle: ours {s['cycles']}, Vela {vela['cycles_total'] if vela else '-'}",
+                print(f"{name} @ {d.label}: ours {s['cycles']}, Vela {vela['cycles_total'] if vela else '-'}",
                       file=sys.stderr)  # fmt: skip
 
-    print("| model | bytes/cycle | MACs on NPU | ours: cycles | bound | ours / bound | Vela U55-256: cycles_total "
-          "| Vela cycles_npu | ours / Vela |")  # fmt: skip
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print(f"| model | memory (bytes/cycle) | MACs on NPU | ours: cycles | ours: ms | bound | ours / bound | "
+          f"Vela {args.accelerator}: cycles_total | Vela cycles_npu | ours / Vela |")  # fmt: skip
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for name, d, s, vela, _, _ in rows:
         if vela:
             total = float(vela["cycles_total"])
             theirs = f"{total:,.0f} | {float(vela['cycles_npu']):,.0f} | {s['cycles'] / total:.2f}"
         else:
             theirs = "- | - | -"
-        print(f"| {name} | {d} | {s['macs']:,} | {s['cycles']:,} | {s['bound_cycles']:,.0f} | "
+        print(f"| {name} | {d.label} | {s['macs']:,} | {s['cycles']:,} | {s['milliseconds']:.3f} | {s['bound_cycles']:,.0f} | "
               f"{s['cycles'] / s['bound_cycles']:.2f} | {theirs} |")  # fmt: skip
 
     print("\nPer op class (ours: RTL cycles of the class's layers; Vela: Op Cycles of the operators with the "
           "same output tensors):\n")  # fmt: skip
-    print("| model | bytes/cycle | class | layers | ours | Vela | ours / Vela |")
+    print("| model | memory (bytes/cycle) | class | layers | ours | Vela | ours / Vela |")
     print("| --- | ---: | --- | ---: | ---: | ---: | ---: |")
     for name, d, s, vela, ours, vela_layers in rows:
         cycles = vela_cycles_by_layer(vela_layers)
         for cls in s["per_class"]:
             layers = [r for r in ours.layers if r.op == cls]
             if not vela:
-                print(f"| {name} | {d} | {cls} | -/{len(layers)} | {sum(r.cycles for r in layers):,} | - | - |")
+                print(f"| {name} | {d.label} | {cls} | -/{len(layers)} | {sum(r.cycles for r in layers):,} | - | - |")
                 continue
             matched = [r for r in layers if r.name in cycles]
             a, b = sum(r.cycles for r in matched), sum(cycles[r.name] for r in matched)
-            print(f"| {name} | {d} | {cls} | {len(matched)}/{len(layers)} | {a:,} | {b:,} | "
+            print(f"| {name} | {d.label} | {cls} | {len(matched)}/{len(layers)} | {a:,} | {b:,} | "
                   f"{a / b if b else float('nan'):.2f} |")  # fmt: skip
 
     for name, d, s, vela, ours, vela_layers in rows:
         if name != args.per_layer:
             continue
         cycles = vela_cycles_by_layer(vela_layers)
-        print(f"\nPer layer, {name} at {d} bytes/cycle:\n")
+        print(f"\nPer layer, {name} on {d.label}:\n")
         print("| # | layer | op | MACs | ours | Vela | ours / Vela |")
         print("| ---: | --- | --- | ---: | ---: | ---: | ---: |")
         for r in ours.layers:

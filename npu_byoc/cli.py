@@ -12,6 +12,7 @@
     npu-byoc partition MODEL [-o FILE]              the partitioned Relax module (TVMScript)
     npu-byoc patterns [--format text|md]            the NPU pattern table
     npu-byoc hw [--format text|toml|json]           the hardware configuration in effect
+                [--from-vela-ini F --system-config S --memory-mode M]   ... from Vela's memory
     npu-byoc sweep MODEL... --grid FIELD=v1,v2 [--jobs N] [--ray [ADDR]] [--verify N] [--max-points N] [--plot p.png]
     npu-byoc fuzz --count N --seed S [--mode ops|files]   differential fuzzing (docs/fuzz.md)
 
@@ -280,9 +281,17 @@ def cmd_patterns(args) -> int:
 
 
 def cmd_hw(args) -> int:
-    from .arch.options import render
+    from .arch.options import config_from, parse_assignment, render
 
-    _emit(render(_hw(args), args.format), args.output)
+    base = None
+    if args.from_vela_ini:
+        from .arch.vela_config import from_vela_ini
+
+        if not args.system_config or not args.memory_mode:
+            raise NpuByocError("--from-vela-ini needs --system-config NAME and --memory-mode NAME")
+        base = from_vela_ini(args.from_vela_ini, args.system_config, args.memory_mode, args.axi_port_bytes)
+    hw = config_from([parse_assignment(a) for a in args.hw or []], args.hw_file, base)
+    _emit(render(hw, args.format), args.output)
     return 0
 
 
@@ -403,6 +412,12 @@ def build_parser() -> argparse.ArgumentParser:
     h = sub.add_parser("hw", help="print the hardware configuration in effect (with --hw / --hw-file)")
     h.add_argument("--format", default="text", choices=["text", "toml", "json"])
     h.add_argument("-o", "--output")
+    h.add_argument("--from-vela-ini", metavar="VELA.ini",
+                   help="start from a Vela system configuration and memory mode (docs/memory.md)")
+    h.add_argument("--system-config", metavar="NAME", help="Vela's [System_Config.NAME]")
+    h.add_argument("--memory-mode", metavar="NAME", help="Vela's [Memory_Mode.NAME]")
+    h.add_argument("--axi-port-bytes", type=int, default=8, choices=[8, 16],
+                   help="Vela's AXI port width in bytes per cycle: 8 (Ethos-U55, default), 16 (U65, U85)")
     h.set_defaults(func=cmd_hw)
 
     from .tools.sweep.command import add_arguments as add_sweep_arguments

@@ -118,12 +118,13 @@ def test_cosim_quick():
 @pytest.mark.slow
 def test_vela_quick():
     out = run_quick("vela.py", "--per-layer", "tiny_cnn_int8.tflite")
-    ((model, width, macs, cycles, bound, ratio, total, npu, ours_vela),) = markdown_rows(out, "| model | bytes/cycle | MACs")
+    ((model, width, macs, cycles, ms, bound, ratio, total, npu, ours_vela),) = markdown_rows(out, "| model | memory (bytes/cycle) | MACs")
     assert model == "tiny_cnn_int8.tflite" and width == "16" and number(macs) > 0
     assert number(cycles) >= number(bound) > 0  # no schedule beats the roofline bound
+    assert number(ms) == pytest.approx(number(cycles) / 500e3, abs=0.001)  # at the default 500 MHz
     assert number(ratio) == pytest.approx(number(cycles) / number(bound), abs=0.01)
     layers = markdown_rows(out, "| # | layer")
-    classes = markdown_rows(out, "| model | bytes/cycle | class")
+    classes = markdown_rows(out, "| model | memory (bytes/cycle) | class")
     # the classes' cycles are their layers' cycles
     assert sum(number(r[4]) for r in classes) == sum(number(r[4]) for r in layers)
     if shutil.which("vela") or Path(sys.executable).with_name("vela").exists():  # as bench/vela.py looks
@@ -140,6 +141,22 @@ def test_vela_full_run_without_vela_says_what_to_install(monkeypatch, tmp_path):
     with pytest.raises(SystemExit) as exc:
         vela.main(["--models", "tiny_cnn_int8.tflite"])
     assert str(exc.value) == 'bench/vela.py needs Arm Vela: pip install -e ".[bench]" (ethos-u-vela)'
+
+
+def test_vela_config_gives_both_sides_the_same_memory(monkeypatch):
+    """--vela-config SYSTEM/MODE: Vela runs with that ini section, we with its conversion
+    (npu-byoc hw --from-vela-ini) behind the accelerator's AXI width."""
+    vela = load_bench("vela", monkeypatch)
+    args = vela.argparse.Namespace(vela_config=["Ethos_U55_High_End_Embedded/Shared_Sram"], vela_ini=str(vela.VELA_FIXTURE),
+                                   accelerator="ethos-u55-256", dma_bytes_per_cycle=None, quick=False)  # fmt: skip
+    (setup,) = vela.setups(args)
+    assert setup.dma_bytes == 8 and setup.vela[1:] == ("Ethos_U55_High_End_Embedded", "Shared_Sram")
+    fields = dict(setup.fields)
+    assert fields["const_mem_bytes_per_cycle"] == 1 and fields["const_mem_read_latency"] == 64  # the flash
+    assert fields["fm_mem_bytes_per_cycle"] == 8 and fields["fm_mem_burst_bytes"] == 32  # the SRAM
+    args.vela_config = ["Ethos_U55_High_End_Embedded"]
+    with pytest.raises(SystemExit, match="expected SYSTEM/MODE"):
+        vela.setups(args)
 
 
 def test_vela_csv_rows_sum_per_output_tensor(monkeypatch):

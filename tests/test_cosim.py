@@ -260,3 +260,24 @@ def test_one_wide_average_window_on_the_rtl(input_hw, window):
     (layer,) = report.layers
     assert (layer.op, layer.max_diff_golden, layer.cycles) == ("pool", 0, layer.predicted_cycles), layer
     assert report.summary["outputs"][0]["max_diff"] == 0
+
+
+def test_memory_report():
+    """The memory report (docs/memory.md): every constant is read from the weights' memory at
+    least once (the blob's alignment padding between constants is never read), all traffic at
+    least the roofline's minimum less that padding, SRAM within the configuration, time at the
+    default 500 MHz core clock."""
+    from npu_byoc.codegen.tiling import ALIGN
+
+    report = run_cosim("tiny_cnn_int8.tflite")
+    s = report.summary
+    padding = 3 * ALIGN * len(report.layers)  # at most a weight, a table and a LUT per layer, each aligned
+    assert s["const_mem_read_bytes"] == sum(r.const_mem_read_bytes for r in report.layers) > 0
+    assert s["const_mem_read_bytes"] >= s["minimum_const_bytes"] - padding
+    traffic = s["const_mem_read_bytes"] + s["fm_mem_read_bytes"] + s["fm_mem_write_bytes"]
+    assert traffic >= s["minimum_external_bytes"] - padding > s["minimum_const_bytes"]
+    assert all(0 < r.sram_bytes <= s["sram_peak_bytes"] for r in report.layers)
+    assert s["sram_peak_bytes"] <= report.hw["sram_bytes"]
+    assert s["milliseconds"] == pytest.approx(s["cycles"] / 500e3)
+    assert s["inferences_per_second"] == pytest.approx(500e6 / s["cycles"])
+    assert f"{s['milliseconds']:.3f} ms at 500 MHz" in report.to_text(layers=False)

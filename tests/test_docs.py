@@ -9,7 +9,7 @@ import pytest
 
 DOCS = Path(__file__).parents[1] / "docs"
 RUNNABLE = ["coverage.md", "codegen.md", "models.md", "hardware.md", "sweep.md", "fuzz.md", "isa.md", "export.md",
-            "timeline.md", "waveforms.md"]
+            "timeline.md", "waveforms.md", "memory.md"]
 
 
 def _blocks(name: str) -> list[str]:

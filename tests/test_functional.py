@@ -633,6 +633,7 @@ SANITIZER_HARNESS = textwrap.dedent(
     typedef struct npu_functional_config {
         uint64_t sram_bytes; uint32_t array_rows, array_cols, max_kernel, max_stride, max_channels,
         max_pool_window, max_pool_stride, max_mean_elements, max_fc_features, dma_bytes_per_cycle, dma_queue_depth;
+        uint32_t fm_mem[7], const_mem[7];  // npu_memory_t
         uint64_t max_commands, max_cycles;
     } npu_functional_config_t;
     extern "C" uint32_t npu_functional_submit(const npu_functional_config_t *, const uint32_t *, size_t,
@@ -655,7 +656,9 @@ SANITIZER_HARNESS = textwrap.dedent(
         for (uint32_t k = 0; k < count; ++k) {
             npu_functional_config_t cfg = {u64(), NPU_ARRAY_ROWS, NPU_ARRAY_COLS, NPU_MAX_KERNEL, NPU_MAX_STRIDE,
                 NPU_MAX_CHANNELS, NPU_MAX_POOL_WINDOW, NPU_MAX_POOL_STRIDE, NPU_MAX_MEAN_ELEMENTS,
-                NPU_MAX_FC_FEATURES, NPU_DMA_BYTES_PER_CYCLE, NPU_DMA_QUEUE_DEPTH, 10000, UINT64_MAX};
+                NPU_MAX_FC_FEATURES, NPU_DMA_BYTES_PER_CYCLE, NPU_DMA_QUEUE_DEPTH,
+                {NPU_FM_MEM_BYTES_PER_CYCLE, NPU_FM_MEM_CLOCK_DIVIDER, NPU_FM_MEM_READ_LATENCY, NPU_FM_MEM_WRITE_LATENCY, NPU_FM_MEM_BURST_BYTES, NPU_FM_MEM_MAX_READS, NPU_FM_MEM_MAX_WRITES},
+                {NPU_CONST_MEM_BYTES_PER_CYCLE, NPU_CONST_MEM_CLOCK_DIVIDER, NPU_CONST_MEM_READ_LATENCY, NPU_CONST_MEM_WRITE_LATENCY, NPU_CONST_MEM_BURST_BYTES, NPU_CONST_MEM_MAX_READS, NPU_CONST_MEM_MAX_WRITES}, 10000, UINT64_MAX};
             const uint32_t n = u32();
             uint32_t *words = new uint32_t[n ? n : 1];  // exactly sized: ASan sees any overrun
             std::memcpy(words, &data[pos], 4 * (size_t)n);

@@ -8,22 +8,37 @@
 `define NPU_CONFIG_VH
 
 // ---- Hardware configuration (npu_byoc.arch.config.HwConfig)
-`define NPU_ARRAY_ROWS 8             // MAC array rows: output channels computed in parallel
-`define NPU_ARRAY_COLS 32            // MAC array columns: output pixels (or FC rows) computed in parallel
-`define NPU_SRAM_BYTES 262144        // on-chip SRAM in bytes; the compiler tiles layers to fit
-`define NPU_DMA_BYTES_PER_CYCLE 16   // external memory bytes per DMA request (one per cycle on a contiguous row)
-`define NPU_DMA_OVERLAP 1            // 1 (default): schedules run DMAs in the background while the array computes; 0: in turn (compiler only)
-`define NPU_DMA_QUEUE_DEPTH 8        // background DMA transfers outstanding at most (the descriptor queue)
-`define NPU_MAX_KERNEL 11            // CONV/DWCONV: KERNEL_H, KERNEL_W <= this
-`define NPU_MAX_STRIDE 3             // CONV/DWCONV: STRIDE_H, STRIDE_W <= this
-`define NPU_MAX_CHANNELS 4096        // CONV/DWCONV/FC: IFM_C, OFM_C <= this
-`define NPU_MAX_POOL_WINDOW 32       // AVGPOOL/MAXPOOL: KERNEL_H, KERNEL_W <= this
-`define NPU_MAX_POOL_STRIDE 8        // AVGPOOL/MAXPOOL: STRIDE_H, STRIDE_W <= this
-`define NPU_MAX_MEAN_ELEMENTS 65536  // MEAN: IFM_H * IFM_W <= this
-`define NPU_MAX_FC_FEATURES 65536    // FC: input and output features <= this
-`define NPU_ACCUMULATOR_BITS 32      // MAC accumulator width (int32, wraps)
-`define NPU_MACS_PER_CYCLE 256       // ARRAY_ROWS * ARRAY_COLS: peak MACs per cycle
-`define NPU_SRAM_ADDR_BITS 18        // bits of an SRAM byte address
+`define NPU_ARRAY_ROWS 8                  // MAC array rows: output channels computed in parallel
+`define NPU_ARRAY_COLS 32                 // MAC array columns: output pixels (or FC rows) computed in parallel
+`define NPU_SRAM_BYTES 262144             // on-chip SRAM in bytes; the compiler tiles layers to fit
+`define NPU_DMA_BYTES_PER_CYCLE 16        // external memory bytes per DMA request (one per cycle on a contiguous row)
+`define NPU_DMA_OVERLAP 1                 // 1 (default): schedules run DMAs in the background while the array computes; 0: in turn (compiler only)
+`define NPU_DMA_QUEUE_DEPTH 8             // background DMA transfers outstanding at most (the descriptor queue)
+`define NPU_CORE_CLOCK_HZ 500000000       // core clock in Hz (reports: milliseconds, inferences per second)
+`define NPU_FM_MEM_BYTES_PER_CYCLE 64     // feature-map memory (SCRATCH, IO*): bytes per memory clock cycle
+`define NPU_FM_MEM_CLOCK_DIVIDER 1        // feature-map memory (SCRATCH, IO*): core cycles per memory clock cycle
+`define NPU_FM_MEM_READ_LATENCY 0         // feature-map memory (SCRATCH, IO*): core cycles from a read burst's request to its data
+`define NPU_FM_MEM_WRITE_LATENCY 0        // feature-map memory (SCRATCH, IO*): core cycles a write burst waits, as a read's latency
+`define NPU_FM_MEM_BURST_BYTES 1          // feature-map memory (SCRATCH, IO*): burst length: a contiguous run shorter than this costs this many bytes
+`define NPU_FM_MEM_MAX_READS 8            // feature-map memory (SCRATCH, IO*): read bursts in flight at most
+`define NPU_FM_MEM_MAX_WRITES 8           // feature-map memory (SCRATCH, IO*): write bursts in flight at most
+`define NPU_CONST_MEM_BYTES_PER_CYCLE 64  // weight memory (CONST): bytes per memory clock cycle
+`define NPU_CONST_MEM_CLOCK_DIVIDER 1     // weight memory (CONST): core cycles per memory clock cycle
+`define NPU_CONST_MEM_READ_LATENCY 0      // weight memory (CONST): core cycles from a read burst's request to its data
+`define NPU_CONST_MEM_WRITE_LATENCY 0     // weight memory (CONST): core cycles a write burst waits, as a read's latency
+`define NPU_CONST_MEM_BURST_BYTES 1       // weight memory (CONST): burst length: a contiguous run shorter than this costs this many bytes
+`define NPU_CONST_MEM_MAX_READS 8         // weight memory (CONST): read bursts in flight at most
+`define NPU_CONST_MEM_MAX_WRITES 8        // weight memory (CONST): write bursts in flight at most
+`define NPU_MAX_KERNEL 11                 // CONV/DWCONV: KERNEL_H, KERNEL_W <= this
+`define NPU_MAX_STRIDE 3                  // CONV/DWCONV: STRIDE_H, STRIDE_W <= this
+`define NPU_MAX_CHANNELS 4096             // CONV/DWCONV/FC: IFM_C, OFM_C <= this
+`define NPU_MAX_POOL_WINDOW 32            // AVGPOOL/MAXPOOL: KERNEL_H, KERNEL_W <= this
+`define NPU_MAX_POOL_STRIDE 8             // AVGPOOL/MAXPOOL: STRIDE_H, STRIDE_W <= this
+`define NPU_MAX_MEAN_ELEMENTS 65536       // MEAN: IFM_H * IFM_W <= this
+`define NPU_MAX_FC_FEATURES 65536         // FC: input and output features <= this
+`define NPU_ACCUMULATOR_BITS 32           // MAC accumulator width (int32, wraps)
+`define NPU_MACS_PER_CYCLE 256            // ARRAY_ROWS * ARRAY_COLS: peak MACs per cycle
+`define NPU_SRAM_ADDR_BITS 18             // bits of an SRAM byte address
 
 // ---- Command-stream encoding (npu_byoc.arch.isa)
 `define NPU_WORD_BITS 32                        // command-stream word (little-endian)

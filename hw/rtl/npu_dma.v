@@ -5,7 +5,10 @@
 // bytes). The external memory port names a region and a byte offset inside it; the driver
 // maps that to its buffer. The port moves up to DMA_BYTES contiguous bytes per request; a read
 // returns its data on the next clock edge (mem_rdata), a write carries its data with it
-// (mem_wdata). One request per cycle.
+// (mem_wdata). One request per cycle at most: the memory paces them with mem_grant (the mover
+// issues its next request, described by mem_req*, only at an edge where mem_grant is high; the
+// harness's memory model, npu_byoc.arch.memory, decides), so latency, bursts and bandwidth
+// stretch the copy while the data path stays as it is.
 //
 // Checks (two cycles, nothing moves before they pass), in the ISA's order:
 //   region bound, and not CONST for DMA_OUT          -> INVALID_REGION
@@ -66,6 +69,14 @@ module npu_dma #(
     output reg  [LW-1:0] mem_len,
     output wire [8*DMA_BYTES-1:0] mem_wdata,
     input  wire [8*DMA_BYTES-1:0] mem_rdata,
+    // memory timing (the external memory paces the requests): the mover issues its next
+    // request at an edge only with mem_grant; mem_req* describe that request for the memory
+    input  wire        mem_grant,
+    output wire        mem_req,            // a request is ready to issue
+    output wire        mem_req_write,      // DMA_OUT
+    output wire [3:0]  mem_req_region,
+    output wire [31:0] mem_req_row_left,   // bytes left in its contiguous row, this request's included
+    output wire        mem_req_row_first,  // the first request of its row
     // SRAM ports
     output reg           sram_rd_en,
     output reg  [AW-1:0] sram_rd_addr,
@@ -145,6 +156,11 @@ module npu_dma #(
   assign sram_wr_data = mem_rdata;
   assign mem_wdata = sram_rd_data;
   assign busy = outstanding != 8'd0;
+  assign mem_req = state == M_MOVE;
+  assign mem_req_write = !m.dir_in;
+  assign mem_req_region = m.region;
+  assign mem_req_row_left = contiguous ? row_left : 32'd1;  // a strided byte is a row of its own
+  assign mem_req_row_first = !contiguous || i0 == 32'd0;
   assign pop_done = state == M_DRAIN && tail == 2'd1;
 
   // min(a * b, SAT)
@@ -267,7 +283,7 @@ module npu_dma #(
             state <= M_MOVE;
           end
         end
-        M_MOVE: begin
+        M_MOVE: if (mem_grant) begin
           // one request: `chunk` bytes of row (i2, i1) from i0
           if (m.dir_in) begin
             mem_valid <= 1'b1;

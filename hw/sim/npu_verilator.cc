@@ -2,9 +2,11 @@
 //
 // Each call builds a fresh model of npu_top (registers reset, SRAM zero-filled), binds the
 // regions, pulses start and runs the clock. Between clock edges it serves the NPU's two
-// request ports, as a zero-wait-state memory would:
+// request ports:
 //   fetch port   fetch_word <- stream[fetch_index], sampled by the NPU on the next edge
-//   memory port  a read returns region bytes on the next edge; a write is done at once
+//   memory port  a granted read returns region bytes on the next edge; a write is done at
+//                once; MemoryModel grants the DMA's requests at the cycles of the configured
+//                memories (with the defaults: every cycle, a zero-wait-state memory)
 // until `done` (status, word index) or the cycle budget (NPU_STATUS_CYCLE_LIMIT at the
 // command being executed). Single-threaded model (verilated with --threads 1).
 //
@@ -13,6 +15,7 @@
 // executed (cur_index) is in [waveform_from_word, waveform_to_word): a window of the stream
 // costs its own cycles, not the whole run's. One sample per cycle, after its rising edge, at
 // 10*c ns (every register changes there; a second sample per cycle would only show clk fall).
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -57,6 +60,71 @@ void from_bytes(T &signal, const uint8_t *bytes) {
     signal = static_cast<T>(v);
 }
 
+// ---- The external memories' timing (npu_byoc.arch.memory, docs/memory.md) -----------------
+// The DMA presents its next request (mem_req, with its row and direction); the memory grants
+// it (mem_grant) at the cycle the model says. A burst is up to kMaxBurstBeats requests of one
+// row; burst i starts at max(d_{i-1}, d_{i-O} + latency) and occupies T_i cycles (its requests
+// one per cycle, the last held until T_i is spent); cycles count from the transfer's first
+// request. The C model's memory_cycles() and cycles.dma_cycles() compute the same d_N.
+struct MemoryTiming {
+    uint64_t bytes_per_cycle, clock_divider, read_latency, write_latency, burst_bytes, max_reads, max_writes;
+};
+constexpr MemoryTiming kFmMem = {NPU_FM_MEM_BYTES_PER_CYCLE, NPU_FM_MEM_CLOCK_DIVIDER, NPU_FM_MEM_READ_LATENCY,
+                                 NPU_FM_MEM_WRITE_LATENCY,   NPU_FM_MEM_BURST_BYTES,   NPU_FM_MEM_MAX_READS,
+                                 NPU_FM_MEM_MAX_WRITES};
+constexpr MemoryTiming kConstMem = {NPU_CONST_MEM_BYTES_PER_CYCLE, NPU_CONST_MEM_CLOCK_DIVIDER,
+                                    NPU_CONST_MEM_READ_LATENCY,    NPU_CONST_MEM_WRITE_LATENCY,
+                                    NPU_CONST_MEM_BURST_BYTES,     NPU_CONST_MEM_MAX_READS,
+                                    NPU_CONST_MEM_MAX_WRITES};
+constexpr size_t kMaxInFlight = 64;  // config.FIELD_RANGES["*_max_reads"]
+constexpr uint64_t kMaxBurstBeats = 256;  // memory.MAX_BURST_BEATS: requests of one burst at most
+
+class MemoryModel {
+  public:
+    // Whether the request the DMA presents at cycle `now` is granted at this edge.
+    bool grant(uint64_t now, bool req, bool write, unsigned region, uint64_t row_left, bool row_first) {
+        if (!req) {
+            active_ = false;  // between transfers (the mover drains and idles at least a cycle)
+            return true;
+        }
+        if (!active_) {  // a transfer's first request: its cycles count from here
+            active_ = true;
+            origin_ = now;
+            index_ = 0;
+            k_ = 0;
+            last_ = 0;
+            for (auto &e : ends_) e = 0;
+        }
+        if (k_ == 0) {  // a burst begins: when, and for how long
+            const MemoryTiming &m = region == NPU_REGION_CONST ? kConstMem : kFmMem;
+            const uint64_t per_burst = kMaxBurstBeats * kDmaBytes;
+            const uint64_t bytes = std::min(row_left, per_burst);
+            const uint64_t charged = row_first ? std::max(bytes, m.burst_bytes) : bytes;
+            window_ = std::min<uint64_t>(std::max<uint64_t>(1, write ? m.max_writes : m.max_reads), kMaxInFlight);
+            const uint64_t latency = write ? m.write_latency : m.read_latency;
+            requests_ = ceil_div(bytes, kDmaBytes);
+            occupancy_ = std::max(requests_, ceil_div(m.clock_divider * charged, m.bytes_per_cycle));
+            start_ = std::max(last_, ends_[index_ % window_] + latency);
+        }
+        const uint64_t due = k_ + 1 == requests_ ? start_ + occupancy_ - 1 : start_ + k_;
+        if (now - origin_ < due) return false;
+        if (++k_ == requests_) {  // the burst is done: d_i
+            last_ = start_ + occupancy_;
+            ends_[index_ % window_] = last_;
+            ++index_;
+            k_ = 0;
+        }
+        return true;
+    }
+
+  private:
+    static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+    bool active_ = false;
+    uint64_t origin_ = 0, index_ = 0, k_ = 0, last_ = 0;
+    uint64_t window_ = 1, requests_ = 1, occupancy_ = 1, start_ = 0;
+    uint64_t ends_[kMaxInFlight] = {0};  // d_{i-O} .. d_{i-1}, a ring
+};
+
 struct Region {
     uint8_t *data = nullptr;
     uint64_t size = 0;
@@ -81,6 +149,7 @@ class Harness {
         top_->rst_n = 0;
         top_->region_we = 0;
         top_->start = 0;
+        top_->mem_grant = 1;
         top_->eval();
     }
     ~Harness() {
@@ -181,6 +250,8 @@ class Harness {
                 uint32_t i = top_->fetch_index;
                 top_->fetch_word = i < n_words ? stream[i] : 0u;
             }
+            top_->mem_grant = memory_.grant(cycles, top_->mem_req, top_->mem_req_write, top_->mem_req_region,
+                                            top_->mem_req_row_left, top_->mem_req_row_first);
             if (top_->mem_valid && !serve_memory(table)) {
                 opt->harness_fault = 1;
                 status = NPU_STATUS_CYCLE_LIMIT;
@@ -228,6 +299,7 @@ class Harness {
 #if VM_TRACE
     std::unique_ptr<WaveformFile> waveform_;
 #endif
+    MemoryModel memory_;
 };
 
 static_assert(sizeof(Vnpu_top::mem_rdata) * 8 >= 8 * kDmaBytes, "mem_rdata holds a request");

@@ -27,6 +27,28 @@ class HwConfig:
     # Background DMA transfers outstanding at most (the DMA engine's descriptor queue, the one
     # being copied included); a background DMA waits for room.
     dma_queue_depth: int = 8
+    # Core clock in Hz: reports give milliseconds and inferences per second beside cycles.
+    core_clock_hz: int = 500_000_000
+    # The external memories (npu_byoc.arch.memory, docs/memory.md): fm_mem serves the feature
+    # maps (regions SCRATCH, IO*), const_mem the weights and constants (CONST); they may be
+    # set alike. Bytes per memory cycle, core cycles per memory cycle (clock_divider), read and
+    # write latency in core cycles, the burst length in bytes (a shorter contiguous run costs a
+    # whole burst, as in Vela) and the bursts in flight at most. The defaults never bind the
+    # DMA port: every cycle figure is the zero-wait-state memory's.
+    fm_mem_bytes_per_cycle: int = 64
+    fm_mem_clock_divider: int = 1
+    fm_mem_read_latency: int = 0
+    fm_mem_write_latency: int = 0
+    fm_mem_burst_bytes: int = 1
+    fm_mem_max_reads: int = 8
+    fm_mem_max_writes: int = 8
+    const_mem_bytes_per_cycle: int = 64
+    const_mem_clock_divider: int = 1
+    const_mem_read_latency: int = 0
+    const_mem_write_latency: int = 0
+    const_mem_burst_bytes: int = 1
+    const_mem_max_reads: int = 8
+    const_mem_max_writes: int = 8
 
     # Convolution unit limits (also used by depthwise).
     max_kernel: int = 11  # kh, kw <= max_kernel
@@ -60,6 +82,16 @@ FIELD_RANGES: dict[str, tuple[int, int]] = {
     "dma_bytes_per_cycle": (1, 64),
     "dma_overlap": (0, 1),
     "dma_queue_depth": (1, 16),
+    "core_clock_hz": (1_000, 4_000_000_000),
+    **{f"{mem}_{name}": bounds for mem in ("fm_mem", "const_mem") for name, bounds in (
+        ("bytes_per_cycle", (1, 256)),
+        ("clock_divider", (1, 64)),
+        ("read_latency", (0, 4096)),
+        ("write_latency", (0, 4096)),
+        ("burst_bytes", (1, 4096)),
+        ("max_reads", (1, 64)),
+        ("max_writes", (1, 64)),
+    )},
     "max_kernel": (1, 32),
     "max_stride": (1, 16),
     "max_channels": (1, 65535),

@@ -16,7 +16,9 @@ fetch      1 cycle per stream word: the header's 3 words, SET_REG 2, every other
 DMA        ``DMA_SETUP_CYCLES + N2·N1·ceil(N0 / D)`` when ``DMA_STRIDE0 == 1`` (a row is
            contiguous on both sides), else ``DMA_SETUP_CYCLES + N2·N1·N0`` (one byte per
            cycle); D = ``hw.dma_bytes_per_cycle``; setup = the two check cycles, start, the
-           first request and done
+           first request and done. That is the default memory's; a memory with latency,
+           bursts or a lower bandwidth replaces the request count with its cycles
+           (npu_byoc.arch.memory: ``DMA_SETUP_CYCLES + d_N``)
 CONV,      ``MAC_SETUP_CYCLES + ceil(OFM_C/C) + R + (B − 1)·max(K, R) + K`` with K the taps of
 DWCONV,    the reduction (CONV ``KH·KW·IFM_C``, DWCONV ``KH·KW``, FC ``IFM_C``) and B the
 FC         blocks of the kick (``mac_blocks``): the ``P·ceil(OFM_C/R)`` items (P output pixels,
@@ -65,6 +67,7 @@ from collections.abc import Iterable, Mapping
 
 from .config import DEFAULT_CONFIG, HwConfig
 from .isa import ASYNC_DMA, DMA_OPCODES, SOFTMAX_TABLE_BYTES, Opcode, Reg
+from .memory import dma_memory_cycles
 
 DMA_SETUP_CYCLES = 5  # fixed cycles of a DMA: its checks (2), start, the first request's latency, done
 MAC_SETUP_CYCLES = 14  # checks 3, start 1, table-scan pipeline 3, first block 1, array pipeline 2,
@@ -81,11 +84,13 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def dma_cycles(n0: int, n1: int = 1, n2: int = 1, stride0: int = 1, hw: HwConfig = DEFAULT_CONFIG) -> int:
+def dma_cycles(n0: int, n1: int = 1, n2: int = 1, stride0: int = 1, hw: HwConfig = DEFAULT_CONFIG,
+               region: int = 0, write: bool = False) -> int:  # fmt: skip
     """Cycles of a DMA of n2 × n1 × n0 bytes whose region-side innermost stride is ``stride0``
-    (not counting the fetch of its word)."""
-    beats = _ceil_div(n0, hw.dma_bytes_per_cycle) if stride0 == 1 else n0
-    return DMA_SETUP_CYCLES + n2 * n1 * beats
+    (not counting the fetch of its word), on the memory of ``region`` (``write``: DMA_OUT):
+    the setup and the memory's cycles (npu_byoc.arch.memory; with its defaults one request per
+    cycle, ``N2·N1·ceil(N0/D)`` or ``N2·N1·N0``)."""
+    return DMA_SETUP_CYCLES + dma_memory_cycles(n0, n1, n2, stride0, hw, region, write)
 
 
 def mac_blocks(pixels: int, channel_blocks: int, cols: int, lanes: int = MAC_WEIGHT_LANES) -> int:
@@ -122,7 +127,9 @@ def kick_cycles(opcode: Opcode, regs: Mapping[Reg, int], hw: HwConfig = DEFAULT_
     rows, cols = max(hw.array_rows, 1), max(hw.array_cols, 1)
     lanes = cols  # the vector unit has one lane per array column
     if opcode in DMA_OPCODES:
-        return dma_cycles(r[Reg.DMA_N0], r[Reg.DMA_N1], r[Reg.DMA_N2], r[Reg.DMA_STRIDE0], hw)
+        write = opcode in (Opcode.DMA_OUT, Opcode.DMA_OUT_ASYNC)
+        return dma_cycles(r[Reg.DMA_N0], r[Reg.DMA_N1], r[Reg.DMA_N2], r[Reg.DMA_STRIDE0], hw,
+                          r.get(Reg.DMA_EXT_REGION, 0), write)  # fmt: skip
     if opcode in (Opcode.NOP, Opcode.STOP, Opcode.SET_REG, Opcode.WAIT_DMA):
         return 0
     if opcode in (Opcode.CONV, Opcode.DWCONV, Opcode.FC):

@@ -53,6 +53,18 @@ _CONFIG_DOC = {
     "dma_bytes_per_cycle": "external memory bytes per DMA request (one per cycle on a contiguous row)",
     "dma_overlap": "1 (default): schedules run DMAs in the background while the array computes; 0: in turn (compiler only)",
     "dma_queue_depth": "background DMA transfers outstanding at most (the descriptor queue)",
+    "core_clock_hz": "core clock in Hz (reports: milliseconds, inferences per second)",
+    **{f"{mem}_{name}": f"{what}: {doc}" for mem, what in (("fm_mem", "feature-map memory (SCRATCH, IO*)"),
+                                                           ("const_mem", "weight memory (CONST)"))
+       for name, doc in (
+           ("bytes_per_cycle", "bytes per memory clock cycle"),
+           ("clock_divider", "core cycles per memory clock cycle"),
+           ("read_latency", "core cycles from a read burst's request to its data"),
+           ("write_latency", "core cycles a write burst waits, as a read's latency"),
+           ("burst_bytes", "burst length: a contiguous run shorter than this costs this many bytes"),
+           ("max_reads", "read bursts in flight at most"),
+           ("max_writes", "write bursts in flight at most"),
+       )},
     "max_kernel": "CONV/DWCONV: KERNEL_H, KERNEL_W <= this",
     "max_stride": "CONV/DWCONV: STRIDE_H, STRIDE_W <= this",
     "max_channels": "CONV/DWCONV/FC: IFM_C, OFM_C <= this",

@@ -88,9 +88,12 @@ def read_file(path: str | Path) -> dict[str, int]:
     return out
 
 
-def config_from(assignments: Iterable[tuple[str, int]] = (), file: str | Path | None = None) -> HwConfig:
-    """The configuration of a ``--hw-file`` (optional) and ``--hw`` assignments, in that order."""
-    overrides = read_file(file) if file else {}
+def config_from(assignments: Iterable[tuple[str, int]] = (), file: str | Path | None = None,
+                base: dict[str, int] | None = None) -> HwConfig:  # fmt: skip
+    """The configuration of ``base`` fields (e.g. a Vela system configuration's), a ``--hw-file``
+    (optional) and ``--hw`` assignments, in that order."""
+    overrides = dict(base or {})
+    overrides.update(read_file(file) if file else {})
     overrides.update(assignments)
     try:
         return configure(DEFAULT_CONFIG, **overrides)

@@ -42,6 +42,7 @@ from ..util import escape
 from ..arch.config import HwConfig
 from ..arch.isa import DMA_OPCODES, Opcode
 from ..arch import cycles as cycle_model
+from ..arch.memory import MEMORIES, memory, memory_name, sustained_bytes_per_cycle
 from ..ops.npu_ops import (
     Add, Conv2D, DepthwiseConv2D, FullyConnected, Gather, Lut, Mean, Mul, NpuOp, Pool, ResizeBilinear,
     Softmax, TransposeConv2D,
@@ -49,6 +50,9 @@ from ..ops.npu_ops import (
 from ..codegen.lower import PartitionPlan
 from ..ops.registry import NPU_OPS
 from ..codegen.schedule import schedule_partition
+from ..codegen.tiling import tile_sram_bytes
+
+LONG_RUN = 4096  # bytes: the contiguous run the roofline's sustained bandwidths assume
 
 OP_CLASSES = ("conv", "pointwise", "transpose_conv", "depthwise", "fc", "pool", "mean", "add", "mul", "lut", "gather",
               "resize", "softmax")
@@ -111,6 +115,10 @@ class LayerResult:
     kicks: int
     rtl_seconds: float
     resident: bool = False  # its output stayed in SRAM for the next layers
+    sram_bytes: int = 0  # the SRAM its tiles take (codegen.tiling.tile_sram_bytes)
+    const_mem_read_bytes: int = 0  # bytes its DMAs read from the weights' memory (CONST)
+    fm_mem_read_bytes: int = 0  # ... read from the feature maps' memory (SCRATCH, IO*)
+    fm_mem_write_bytes: int = 0  # ... written to it
 
 
 @dataclass
@@ -193,8 +201,13 @@ class CosimReport:
         if "bound_cycles" in s:
             lines.append(f"  roofline bound: {s['bound_cycles']:.0f} cycles = max(MACs / {hw['array_rows'] * hw['array_cols']} "
                          f"= {s['compute_bound_cycles']:.0f}, {s['minimum_external_bytes']} external bytes / "
-                         f"{hw.get('dma_bytes_per_cycle', 16)} per cycle = {s['memory_bound_cycles']:.0f}); "
+                         f"{_bandwidths(s, hw)} = {s['memory_bound_cycles']:.0f}); "
                          f"cycles / bound = {s['cycles'] / max(s['bound_cycles'], 1):.2f}")  # fmt: skip
+        if "milliseconds" in s:
+            lines.append(f"  time: {s['milliseconds']:.3f} ms at {s['core_clock_hz'] / 1e6:g} MHz = "
+                         f"{s['inferences_per_second']:.1f} inferences/s; memory: weights read {s['const_mem_read_bytes']} B, "
+                         f"feature maps read {s['fm_mem_read_bytes']} B and written {s['fm_mem_write_bytes']} B; "
+                         f"SRAM peak {s['sram_peak_bytes']} B of {hw['sram_bytes']}")  # fmt: skip
         exact = "bit-exact" if s["max_diff_golden"] == 0 else "MISMATCH"
         compared = s.get("layers_compared_golden", s["layers"])
         lines.append(f"  max LSB difference: vs golden model {s['max_diff_golden']} ({exact}; compared: the outputs "
@@ -208,6 +221,15 @@ class CosimReport:
                      f"(RTL {s['seconds']['rtl']:.2f} s, golden {s['seconds']['golden']:.2f} s, TVM compile "
                      f"{s['seconds']['compile']:.1f} s)")  # fmt: skip
         return "\n".join(lines) + "\n"
+
+
+def _bandwidths(s: dict, hw: dict) -> str:
+    """The roofline's bytes per cycle: the port's, or each memory's when they differ."""
+    bw = s.get("sustained_bytes_per_cycle") or {}
+    if not bw or bw["const_mem"] == bw["fm_mem"]:
+        return f"{bw.get('fm_mem', hw.get('dma_bytes_per_cycle', 16)):g} per cycle"
+    return (f"(weights {s['minimum_const_bytes']} at {bw['const_mem']:.3g}, the rest at {bw['fm_mem']:.3g} per "
+            "cycle)")
 
 
 def _pct(x: float | None) -> str:
@@ -248,6 +270,11 @@ def layer_results(plan: PartitionPlan, schedule, starts: list[int], n_words: int
         cyc[n - 1] += status.cycles - last_end  # STOP
         predicted[0] += starts[0] if starts else 0  # the header
         predicted[n - 1] += cycle_model.stream_cycles(schedule.steps, hw) - sum(predicted)  # STOP
+    traffic = [dict.fromkeys(("const_mem_read_bytes", "fm_mem_read_bytes", "fm_mem_write_bytes"), 0) for _ in range(n)]
+    for step, k in zip(schedule.steps, schedule.step_op):
+        if step.opcode in _DMA:
+            key = "fm_mem_write_bytes" if step.direction == Opcode.DMA_OUT else f"{memory_name(step.region)}_read_bytes"
+            traffic[k][key] += step.nbytes
     peak = hw.array_rows * hw.array_cols
     wall = status.wall_seconds / max(status.cycles, 1)
     out = []
@@ -263,6 +290,7 @@ def layer_results(plan: PartitionPlan, schedule, starts: list[int], n_words: int
             utilization_overall=ideal / cyc[k] if mac and cyc[k] else None,
             max_diff_golden=None, max_diff_tvm=None, kicks=kicks[k], rtl_seconds=wall * cyc[k],
             resident=op.name in schedule.resident,
+            sram_bytes=tile_sram_bytes(op, schedule.tilings[k].rows, schedule.tilings[k].channels), **traffic[k],
         ))  # fmt: skip
     return out
 
@@ -279,15 +307,23 @@ def minimum_external_bytes(plans, hw: HwConfig) -> int:
 
 
 def roofline(plans, hw: HwConfig) -> dict:
-    """``bound_cycles``: max(MACs / (rows · cols), minimum external bytes / dma_bytes_per_cycle),
-    the cycles no schedule of these partitions on ``hw`` can beat."""
+    """``bound_cycles``: max(MACs / (rows · cols), the minimum external bytes of each memory over
+    the bandwidth it sustains on long runs with its bursts, latency and reads in flight —
+    ``dma_bytes_per_cycle`` with the default memories), the cycles no schedule of these
+    partitions on ``hw`` can beat."""
     plans = list(plans)
     macs = sum(plan.macs for plan in plans)
     ext = minimum_external_bytes(plans, hw)
+    const = sum(len(schedule_partition(plan, hw).constants) for plan in plans)
     compute_bound = macs / (hw.array_rows * hw.array_cols)
-    memory_bound = ext / hw.dma_bytes_per_cycle
-    return {"minimum_external_bytes": ext, "compute_bound_cycles": compute_bound,
-            "memory_bound_cycles": memory_bound, "bound_cycles": max(compute_bound, memory_bound)}  # fmt: skip
+    bw = {m: sustained_bytes_per_cycle(memory(hw, m), hw.dma_bytes_per_cycle, LONG_RUN) for m in MEMORIES}
+    if bw["const_mem"] == bw["fm_mem"]:
+        memory_bound = ext / bw["fm_mem"]
+    else:  # the constants through their memory, the inputs and outputs through theirs
+        memory_bound = const / bw["const_mem"] + (ext - const) / bw["fm_mem"]
+    return {"minimum_external_bytes": ext, "minimum_const_bytes": const, "compute_bound_cycles": compute_bound,
+            "memory_bound_cycles": memory_bound, "bound_cycles": max(compute_bound, memory_bound),
+            "sustained_bytes_per_cycle": bw}  # fmt: skip
 
 
 def summarize(layers: Sequence[LayerResult], hw: HwConfig, wall: float = 0.0, seconds: dict | None = None) -> dict:
@@ -321,6 +357,12 @@ def summarize(layers: Sequence[LayerResult], hw: HwConfig, wall: float = 0.0, se
     tvm_diffs = [r.max_diff_tvm for r in layers if r.max_diff_tvm is not None]
     summary["max_diff_tvm"] = max(tvm_diffs) if tvm_diffs else None
     summary["layers_over_1_lsb_vs_tvm"] = [r.name for r in layers if (r.max_diff_tvm or 0) > 1]
+    for key in ("const_mem_read_bytes", "fm_mem_read_bytes", "fm_mem_write_bytes"):
+        summary[key] = sum(getattr(r, key) for r in layers)
+    summary["sram_peak_bytes"] = max((r.sram_bytes for r in layers), default=0)
+    summary["core_clock_hz"] = hw.core_clock_hz
+    summary["milliseconds"] = 1e3 * summary["cycles"] / hw.core_clock_hz
+    summary["inferences_per_second"] = hw.core_clock_hz / summary["cycles"] if summary["cycles"] else 0.0
     rtl = sum(r.rtl_seconds for r in layers)
     summary["rtl_seconds"] = rtl
     summary["simulated_cycles_per_second"] = summary["cycles"] / rtl if rtl > 0 else 0.0

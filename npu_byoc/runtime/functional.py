@@ -34,6 +34,7 @@ from ..arch.config import DEFAULT_CONFIG, HwConfig
 from ..arch.isa import MAX_REGIONS, Opcode, Status
 from . import driver_abi
 from ..arch.cycles import DEFAULT_MAX_CYCLES
+from ..arch.memory import FIELDS as MEMORY_FIELDS, MEMORIES
 from .driver_abi import Buffer, RegionTable, Result, stream_array, stream_pointer
 from .machine import RunStatus
 
@@ -61,6 +62,8 @@ _CONFIG_MACROS = {
     "max_fc_features": "NPU_FUNCTIONAL_MAX_FC_FEATURES",
     "dma_bytes_per_cycle": "NPU_FUNCTIONAL_DMA_BYTES_PER_CYCLE",
     "dma_queue_depth": "NPU_FUNCTIONAL_DMA_QUEUE_DEPTH",
+    # npu_memory_t fm_mem, const_mem: seven uint32 each, in npu_byoc.arch.memory.FIELDS order
+    **{f"{m}_{f}": f"NPU_FUNCTIONAL_{m.upper()}_{f.upper()}" for m in MEMORIES for f in MEMORY_FIELDS},
 }
 
 

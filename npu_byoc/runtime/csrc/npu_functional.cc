@@ -80,6 +80,48 @@
 #ifndef NPU_FUNCTIONAL_DMA_QUEUE_DEPTH
 #define NPU_FUNCTIONAL_DMA_QUEUE_DEPTH NPU_DMA_QUEUE_DEPTH
 #endif
+#ifndef NPU_FUNCTIONAL_FM_MEM_BYTES_PER_CYCLE
+#define NPU_FUNCTIONAL_FM_MEM_BYTES_PER_CYCLE NPU_FM_MEM_BYTES_PER_CYCLE
+#endif
+#ifndef NPU_FUNCTIONAL_FM_MEM_CLOCK_DIVIDER
+#define NPU_FUNCTIONAL_FM_MEM_CLOCK_DIVIDER NPU_FM_MEM_CLOCK_DIVIDER
+#endif
+#ifndef NPU_FUNCTIONAL_FM_MEM_READ_LATENCY
+#define NPU_FUNCTIONAL_FM_MEM_READ_LATENCY NPU_FM_MEM_READ_LATENCY
+#endif
+#ifndef NPU_FUNCTIONAL_FM_MEM_WRITE_LATENCY
+#define NPU_FUNCTIONAL_FM_MEM_WRITE_LATENCY NPU_FM_MEM_WRITE_LATENCY
+#endif
+#ifndef NPU_FUNCTIONAL_FM_MEM_BURST_BYTES
+#define NPU_FUNCTIONAL_FM_MEM_BURST_BYTES NPU_FM_MEM_BURST_BYTES
+#endif
+#ifndef NPU_FUNCTIONAL_FM_MEM_MAX_READS
+#define NPU_FUNCTIONAL_FM_MEM_MAX_READS NPU_FM_MEM_MAX_READS
+#endif
+#ifndef NPU_FUNCTIONAL_FM_MEM_MAX_WRITES
+#define NPU_FUNCTIONAL_FM_MEM_MAX_WRITES NPU_FM_MEM_MAX_WRITES
+#endif
+#ifndef NPU_FUNCTIONAL_CONST_MEM_BYTES_PER_CYCLE
+#define NPU_FUNCTIONAL_CONST_MEM_BYTES_PER_CYCLE NPU_CONST_MEM_BYTES_PER_CYCLE
+#endif
+#ifndef NPU_FUNCTIONAL_CONST_MEM_CLOCK_DIVIDER
+#define NPU_FUNCTIONAL_CONST_MEM_CLOCK_DIVIDER NPU_CONST_MEM_CLOCK_DIVIDER
+#endif
+#ifndef NPU_FUNCTIONAL_CONST_MEM_READ_LATENCY
+#define NPU_FUNCTIONAL_CONST_MEM_READ_LATENCY NPU_CONST_MEM_READ_LATENCY
+#endif
+#ifndef NPU_FUNCTIONAL_CONST_MEM_WRITE_LATENCY
+#define NPU_FUNCTIONAL_CONST_MEM_WRITE_LATENCY NPU_CONST_MEM_WRITE_LATENCY
+#endif
+#ifndef NPU_FUNCTIONAL_CONST_MEM_BURST_BYTES
+#define NPU_FUNCTIONAL_CONST_MEM_BURST_BYTES NPU_CONST_MEM_BURST_BYTES
+#endif
+#ifndef NPU_FUNCTIONAL_CONST_MEM_MAX_READS
+#define NPU_FUNCTIONAL_CONST_MEM_MAX_READS NPU_CONST_MEM_MAX_READS
+#endif
+#ifndef NPU_FUNCTIONAL_CONST_MEM_MAX_WRITES
+#define NPU_FUNCTIONAL_CONST_MEM_MAX_WRITES NPU_CONST_MEM_MAX_WRITES
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -89,6 +131,17 @@ extern "C" {
 // configuration (npu_byoc.hwconfig.HwConfig), the command and cycle budgets, and the number of
 // kicks executed per opcode. npu_byoc.runtime.functional binds it with ctypes; npu_submit()
 // calls it with the configuration of npu_isa.h. Keep in sync with _Config in functional.py.
+// One external memory's timing (npu_byoc.arch.memory.Memory; HwConfig's <memory>_<field>).
+typedef struct npu_memory {
+    uint32_t bytes_per_cycle;  // bytes per memory clock cycle
+    uint32_t clock_divider;    // core cycles per memory clock cycle
+    uint32_t read_latency;     // core cycles before a read burst's data
+    uint32_t write_latency;    // core cycles a write burst waits, as a read's latency
+    uint32_t burst_bytes;      // a shorter contiguous run costs a whole burst
+    uint32_t max_reads;        // read bursts in flight at most (1 .. 64)
+    uint32_t max_writes;       // write bursts in flight at most (1 .. 64)
+} npu_memory_t;
+
 typedef struct npu_functional_config {
     uint64_t sram_bytes;  // 1 .. 2^32
     uint32_t array_rows;
@@ -102,6 +155,8 @@ typedef struct npu_functional_config {
     uint32_t max_fc_features;
     uint32_t dma_bytes_per_cycle;  // 1 .. 64: bytes per DMA request (cycle) on a contiguous row
     uint32_t dma_queue_depth;      // 1 .. 16: background DMA transfers outstanding at most
+    npu_memory_t fm_mem;           // the feature maps' memory (SCRATCH, IO*)
+    npu_memory_t const_mem;        // the weights' memory (CONST)
     uint64_t max_commands;    // CYCLE_LIMIT before the command after this many (golden model: 2^22)
     uint64_t max_cycles;      // CYCLE_LIMIT before the first command once the cycles exceed this
 } npu_functional_config_t;
@@ -138,6 +193,51 @@ static inline uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static inline uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
 
 static inline uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+// The cycles of `rows` rows of `row_bytes` contiguous bytes on memory `mem` through a DMA port
+// of `port` bytes per request: d_N of npu_byoc.arch.memory (a row in bursts of up to
+// kMaxBurstBeats requests, the first of a row charged at least burst_bytes, at most max_reads / max_writes in flight,
+// the latency before each burst's data). The harness grants the RTL's requests at these cycles.
+#define NPU_FUNCTIONAL_MAX_IN_FLIGHT 64  // config.FIELD_RANGES["*_max_reads"]
+static const uint64_t kMaxBurstBeats = 256;  // memory.MAX_BURST_BEATS: requests of one burst at most
+
+// T of a burst of `b` bytes: the port's requests, or the memory's cycles for the bytes charged
+// (the first burst of a row at least burst_bytes).
+static uint64_t burst_occupancy(const npu_memory_t *mem, uint64_t port, uint64_t b, bool first) {
+    const uint64_t charged = first ? max_u64(b, mem->burst_bytes) : b;
+    return max_u64(ceil_div(b, port), ceil_div((uint64_t)mem->clock_divider * charged, mem->bytes_per_cycle));
+}
+
+static uint64_t memory_cycles(uint64_t rows, uint64_t row_bytes, uint64_t port, const npu_memory_t *mem, bool write) {
+    const uint64_t per_burst = kMaxBurstBeats * port;
+    const uint64_t bursts = ceil_div(row_bytes, per_burst);
+    const uint64_t t_first = burst_occupancy(mem, port, min_u64(per_burst, row_bytes), true);
+    const uint64_t t_mid = burst_occupancy(mem, port, per_burst, false);
+    const uint64_t t_last = bursts > 1 ? burst_occupancy(mem, port, row_bytes - (bursts - 1) * per_burst, false) : t_first;
+    const uint64_t row = bursts > 1 ? t_first + (bursts - 2) * t_mid + t_last : t_first;
+    const uint64_t t_min = bursts > 2 ? min_u64(t_first, min_u64(t_mid, t_last)) : min_u64(t_first, t_last);
+    const uint64_t latency = write ? mem->write_latency : mem->read_latency;
+    const uint64_t window = min_u64(max_u64(1, write ? mem->max_writes : mem->max_reads), NPU_FUNCTIONAL_MAX_IN_FLIGHT);
+    uint64_t ends[NPU_FUNCTIONAL_MAX_IN_FLIGHT] = {0};  // d_{i-O} .. d_{i-1}, a ring
+    uint64_t i = 0, last = 0, r, k;
+    if (latency == 0) return rows * row;
+    if ((window - 1) * t_min >= latency) return latency + rows * row;  // the latency is hidden after the first
+    if (bursts == 1)  // every burst alike: d_N = L + N*T + floor((N-1)/O) * (L - (O-1)*T)
+        return latency + rows * t_first + (rows - 1) / window * (latency - (window - 1) * t_first);
+    for (r = 0; r < rows; ++r) {
+        for (k = 0; k < bursts; ++k, ++i) {
+            const uint64_t t = k == 0 ? t_first : (k + 1 == bursts ? t_last : t_mid);
+            last = max_u64(last, ends[i % window] + latency) + t;
+            ends[i % window] = last;
+        }
+    }
+    return last;
+}
+
+static bool memory_ok(const npu_memory_t *m) {
+    return m->bytes_per_cycle != 0 && m->clock_divider != 0 && m->max_reads != 0 &&
+           m->max_reads <= NPU_FUNCTIONAL_MAX_IN_FLIGHT && m->max_writes != 0 && m->max_writes <= NPU_FUNCTIONAL_MAX_IN_FLIGHT;
+}
 
 // Blocks of a MAC kick: `cols` columns of (pixel, channel block) items, pixel-major, at most
 // kMacWeightLanes channel blocks per block (cycles.mac_blocks).
@@ -1125,9 +1225,12 @@ static uint64_t kick_cycles(const machine_t *mc, uint32_t opcode) {
     case NPU_OP_DMA_OUT:
     case NPU_OP_DMA_IN_ASYNC:
     case NPU_OP_DMA_OUT_ASYNC: {
-        const uint64_t n0 = reg_u(mc, NPU_REG_DMA_N0);
-        const uint64_t beats = reg_s(mc, NPU_REG_DMA_STRIDE0) == 1 ? ceil_div(n0, mc->cfg->dma_bytes_per_cycle) : n0;
-        return kDmaSetupCycles + reg_u(mc, NPU_REG_DMA_N2) * reg_u(mc, NPU_REG_DMA_N1) * beats;
+        const uint64_t n0 = reg_u(mc, NPU_REG_DMA_N0), n1 = reg_u(mc, NPU_REG_DMA_N1), n2 = reg_u(mc, NPU_REG_DMA_N2);
+        const npu_memory_t *mem = reg_u(mc, NPU_REG_DMA_EXT_REGION) == NPU_REGION_CONST ? &mc->cfg->const_mem : &mc->cfg->fm_mem;
+        const bool write = opcode == NPU_OP_DMA_OUT || opcode == NPU_OP_DMA_OUT_ASYNC;
+        if (reg_s(mc, NPU_REG_DMA_STRIDE0) == 1)
+            return kDmaSetupCycles + memory_cycles(n1 * n2, n0, mc->cfg->dma_bytes_per_cycle, mem, write);
+        return kDmaSetupCycles + memory_cycles(n0 * n1 * n2, 1, mc->cfg->dma_bytes_per_cycle, mem, write);
     }
     case NPU_OP_CONV:
     case NPU_OP_DWCONV:
@@ -1175,7 +1278,8 @@ uint32_t npu_functional_submit(const npu_functional_config_t *config, const uint
     res->commands = 0;
     if (config == NULL || config->sram_bytes == 0 || config->sram_bytes > (((uint64_t)1) << 32) ||
         config->dma_bytes_per_cycle == 0 || config->dma_queue_depth == 0 ||
-        config->dma_queue_depth > NPU_FUNCTIONAL_MAX_QUEUE_DEPTH)
+        config->dma_queue_depth > NPU_FUNCTIONAL_MAX_QUEUE_DEPTH || !memory_ok(&config->fm_mem) ||
+        !memory_ok(&config->const_mem))
         return res->status;
     if (stream == NULL) n_words = 0;
     if (regions == NULL) n_regions = 0;
@@ -1224,6 +1328,8 @@ uint32_t npu_submit_budget(const uint32_t *stream, size_t n_words, const npu_buf
         NPU_FUNCTIONAL_MAX_FC_FEATURES,
         NPU_FUNCTIONAL_DMA_BYTES_PER_CYCLE,
         NPU_FUNCTIONAL_DMA_QUEUE_DEPTH,
+        {NPU_FUNCTIONAL_FM_MEM_BYTES_PER_CYCLE, NPU_FUNCTIONAL_FM_MEM_CLOCK_DIVIDER, NPU_FUNCTIONAL_FM_MEM_READ_LATENCY, NPU_FUNCTIONAL_FM_MEM_WRITE_LATENCY, NPU_FUNCTIONAL_FM_MEM_BURST_BYTES, NPU_FUNCTIONAL_FM_MEM_MAX_READS, NPU_FUNCTIONAL_FM_MEM_MAX_WRITES},
+        {NPU_FUNCTIONAL_CONST_MEM_BYTES_PER_CYCLE, NPU_FUNCTIONAL_CONST_MEM_CLOCK_DIVIDER, NPU_FUNCTIONAL_CONST_MEM_READ_LATENCY, NPU_FUNCTIONAL_CONST_MEM_WRITE_LATENCY, NPU_FUNCTIONAL_CONST_MEM_BURST_BYTES, NPU_FUNCTIONAL_CONST_MEM_MAX_READS, NPU_FUNCTIONAL_CONST_MEM_MAX_WRITES},
         ((uint64_t)1) << 22,  // the golden model's command budget
         budget(max_cycles),
     };

@@ -493,6 +493,8 @@ def random_hw(seed: int) -> dict:
             fields[name] = int(rng.integers(0, 2))
         elif name in near and rng.random() < 0.5:
             fields[name] = int(rng.integers(near[name][0], near[name][1] + 1))
+        elif lo == 0:  # a latency: none a quarter of the time, else log-uniform from 1
+            fields[name] = 0 if rng.random() < 0.25 else _log_int(rng, 1, hi)
         else:
             fields[name] = _log_int(rng, lo, hi)
     return overrides_of(configure(DEFAULT_CONFIG, **fields))
