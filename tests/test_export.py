@@ -201,12 +201,14 @@ def test_excluded_operators_are_named_in_the_refusal(tmp_path, capsys):
 
 def test_operators_computed_at_import_are_not_listed(tmp_path):
     """dense_seq_int8.tflite: ten SHAPE / GATHER / PACK ... operators TVM's import computed as
-    constants (no run-time work), and one TRANSPOSE left on the CPU: only the TRANSPOSE counts."""
+    constants (no run-time work), and one TRANSPOSE kept on the CPU: only the TRANSPOSE counts.
+    Whole on the NPU (the TRANSPOSE too), the model exports."""
     path = model_path("dense_seq_int8.tflite")
+    mod = npu_byoc.load_model(path)
     with pytest.raises(ExportError, match=r"cannot export: 1 operator\(s\) would run on the CPU.*: TRANSPOSE '[^']+' "
-                                          r"\(no NPU pattern for TRANSPOSE\)$"):  # fmt: skip
-        export_model(npu_byoc.load_model(path), tmp_path / "out", model_name=path.name)
-
+                                          r"\(npu.transpose: excluded by the user \(TRANSPOSE\)\)$"):  # fmt: skip
+        export_model(npu_byoc.partition_for_npu(mod, exclude=["TRANSPOSE"]), tmp_path / "out", model_name=path.name)
+    assert export_model(mod, tmp_path / "whole", model_name=path.name).partitions
 
 HOSTILE = 'x*/ #define npu_model_run evil /*\n"??/\\'
 
