@@ -71,29 +71,37 @@ def binary_operands(word: str, op: QAdd | QMul, ifms: list[TensorRef], ofm: Tens
         return a, b, ra, rb, False
     if ra.shape == ofm.shape and rb.shape == (1, 1, ofm.shape[2]):  # any layout: C contiguous bytes
         return a, b, ra, rb, True
-    layout = _broadcast_layout(op, ifms, ofm)
-    if layout is None:
-        raise Reject(f"{word} with broadcasting {op.input_a.shape} × {op.input_b.shape}: the operands' shapes do "
-                     f"not map to the output's {ofm.shape} (H, W, C) in one layout")
-    out_rank = len(op.output.shape)
-    views = [broadcast_view(r, hwc((1,) * (out_rank - len(q.shape)) + tuple(q.shape), layout), ofm.shape)
-             for q, r in ((a, ra), (b, rb))]  # fmt: skip
+    shapes = _padded_shapes(op, (a, b), (ra, rb), ofm)
+    views = [broadcast_view(r, shape, ofm.shape) for r, shape in zip((ra, rb), shapes)]
     if None in views:
         raise Reject(f"{word} with broadcasting {op.input_a.shape} × {op.input_b.shape}: an operand is not "
-                     "broadcast along whole axes of the output")
+                     f"broadcast along whole axes of the output's {ofm.shape} (H, W, C)")
     return a, b, views[0], views[1], False
 
 
-def _broadcast_layout(op: QAdd | QMul, ifms: list[TensorRef], ofm: TensorRef) -> str | None:
-    """The model layout in which the record's shapes give the H x W x C shapes of its refs."""
-    for layout in ("NHWC", "NCHW"):
-        try:
-            pairs = [(op.output, ofm), (op.input_a, ifms[0]), (op.input_b, ifms[1])]
-            if all(limits.hwc(q.shape, layout) == r.shape for q, r in pairs):
-                return layout
-        except limits.ShapeError:
-            continue
-    return None
+def _padded_shapes(op: QAdd | QMul, qs, refs: tuple[TensorRef, TensorRef], ofm: TensorRef) -> list:
+    """Each operand's H x W x C shape once its model shape is padded to the output's rank (as
+    numpy broadcasts it): its ref's shape when the ranks agree, else mapped in the layout in
+    which the record's shapes give its refs' shapes; None where no layout does."""
+    out_rank = len(op.output.shape)
+    layouts = [lay for lay in ("NHWC", "NCHW") if _maps(op.output.shape, ofm.shape, lay)
+               and all(len(q.shape) == out_rank or _maps(q.shape, r.shape, lay) for q, r in zip(qs, refs))]  # fmt: skip
+    shapes = []
+    for q, r in zip(qs, refs):
+        if len(q.shape) == out_rank:
+            shapes.append(r.shape)
+        elif layouts:
+            shapes.append(hwc((1,) * (out_rank - len(q.shape)) + tuple(q.shape), layouts[0]))
+        else:
+            raise Reject(f"broadcast of {q.shape} to {op.output.shape}: the shapes map to no layout of the NPU's")
+    return shapes
+
+
+def _maps(shape, ref_shape, layout: str) -> bool:
+    try:
+        return limits.hwc(shape, layout) == ref_shape
+    except limits.ShapeError:
+        return False
 
 
 def broadcast_view(ref: TensorRef, shape: tuple[int, int, int], out: tuple[int, int, int]) -> TensorRef | None:
