@@ -101,3 +101,21 @@ def test_a_scalar_constant_is_stored_as_a_channel_vector():
     assert plan.ops[0].broadcast and plan.ops[0].ifm2.shape == (1, 1, 8)
     got = npu_byoc.build(part, "golden").run([x])[0]
     np.testing.assert_array_equal(got, _tflite("multiply", x, np.full((1, 1, 1, 1), -7, np.int8)))
+
+
+@pytest.mark.parametrize("build, shapes", [
+    (lambda: rb.qdq_add(b_shape=(1, 8, 1, 4)), [(1, 8, 8, 4), (1, 8, 1, 4)]),
+    (lambda: rb.qdq_add(op="multiply", b_shape=(1, 1, 8, 1)), [(1, 8, 8, 4), (1, 1, 8, 1)]),
+    (lambda: rb.qdq_add(b_const=rb.rng_weights((1, 1, 8, 4), seed=3)), [(1, 8, 8, 4)]),
+], ids=["add_column", "mul_row_of_pixels", "add_constant_row"])  # fmt: skip
+def test_broadcasts_once_refused_are_offloaded(build, shapes):
+    """The broadcasts test_patterns_relax used to expect refused ("broadcasts only a channel
+    vector") run on the NPU within 1 LSB of TVM's CPU build."""
+    mod = build()
+    part = partition_for_npu(mod)
+    assert len(npu_functions(part)) == 1, part.script()
+    rng = np.random.default_rng(11)
+    x = [rng.integers(-128, 128, s, dtype=np.int8) for s in shapes]
+    got = npu_byoc.build(part, "golden").run(x)[0]
+    cpu = npu_byoc.build(mod, "cpu").run(x)[0]
+    assert np.abs(got.astype(int) - cpu.astype(int)).max() <= 1
