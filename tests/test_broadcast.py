@@ -18,6 +18,8 @@ import pytest
 import npu_byoc
 from npu_byoc.arch import numerics as nx
 from npu_byoc.arch.config import DEFAULT_CONFIG
+from npu_byoc.arch.encoder import Dma
+from npu_byoc.arch.isa import Opcode
 from npu_byoc.codegen.lower import lower_module
 from npu_byoc.codegen.schedule import schedule_partition
 from npu_byoc.ops.composites import npu_functions
@@ -119,3 +121,28 @@ def test_broadcasts_once_refused_are_offloaded(build, shapes):
     got = npu_byoc.build(part, "golden").run(x)[0]
     cpu = npu_byoc.build(mod, "cpu").run(x)[0]
     assert np.abs(got.astype(int) - cpu.astype(int)).max() <= 1
+
+
+@pytest.fixture(scope="module")
+def rtl():
+    from npu_byoc.runtime import verilator as V
+
+    return V.VerilatorNpu(DEFAULT_CONFIG)
+
+
+@pytest.mark.parametrize("kind", ["both", "token_vector"])
+def test_stride_0_dmas_on_the_rtl(rtl, kind):
+    """The broadcast's stream on the RTL: the golden model's output, and the cycles of the
+    analytic model (a stride-0 innermost axis copies a byte per cycle, cycles.dma_cycles)."""
+    from npu_byoc.arch import cycles
+
+    (plan,) = lower_module(partition_for_npu(rb.qdq_add(shape=KINDS[kind][0], b_shape=KINDS[kind][1],
+                                                        op="multiply", **SCALES))).values()  # fmt: skip
+    x = _inputs(kind)
+    schedule = schedule_partition(plan, DEFAULT_CONFIG)
+    dmas = [s for s in schedule.steps if isinstance(s, Dma) and s.direction == Opcode.DMA_IN]
+    assert any(d.stride0 == 0 and d.n0 > 1 for d in dmas)  # a pixel / token value repeated along C
+    regions, statuses = golden.run_stream(rtl, plan, schedule.words(), schedule.constants, x)
+    assert statuses[0].ok, statuses
+    np.testing.assert_array_equal(golden.read_outputs(plan, regions)[0], golden.run_plan(plan, x)[0])
+    assert statuses[0].cycles == cycles.stream_cycles(schedule.steps, DEFAULT_CONFIG)
