@@ -6,7 +6,7 @@ into the partition's CONST region and the NPU reads it as the op's second, broad
   reference kernels on golden, the C model and (slow) the RTL;
 * Relax QDQ modules: the constant operand gives exactly what the same op gives with that
   constant fed as an activation, the MUL equals TFLite's arithmetic written out, and a
-  constant that is not a channel vector stays on the CPU with the reason.
+  constant that is not a channel vector is broadcast by the DMA (a stride-0 view).
 """
 
 from __future__ import annotations
@@ -80,8 +80,12 @@ def test_constant_mul_is_tflite_arithmetic():
     np.testing.assert_array_equal(got, want.astype(np.int8))
 
 
-def test_a_constant_that_is_no_channel_vector_stays_on_the_cpu():
-    from .test_patterns_relax import assert_rejected
-
-    assert_rejected(rb.qdq_add(op="multiply", b_const=np.ones((1, 8, 1, 4), np.int8)),
-                    "mul with broadcasting (1, 8, 8, 4) × (1, 8, 1, 4): NPU mul broadcasts only a channel vector")
+def test_a_constant_row_is_broadcast_by_the_dma():
+    """A constant that is no channel vector ([1, 8, 1, 4]: one value per row and channel) is
+    read through a stride-0 view (tests/test_broadcast.py): it gives what the same op gives with
+    those values broadcast to the activation's shape and fed as a second input."""
+    c = np.arange(-16, 16, dtype=np.int8).reshape(1, 8, 1, 4) * 7
+    const = _npu(rb.qdq_add(op="multiply", b_const=c))
+    part = partition_for_npu(rb.qdq_add(op="multiply", b_shape=(1, 8, 8, 4)))
+    fed = npu_byoc.build(part, "golden").run([_X, np.ascontiguousarray(np.broadcast_to(c, (1, 8, 8, 4)))])[0]
+    np.testing.assert_array_equal(const, fed)

@@ -478,27 +478,11 @@ NEGATIVE = [
         lambda: rb.qdq_conv2d(output_scale=1e-30),
         "NPU shifts lie in [-31, 30]",
     ),
-    # add
-    (
-        "add_broadcasting",
-        lambda: rb.qdq_add(b_shape=(1, 8, 1, 4)),
-        "add with broadcasting (1, 8, 8, 4) × (1, 8, 1, 4): NPU add broadcasts only a channel vector",
-    ),
-    # mul
-    (
-        "mul_broadcasting",
-        lambda: rb.qdq_add(op="multiply", b_shape=(1, 1, 8, 1)),
-        "mul with broadcasting (1, 8, 8, 4) × (1, 1, 8, 1): NPU mul broadcasts only a channel vector",
-    ),
+    # mul (any broadcast is offloaded now: tests/test_broadcast.py)
     (
         "mul_rescale_shift_17",  # 0.5 * 0.25 / 1e-6 = 125000 = 0.95 * 2^17
         lambda: rb.qdq_add(op="multiply", output_scale=1e-6),
         "mul rescale out of range: mul_params: s1·s2/s_out = 125000 gives shift 17, outside [-31, 15]",
-    ),
-    (
-        "add_constant_operand_broadcast",  # a constant operand is accepted as a channel vector only
-        lambda: rb.qdq_add(b_const=rb.rng_weights((1, 1, 8, 4), seed=3)),
-        "add with broadcasting (1, 8, 8, 4) × (1, 1, 8, 4): NPU add broadcasts only a channel vector",
     ),
 ]
 

@@ -7,8 +7,10 @@ target; the issue's goal is 0 LSB on TFLite):
 
 * every BATCH_MATMUL is LiteRT's arithmetic exactly (tests/test_batch_matmul.py);
 * the grouped-conv model's NPU layers are LiteRT's arithmetic exactly (the per-layer check below);
+* LayerNorm's broadcast MUL / ADD (a pixel or token vector, a constant channel vector over it)
+  run on the NPU and are LiteRT's arithmetic exactly, layer by layer (test_broadcast_layers_...);
 * what stays on the CPU and came through TVM's own TFLite converters (CONV_2D with groups,
-  SQUARED_DIFFERENCE, RSQRT, broadcast MUL / ADD, the stride-4 patch conv) runs dequantize ->
+  SQUARED_DIFFERENCE, RSQRT, the stride-4 patch conv) runs dequantize ->
   float op -> quantize: float32 rounding instead of LiteRT's integer requantize, 1 LSB per
   layer now and then, a few LSB at the output of a 2-block transformer;
 * LayerNorm's MEAN over a token's features (the last axis of a rank-3 [N, L, C] sequence) stays
@@ -26,6 +28,7 @@ import numpy as np
 import pytest
 
 import npu_byoc
+from npu_byoc.arch.isa import Region
 from npu_byoc.codegen.lower import lower_module
 from npu_byoc.frontends.load import model_info
 from npu_byoc.runtime import golden
@@ -34,9 +37,14 @@ from .conftest import check_onnx_fixture, model_path, op_expected, reference
 
 # fixture -> (operations kept on the CPU, max |NPU flow - LiteRT| in LSB measured on its samples)
 TFLITE = {
-    "vit_tiny_int8.tflite": ((), 1),
-    "kws_transformer_int8.tflite": ((), 3),  # TVM's CPU build alone: 5
-    "convnext_block_int8.tflite": ((), 1),  # npu.mean refuses its channel MEANs (4-D): on the CPU
+    "vit_tiny_int8.tflite": ((), 1),  # TVM's CPU build alone: 2
+    # TVM's CPU build alone: 5. With LayerNorm's broadcast MUL / ADD on the NPU (each exact, the
+    # per-layer test below), the float SQUARED_DIFFERENCE / RSQRT / channel MEAN left on the CPU
+    # feed them values 1 LSB off LiteRT's now and then, which the exact MULs scale: 6.
+    "kws_transformer_int8.tflite": ((), 6),
+    # npu.mean refuses its channel MEANs (4-D): on the CPU; TVM's CPU build alone: 2, with the
+    # broadcast MULs on the NPU (exact layer by layer) 3, as above
+    "convnext_block_int8.tflite": ((), 3),
     "grouped_conv_int8.tflite": ((), 1),
 }
 
@@ -88,10 +96,11 @@ def test_layernorm_means_next_to_fully_connected_layers_stay_on_the_cpu(name):
     assert len(means) >= 4 and layout  # two per encoder block
     assert all(o.offloaded or o.reason for o in means)
 
-def test_grouped_conv_npu_layers_bit_exact_with_litert():
-    """Every NPU layer of the RegNetX blocks, fed LiteRT's own input tensors, gives LiteRT's
-    output tensor exactly (the per-layer contract; the CPU's grouped conv is the 1 LSB above)."""
-    name = "grouped_conv_int8.tflite"
+def _npu_layers_vs_litert(name: str) -> list:
+    """Every NPU layer of the fixture, fed LiteRT's own input tensors, gives LiteRT's output
+    tensor exactly (the per-layer contract); returns the ops checked. A broadcast operand is a
+    stride-0 view of its smaller tensor (ops.lowering.broadcast_view): written through the view,
+    LiteRT's tensor broadcast to it; model constants are already in the plan's CONST region."""
     mod = npu_byoc.load_model(model_path(name))
     recorded = np.load(model_path(name).with_name(name.replace(".tflite", ".tensors.npz")))
     tensors = {k.split(";")[0]: recorded[k] for k in recorded.files if k != "__index__"}
@@ -99,21 +108,51 @@ def test_grouped_conv_npu_layers_bit_exact_with_litert():
     source = {v: o.name for o in info.ops for v in o.vars}
     source.update({t.name.replace(":", "_"): t.name for t in info.inputs})
 
-    def tensor_of(ref_name, hwc):
-        return tensors[source.get(ref_name, ref_name)].reshape(hwc)
+    layout = "NHWC"  # how the partition reads its tensors' axes (an NCHW one: [N, C, L], [N, C, H, W])
 
-    kinds = []
+    def tensor_of(ref_name, hwc, strides=None):
+        t = tensors[source.get(ref_name, ref_name)]
+        if layout == "NCHW" and t.ndim in (3, 4):
+            t = np.moveaxis(t, 1, -1)
+        if strides is None or 0 not in strides:
+            return t.reshape(hwc)
+        own = tuple(1 if s == 0 else d for d, s in zip(hwc, strides))
+        return np.broadcast_to(t.reshape(own), hwc)
+
+    checked = []
     for plan in lower_module(npu_byoc.partition_for_npu(mod)).values():
+        io = [t.ref.layout for t in (*plan.inputs, *plan.outputs)]
+        layout = "NCHW" if "NCHW" in io else "NHWC"
         regions = golden.allocate_regions(plan, [np.zeros(io.shape, np.int8) for io in plan.inputs])
         for k, op in enumerate(plan.ops):
-            if any(source.get(r.name, r.name) not in tensors for r in op.inputs):
+            activations = [r for r in op.inputs if r.region != Region.CONST]
+            if any(source.get(r.name, r.name) not in tensors for r in activations):
                 continue  # a partition input named after its parameter, not a source op (the ADDs' shortcut)
-            for r in op.inputs:
-                golden.write_tensor(regions, r, tensor_of(r.name, r.shape))
+            for r in activations:
+                golden.write_tensor(regions, r, tensor_of(r.name, r.shape, r.box_strides))
             out = golden.run_op(op, regions)
             np.testing.assert_array_equal(out, op_expected(plan, k, tensor_of), err_msg=op.name)
-            kinds.append(op.kind)
+            checked.append(op)
+    return checked
+
+
+def test_grouped_conv_npu_layers_bit_exact_with_litert():
+    kinds = [op.kind for op in _npu_layers_vs_litert("grouped_conv_int8.tflite")]
     assert kinds.count("conv2d") >= 6 and {"mean", "fully_connected", "softmax"} <= set(kinds)
+
+
+def _broadcast(op) -> bool:
+    """An elementwise op one of whose operands the DMA repeats (a stride of 0)."""
+    return any(r.box_strides is not None and 0 in r.box_strides for r in op.inputs)
+
+
+@pytest.mark.parametrize("name, broadcasts", [("convnext_block_int8.tflite", 6), ("vit_tiny_int8.tflite", 2), ("kws_transformer_int8.tflite", 2)])
+def test_broadcast_layers_bit_exact_with_litert(name, broadcasts):
+    """LayerNorm's MUL / ADD over a pixel vector ([1, H, W, 1] × [1, H, W, C]), of a pixel
+    vector by a constant channel vector (both broadcast), over a token's row: on the NPU and
+    LiteRT's arithmetic exactly, layer by layer, with every other NPU layer of the model."""
+    checked = _npu_layers_vs_litert(name)
+    assert sum(map(_broadcast, checked)) >= broadcasts
 
 
 # ONNX QDQ: golden == C model, within lsb of onnxruntime, the RTL bit-exact with golden and

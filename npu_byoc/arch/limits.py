@@ -91,9 +91,14 @@ def channel_broadcast(full: Sequence[int], vector: Sequence[int], out: Sequence[
 
 
 def binary_layout(op) -> str:
-    """The layout an elementwise ADD / MUL record is lowered alone in: the one its broadcast
-    operand implies (NHWC when none)."""
+    """The layout an elementwise ADD / MUL record is lowered alone in: NCHW for a [1, C, 1, 1]
+    channel vector over an NCHW image (the unit's fast IFM2_BROADCAST), else NHWC. A rank-3
+    [1, L, 1] vector is a transformer's per-token vector far more often than an NCHW sequence's
+    channels: NHWC, where the DMA repeats it (a stride-0 view), and it never turns a partition
+    that reads [N, L, C] as channels-last into an NCHW one."""
     a, b, out = op.input_a.shape, op.input_b.shape, op.output.shape
+    if len(out) != 4:
+        return "NHWC"
     return channel_broadcast(a, b, out) or channel_broadcast(b, a, out) or "NHWC"
 
 

@@ -89,11 +89,17 @@ class PartitionPlan:
 
 def _constant_operand(name: str, op: QOp, layout: str, blob: bytearray) -> TensorRef:
     """A constant input_b of the record, appended to ``blob`` (the plan's CONST head) as its
-    bytes in the model's order, which ``layout`` names."""
+    bytes in the model's order, which ``layout`` names. One broadcast over the channels (a
+    scalar, a [1, H, W, 1] plane) is stored repeated along them: a channel vector the unit
+    broadcasts itself, or rows the DMA repeats at full speed (a stride-0 innermost axis copies
+    a byte per cycle)."""
     offset = -(-len(blob) // SCRATCH_ALIGN) * SCRATCH_ALIGN
-    data = np.ascontiguousarray(op.constant, np.int8).tobytes()
-    blob += bytes(offset - len(blob)) + data
-    return TensorRef(f"{name}/constant", int(Region.CONST), offset, hwc(op.input_b.shape, layout), layout)
+    value, out = np.asarray(op.constant), op.output.shape
+    axis = 1 if layout == "NCHW" and len(out) in (3, 4) else -1  # the model's channel axis
+    if value.ndim == len(out) and value.shape[axis] == 1 < out[axis]:
+        value = np.repeat(value, out[axis], axis)
+    blob += bytes(offset - len(blob)) + np.ascontiguousarray(value, np.int8).tobytes()
+    return TensorRef(f"{name}/constant", int(Region.CONST), offset, hwc(value.shape, layout), layout)
 
 
 def _hwc_order(c: int, h: int, w: int) -> np.ndarray:

@@ -1,5 +1,5 @@
-"""ADD: elementwise add of two int8 tensors with rescaling (TFLite's int8 add), one may be a
-channel vector or a model constant: the convention, extraction into a :class:`QAdd` (the
+"""ADD: elementwise add of two int8 tensors with rescaling (TFLite's int8 add), either may be
+broadcast (ops.lowering.binary_operands) or a model constant: the convention, extraction into a :class:`QAdd` (the
 extraction it shares with MUL is :func:`npu_byoc.ops._qdq._extract_binary`), and lowering to
 :class:`Add`."""
 
@@ -57,7 +57,7 @@ def _lower_add(name: str, op: QAdd, ifms: list[TensorRef], ofm: TensorRef) -> Np
 
 ENTRY = NpuPattern(
     name="npu.add",
-    summary="elementwise add of two int8 tensors with rescaling, one may be a channel vector or a model constant (TFLite int8 add)",
+    summary="elementwise add of two int8 tensors with rescaling, either may be broadcast (a channel or pixel vector, a row, a scalar) or a model constant (TFLite int8 add)",
     anchor_ops=("relax.add",),
     conventions=tuple(
         _qdq_unary(lambda x: is_op("relax.add")(x, _deq()), "dequantize(a), dequantize(b) → add")

@@ -198,13 +198,17 @@ def requant_left_shift_fits(lower: Callable) -> Check:
 
 
 def binary_broadcast(op: QOp, hw: HwConfig) -> str | None:
-    """Both operands have the output's shape, or one is a channel vector broadcast over the other (either order; squeeze-excite): [1, 1, 1, C] over [1, H, W, C] in an NHWC model, [1, C, 1, 1] over [1, C, H, W] in an NCHW one."""
+    """The operands broadcast to the output's shape as numpy does: the same shape, a channel
+    vector (the unit's IFM2_BROADCAST), or any other broadcast (a pixel vector [1, H, W, 1], a
+    row, a scalar, both operands) that the DMA repeats with a stride of 0 (ops.lowering.broadcast_view)."""
     word = "add" if isinstance(op, QAdd) else "mul"
     a, b, out = op.input_a.shape, op.input_b.shape, op.output.shape
-    if a == b == out or limits.channel_broadcast(a, b, out) or limits.channel_broadcast(b, a, out):
-        return None
-    return (f"{word} with broadcasting {a} × {b}: NPU {word} broadcasts only a channel vector "
-            "([1, 1, 1, C] over [1, H, W, C], NCHW: [1, C, 1, 1] over [1, C, H, W])")
+    try:
+        if tuple(np.broadcast_shapes(tuple(a), tuple(b))) == tuple(out):
+            return None
+    except ValueError:
+        pass
+    return f"{word} with broadcasting {a} × {b}: the operands do not broadcast to the output's shape {out}"
 
 
 def same_quantization(a: QTensor, b: QTensor) -> bool:

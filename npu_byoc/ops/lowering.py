@@ -60,7 +60,10 @@ def with_phases(op: Phased, prefix: str) -> Phased:
 
 def binary_operands(word: str, op: QAdd | QMul, ifms: list[TensorRef], ofm: TensorRef):
     """(first, second, their refs, broadcast): the second is the channel vector of a broadcast
-    (the operands swapped if the model gives it first; ADD and MUL commute exactly)."""
+    (the operands swapped if the model gives it first; ADD and MUL commute exactly). Any other
+    broadcast (a pixel vector, a row, a scalar, both operands broadcast) is a stride-0 view of
+    the smaller operand with the output's shape: the DMA repeats its bytes, the unit sees two
+    full tensors (:func:`broadcast_view`)."""
     (a, b), (ra, rb) = (op.input_a, op.input_b), ifms
     if ra.shape != ofm.shape:
         (a, b), (ra, rb) = (b, a), (rb, ra)
@@ -68,8 +71,50 @@ def binary_operands(word: str, op: QAdd | QMul, ifms: list[TensorRef], ofm: Tens
         return a, b, ra, rb, False
     if ra.shape == ofm.shape and rb.shape == (1, 1, ofm.shape[2]):  # any layout: C contiguous bytes
         return a, b, ra, rb, True
-    raise Reject(f"{word} with broadcasting {op.input_a.shape} × {op.input_b.shape}: NPU {word} broadcasts only a "
-                 "channel vector in the partition's layout (NHWC [1, 1, 1, C], NCHW [1, C, 1, 1])")
+    shapes = _padded_shapes(op, (a, b), (ra, rb), ofm)
+    views = [broadcast_view(r, shape, ofm.shape) for r, shape in zip((ra, rb), shapes)]
+    if None in views:
+        raise Reject(f"{word} with broadcasting {op.input_a.shape} × {op.input_b.shape}: an operand is not "
+                     f"broadcast along whole axes of the output's {ofm.shape} (H, W, C)")
+    return a, b, views[0], views[1], False
+
+
+def _padded_shapes(op: QAdd | QMul, qs, refs: tuple[TensorRef, TensorRef], ofm: TensorRef) -> list:
+    """Each operand's H x W x C shape once its model shape is padded to the output's rank (as
+    numpy broadcasts it): its ref's shape when the ranks agree, else mapped in the layout in
+    which the record's shapes give its refs' shapes; None where no layout does."""
+    out_rank = len(op.output.shape)
+    layouts = [lay for lay in ("NHWC", "NCHW") if _maps(op.output.shape, ofm.shape, lay)
+               and all(len(q.shape) == out_rank or _maps(q.shape, r.shape, lay) for q, r in zip(qs, refs))]  # fmt: skip
+    shapes = []
+    for q, r in zip(qs, refs):
+        if len(q.shape) == out_rank:
+            shapes.append(r.shape)
+        elif layouts:
+            shapes.append(hwc((1,) * (out_rank - len(q.shape)) + tuple(q.shape), layouts[0]))
+        else:
+            raise Reject(f"broadcast of {q.shape} to {op.output.shape}: the shapes map to no layout of the NPU's")
+    return shapes
+
+
+def _maps(shape, ref_shape, layout: str) -> bool:
+    try:
+        return limits.hwc(shape, layout) == ref_shape
+    except limits.ShapeError:
+        return False
+
+
+def broadcast_view(ref: TensorRef, shape: tuple[int, int, int], out: tuple[int, int, int]) -> TensorRef | None:
+    """``ref`` (whose H x W x C shape, its model shape padded to the output's rank, is
+    ``shape``) seen with the output's shape ``out``: the stride of each broadcast axis 0, so a
+    strided DMA repeats its bytes. None when an axis of ``shape`` is neither the output's nor 1."""
+    if shape == out:
+        return ref
+    if any(d not in (1, o) for d, o in zip(shape, out)) or ref.nbytes != shape[0] * shape[1] * shape[2]:
+        return None
+    dense = view(ref, shape)  # the operand's model rank padded: the same bytes
+    strides = tuple(0 if d == 1 and o > 1 else s for d, o, s in zip(shape, out, dense.strides))
+    return TensorRef(ref.name, ref.region, ref.offset, out, ref.layout, ref.pitch, strides)
 
 
 @dataclass(frozen=True)

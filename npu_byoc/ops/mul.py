@@ -1,5 +1,5 @@
-"""MUL: elementwise multiply of two int8 tensors (TFLite's int8 mul), one may be a channel
-vector or a model constant: the convention, extraction into a :class:`QMul` (the extraction it
+"""MUL: elementwise multiply of two int8 tensors (TFLite's int8 mul), either may be broadcast
+(ops.lowering.binary_operands) or a model constant: the convention, extraction into a :class:`QMul` (the extraction it
 shares with ADD is :func:`npu_byoc.ops._qdq._extract_binary`), and lowering to :class:`Mul`."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def _lower_mul(name: str, op: QMul, ifms: list[TensorRef], ofm: TensorRef) -> Np
 
 ENTRY = NpuPattern(
     name="npu.mul",
-    summary="elementwise multiply of two int8 tensors, one may be a [1, 1, 1, C] channel vector or a model constant (TFLite int8 mul)",
+    summary="elementwise multiply of two int8 tensors, either may be broadcast (a channel or pixel vector, a row, a scalar) or a model constant (TFLite int8 mul)",
     anchor_ops=("relax.multiply",),
     conventions=tuple(
         _qdq_unary(lambda x: is_op("relax.multiply")(x, _deq()), "dequantize(a), dequantize(b) → multiply")
@@ -59,7 +59,8 @@ LOWERINGS = {QMul: _lower_mul}
 
 
 def golden_mul(op: Mul, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    # a broadcast ifm2 is (1, 1, C): numpy broadcasting repeats it over H and W
+    # a broadcast ifm2 is (1, 1, C): numpy broadcasting repeats it over H and W (any other
+    # broadcast operand is already the output's shape: a stride-0 view)
     return nx.mul(x, y, op.ifm_zero_point, op.ifm2_zero_point, op.ofm_zero_point, op.multiplier, op.shift,
                   op.act_min, op.act_max)
 

@@ -1,0 +1,148 @@
+"""ADD / MUL with a broadcast beyond the channel vector: a pixel vector [1, H, W, 1], a row, a
+column, a scalar, both operands broadcast, a transformer's per-token vector [1, L, 1] and a
+lower-rank operand. Lowering gives the smaller operand the output's shape with a stride of 0
+along each broadcast axis (ops.lowering.broadcast_view); the DMA repeats its bytes.
+
+Each Relax QDQ module is one NPU partition; its output is TFLite's MUL arithmetic written out
+in numpy (MultiplyByQuantizedMultiplier of the zero-point-corrected product) or the ADD of
+npu_byoc.arch.numerics on the operands broadcast by numpy; the command stream on the stream
+machine and (a few cases) the C model equal the golden model; and it is within 1 LSB of TVM's CPU build (float QDQ). The ConvNeXt / ViT / keyword-transformer LayerNorms are
+checked layer by layer against LiteRT in tests/test_transformer_fixtures.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import npu_byoc
+from npu_byoc.arch import numerics as nx
+from npu_byoc.arch.config import DEFAULT_CONFIG
+from npu_byoc.arch.encoder import Dma
+from npu_byoc.arch.isa import Opcode
+from npu_byoc.codegen.lower import lower_module
+from npu_byoc.codegen.schedule import schedule_partition
+from npu_byoc.ops.composites import npu_functions
+from npu_byoc.partition.pipeline import partition_for_npu
+from npu_byoc.runtime import golden
+from npu_byoc.runtime.machine import Machine
+
+from . import relax_builders as rb
+from .test_mul import _mbqm
+
+# kind -> (first operand's shape, second operand's shape)
+KINDS = {
+    "pixel_vector": ((1, 6, 5, 8), (1, 6, 5, 1)),
+    "pixel_vector_first": ((1, 6, 5, 1), (1, 6, 5, 8)),
+    "row": ((1, 6, 5, 8), (1, 1, 5, 8)),
+    "column": ((1, 6, 5, 8), (1, 6, 1, 8)),
+    "scalar": ((1, 6, 5, 8), (1, 1, 1, 1)),
+    "both": ((1, 6, 5, 1), (1, 1, 1, 8)),
+    "token_vector": ((1, 12, 8), (1, 12, 1)),
+    "lower_rank": ((1, 12, 8), (8,)),
+}
+C_MODEL = {("pixel_vector", "multiply"), ("both", "add"), ("lower_rank", "multiply")}
+SCALES = dict(scale_a=0.5, zp_a=1, scale_b=0.25, zp_b=-2, output_scale=0.75, output_zp=3)
+
+
+def _inputs(kind: str) -> list[np.ndarray]:
+    rng = np.random.default_rng(sorted(KINDS).index(kind))
+    return [rng.integers(-128, 128, s, dtype=np.int8) for s in KINDS[kind]]
+
+
+def _tflite(op: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """TFLite's int8 MUL written out / ADD of numerics, on numpy's broadcast of the operands."""
+    x, y = (a.astype(np.int64) for a in np.broadcast_arrays(x, y))
+    if op == "multiply":
+        m, s = nx.mul_params(SCALES["scale_a"], SCALES["scale_b"], SCALES["output_scale"])
+        out = _mbqm((x - SCALES["zp_a"]) * (y - SCALES["zp_b"]), m, s) + SCALES["output_zp"]
+        return np.clip(out, -128, 127).astype(np.int8)
+    p = nx.add_params(SCALES["scale_a"], SCALES["scale_b"], SCALES["output_scale"])
+    return nx.add(x.astype(np.int8), y.astype(np.int8), SCALES["zp_a"], SCALES["zp_b"], SCALES["output_zp"], p,
+                  -128, 127)  # fmt: skip
+
+
+@pytest.mark.parametrize("op", ["multiply", "add"])
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_broadcast_runs_on_the_npu_as_tflite_computes_it(kind, op):
+    a_shape, b_shape = KINDS[kind]
+    mod = rb.qdq_add(shape=a_shape, b_shape=b_shape, op=op, **SCALES)
+    part = partition_for_npu(mod)
+    assert len(npu_functions(part)) == 1, part.script()
+    x = _inputs(kind)
+    got = npu_byoc.build(part, "golden").run(x)[0]
+    np.testing.assert_array_equal(got, _tflite(op, *x))
+    (plan,) = lower_module(part).values()  # its command stream (the stride-0 DMAs) on the stream machine
+    schedule = schedule_partition(plan, DEFAULT_CONFIG)
+    regions, statuses = golden.run_stream(Machine(DEFAULT_CONFIG), plan, schedule.words(), schedule.constants, x)
+    assert all(st.ok for st in statuses), statuses
+    np.testing.assert_array_equal(golden.read_outputs(plan, regions)[0], got)
+    if (kind, op) in C_MODEL:  # the C model compiled: a few cases (the RTL: the fixtures' cosim)
+        np.testing.assert_array_equal(npu_byoc.build(part, "functional").run(x)[0], got)
+    cpu = npu_byoc.build(mod, "cpu").run(x)[0]
+    assert np.abs(got.astype(int) - cpu.astype(int)).max() <= 1
+
+
+def test_a_pixel_vector_is_a_stride_0_view_and_a_channel_vector_stays_the_unit_s_broadcast():
+    """The pixel vector's channels repeat through a stride of 0 (the unit sees the output's
+    shape); a [1, 1, 1, C] vector keeps the unit's own IFM2_BROADCAST (no repeated DMA)."""
+    (plan,) = lower_module(partition_for_npu(rb.qdq_add(shape=(1, 6, 5, 8), b_shape=(1, 6, 5, 1), op="multiply"))).values()
+    (op,) = plan.ops
+    assert not op.broadcast and op.ifm2.shape == op.ofm.shape and op.ifm2.box_strides == (5, 1, 0)
+    (plan,) = lower_module(partition_for_npu(rb.qdq_add(shape=(1, 6, 5, 8), b_shape=(1, 1, 1, 8)))).values()
+    assert plan.ops[0].broadcast and plan.ops[0].ifm2.shape == (1, 1, 8)
+
+
+def test_a_scalar_constant_is_stored_as_a_channel_vector():
+    """A scalar (or any constant broadcast over the channels) is stored repeated along them, so
+    the unit broadcasts it itself instead of a DMA copying a byte per cycle; exact all the same."""
+    x = _inputs("scalar")[0]
+    mod = rb.qdq_add(shape=(1, 6, 5, 8), b_const=np.array([[[[-7]]]], np.int8), op="multiply", **SCALES)
+    part = partition_for_npu(mod)
+    (plan,) = lower_module(part).values()
+    assert plan.ops[0].broadcast and plan.ops[0].ifm2.shape == (1, 1, 8)
+    got = npu_byoc.build(part, "golden").run([x])[0]
+    np.testing.assert_array_equal(got, _tflite("multiply", x, np.full((1, 1, 1, 1), -7, np.int8)))
+
+
+@pytest.mark.parametrize("build, shapes", [
+    (lambda: rb.qdq_add(b_shape=(1, 8, 1, 4)), [(1, 8, 8, 4), (1, 8, 1, 4)]),
+    (lambda: rb.qdq_add(op="multiply", b_shape=(1, 1, 8, 1)), [(1, 8, 8, 4), (1, 1, 8, 1)]),
+    (lambda: rb.qdq_add(b_const=rb.rng_weights((1, 1, 8, 4), seed=3)), [(1, 8, 8, 4)]),
+], ids=["add_column", "mul_row_of_pixels", "add_constant_row"])  # fmt: skip
+def test_broadcasts_once_refused_are_offloaded(build, shapes):
+    """The broadcasts test_patterns_relax used to expect refused ("broadcasts only a channel
+    vector") run on the NPU within 1 LSB of TVM's CPU build."""
+    mod = build()
+    part = partition_for_npu(mod)
+    assert len(npu_functions(part)) == 1, part.script()
+    rng = np.random.default_rng(11)
+    x = [rng.integers(-128, 128, s, dtype=np.int8) for s in shapes]
+    got = npu_byoc.build(part, "golden").run(x)[0]
+    cpu = npu_byoc.build(mod, "cpu").run(x)[0]
+    assert np.abs(got.astype(int) - cpu.astype(int)).max() <= 1
+
+
+@pytest.fixture(scope="module")
+def rtl():
+    from npu_byoc.runtime import verilator as V
+
+    return V.VerilatorNpu(DEFAULT_CONFIG)
+
+
+@pytest.mark.parametrize("kind", ["both", "token_vector"])
+def test_stride_0_dmas_on_the_rtl(rtl, kind):
+    """The broadcast's stream on the RTL: the golden model's output, and the cycles of the
+    analytic model (a stride-0 innermost axis copies a byte per cycle, cycles.dma_cycles)."""
+    from npu_byoc.arch import cycles
+
+    (plan,) = lower_module(partition_for_npu(rb.qdq_add(shape=KINDS[kind][0], b_shape=KINDS[kind][1],
+                                                        op="multiply", **SCALES))).values()  # fmt: skip
+    x = _inputs(kind)
+    schedule = schedule_partition(plan, DEFAULT_CONFIG)
+    dmas = [s for s in schedule.steps if isinstance(s, Dma) and s.direction == Opcode.DMA_IN]
+    assert any(d.stride0 == 0 and d.n0 > 1 for d in dmas)  # a pixel / token value repeated along C
+    regions, statuses = golden.run_stream(rtl, plan, schedule.words(), schedule.constants, x)
+    assert statuses[0].ok, statuses
+    np.testing.assert_array_equal(golden.read_outputs(plan, regions)[0], golden.run_plan(plan, x)[0])
+    assert statuses[0].cycles == cycles.stream_cycles(schedule.steps, DEFAULT_CONFIG)
