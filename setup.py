@@ -12,7 +12,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-HW_SOURCES = {"rtl": ("*.v", "*.vh"), "sim": ("*.cc", "*.h")}
+HW_SOURCES = {"rtl": ("*.v", "*.vh"), "sim": ("*.cc", "*.h", "*.vlt")}
 
 
 class BuildPyWithHardware(build_py):

@@ -1,5 +1,6 @@
 """Waveforms of a window (`npu-byoc cosim --trace FILE.vcd --trace-layers NAME`): a valid VCD
-of every RTL signal, the MAC array's among them, sampled only in the layer's cycles (checked
+of the RTL's signals (hw/sim/npu_trace.vlt leaves out block-local temporaries and the per-tap
+operand addresses), the MAC array's among them, sampled only in the layer's cycles (checked
 against the command timeline of the same run). What the trace costs is bench/waveform.py's."""
 
 import json
@@ -10,17 +11,15 @@ import pytest
 
 from npu_byoc.cli import main
 from npu_byoc.frontends.bundled import bundled_model
+from npu_byoc.runtime import verilator
 
 TINY = bundled_model("tiny_cnn")
 LAYER = "tiny_cnn_1/conv_valid_1/Relu"  # a 3x3 conv in the middle of the stream
 
 
-def parse_vcd(text: str) -> tuple[str, dict[str, str], list[tuple[int, list[tuple[str, str]]]]]:
-    """(timescale, id -> hierarchical name, [(time, [(id, value)])]); asserts the syntax."""
-    head, sep, body = text.partition("$enddefinitions $end")
-    assert sep, "no $enddefinitions"
-    timescale = re.search(r"\$timescale\s+(\S+)\s+\$end", head).group(1)
-    names, scope = {}, []
+def declarations(head: str) -> list[tuple[str, str]]:
+    """[(id, hierarchical name)] of a VCD header, aliases (one id, several names) included."""
+    out, scope = [], []
     for m in re.finditer(r"\$(scope|upscope|var)\b(.*?)\$end", head, re.S):
         kind, tokens = m.group(1), m.group(2).split()
         if kind == "scope":
@@ -29,8 +28,19 @@ def parse_vcd(text: str) -> tuple[str, dict[str, str], list[tuple[int, list[tupl
             scope.pop()
         else:
             assert len(tokens) >= 4 and int(tokens[1]) > 0, tokens  # type, width, id, name
-            names.setdefault(tokens[2], ".".join([*scope, tokens[3]]))
+            out.append((tokens[2], ".".join([*scope, tokens[3]])))
     assert not scope, "unbalanced $scope"
+    return out
+
+
+def parse_vcd(text: str) -> tuple[str, dict[str, str], list[tuple[int, list[tuple[str, str]]]]]:
+    """(timescale, id -> hierarchical name, [(time, [(id, value)])]); asserts the syntax."""
+    head, sep, body = text.partition("$enddefinitions $end")
+    assert sep, "no $enddefinitions"
+    timescale = re.search(r"\$timescale\s+(\S+)\s+\$end", head).group(1)
+    names = {}
+    for ident, name in declarations(head):
+        names.setdefault(ident, name)
     samples: list = []
     for line in body.split("\n"):
         line = line.strip()
@@ -59,11 +69,12 @@ def traced(tmp_path_factory):
     assert main(argv) == 0
     report = json.loads((d / "r.json").read_text())
     timeline = json.loads((d / "t.json").read_text())
-    return parse_vcd((d / "w.vcd").read_text()), report, timeline
+    text = (d / "w.vcd").read_text()
+    return parse_vcd(text), report, timeline, {name for _, name in declarations(text.partition("$enddefinitions")[0])}
 
 
 def test_the_vcd_holds_the_mac_array_and_only_the_layers_cycles(traced):
-    (timescale, names, samples), report, timeline = traced
+    (timescale, names, samples), report, timeline, _ = traced
     assert timescale == "1ns"
     assert any(".mac.array." in n for n in names.values())  # the MAC array, the DMA, the command processor
     assert any(".dma." in n for n in names.values()) and any(".cmdproc." in n for n in names.values())
@@ -84,6 +95,38 @@ def test_the_vcd_holds_the_mac_array_and_only_the_layers_cycles(traced):
     # the MAC array computes in the window: its signals change from sample to sample
     mac = {i for i, n in names.items() if ".mac." in n}
     assert sum(1 for _, changes in samples[1:] if any(i in mac for i, _ in changes)) > len(samples) // 2
+
+
+# what a hardware engineer looks at, unit by unit (docs/waveforms.md "Which signals matter")
+NEEDED = [
+    "npu.npu_top.mac.array.en", "npu.npu_top.mac.array.act_valid", "npu.npu_top.mac.array.w[0]",  # taps, operands
+    "npu.npu_top.mac.act_en[0]", "npu.npu_top.w_data[0]", "npu.npu_top.mac.t", "npu.npu_top.mac.toff",
+    "npu.npu_top.mac.col_abase[0]", "npu.npu_top.mac.lane_wbase[0]", "npu.npu_top.mac.row_k[0]",
+    "npu.npu_top.mac.p2_acc[0]", "npu.npu_top.mac.p2_valid", "npu.npu_top.mac.d_ch0[0]", "npu.npu_top.mac.d_row",
+    "npu.npu_top.out_data[0]", "npu.npu_top.out_en[0]", "npu.npu_top.out_addr[0]",  # the requantize units
+    "npu.npu_top.mac.requant_addr", "npu.npu_top.mac.ofm_zero_point", "npu.npu_top.mac.act_min",
+    "npu.npu_top.dma.mem_valid", "npu.npu_top.dma.mem_addr", "npu.npu_top.dma.busy", "npu.npu_top.dma.outstanding",
+    "npu.npu_top.cmdproc.cur_index", "npu.npu_top.cmdproc.state", "npu.npu_top.cmdproc.cmd_opcode",
+    "npu.npu_top.status",
+]  # fmt: skip
+
+
+def test_the_vcd_keeps_the_signals_that_matter_and_drops_the_temporaries(traced):
+    (_, _, samples), _, _, present = traced
+    assert [n for n in NEEDED if n not in present] == []
+    dropped = [n for n in present if ".mac.engine." in n or ".sram.w_gather." in n or n.endswith(".act_addr[0]")
+               or n.endswith(".rq_bias[0]")]  # fmt: skip
+    assert dropped == []
+    # tiny_cnn's 3x3 conv changes 179 values a cycle when every signal is dumped, 22 with
+    # hw/sim/npu_trace.vlt's selection (both counted from the VCDs)
+    assert sum(len(changes) for _, changes in samples[1:]) / (len(samples) - 1) < 60
+
+
+def test_the_signal_selection_keys_the_traced_build_only(tmp_path, monkeypatch):
+    plain, traced = verilator.build_key(), verilator.build_key(waveform="vcd")
+    (tmp_path / "npu_trace.vlt").write_text("`verilator_config\n")
+    monkeypatch.setattr(verilator, "TRACE_CONFIG", tmp_path / "npu_trace.vlt")
+    assert verilator.build_key() == plain and verilator.build_key(waveform="vcd") != traced
 
 
 @pytest.mark.parametrize("argv, needle", [

