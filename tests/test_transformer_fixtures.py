@@ -167,3 +167,18 @@ def test_onnx_fixture_against_onnxruntime(name):
     meta = json.loads(str(np.load(model_path(name).with_suffix(".npz"))["meta"]))
     assert meta["quantize_static"]["quant_format"] == "QDQ"
     assert any(o.op == "Conv" for o in model_info(mod).ops)
+
+
+def test_compare_reads_an_nchw_sequence_partition_channel_last():
+    """`npu-byoc compare` on the ViT: its first partition holds the [1, 64, 32] token sequence as
+    an NCHW sequence (the LayerNorm MEAN's reading), stored channel-last. The first NPU layer (the
+    position-embedding ADD, fed the same input on both sides) matches TVM's CPU build; read
+    without the transpose it showed 152 LSB."""
+    from npu_byoc.runtime.compare import compare
+
+    name = "vit_tiny_int8.tflite"
+    x = reference(name)["inputs"][0]
+    report = compare(npu_byoc.load_model(model_path(name)), x)
+    first = next(r for r in report.layers if r.layer.endswith("pos_embed_1/add"))
+    assert first.golden_vs_cpu.max_lsb <= 1
+    assert max(r.golden_vs_cpu.max_lsb for r in report.layers) <= 16  # drift along 2 blocks, not a misread

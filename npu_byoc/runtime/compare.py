@@ -210,7 +210,8 @@ def output_scales(mod: tvm.IRModule) -> list[float | None]:
 
 
 def _layer_flat(value: np.ndarray, nchw: bool) -> np.ndarray:
-    """TVM's tensor of a layer in the NPU's H x W x C order, flattened."""
-    if value.ndim == 4 and nchw:
-        value = value[0].transpose(1, 2, 0)
+    """TVM's tensor of a layer in the NPU's H x W x C order, flattened: an NCHW partition holds
+    [N, C, H, W] and the sequences [N, C, L] channel-last."""
+    if value.ndim in (3, 4) and nchw:
+        value = np.moveaxis(value[0], 0, -1)
     return value.reshape(-1)
