@@ -140,8 +140,6 @@ def conv_groups(op: QConv2D, hw: HwConfig) -> str | None:
     if op.groups == op.in_channels and op.out_channels != op.in_channels:
         m = op.out_channels // op.in_channels
         return f"depthwise conv2d with channel multiplier {m}: NPU supports multiplier 1"
-    if op.groups != op.in_channels:
-        return f"grouped conv2d (groups={op.groups}): NPU supports groups 1 or depthwise"
     return None
 
 
