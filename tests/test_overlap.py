@@ -9,14 +9,12 @@ counts pin the timing rules of docs/cosim.md §5.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from npu_byoc.arch.encoder import Dma, Kick, encode
-from npu_byoc.codegen.overlap import WAIT, overlap, touched, wait
+from npu_byoc.codegen.overlap import WAIT, touched, wait
 from npu_byoc.codegen.schedule import schedule_partition
 from npu_byoc.arch.config import DEFAULT_CONFIG, HwConfig, configure
 from npu_byoc.arch.isa import Opcode, Reg, Region, Status
@@ -243,22 +241,3 @@ def test_a_first_layer_computes_while_its_input_is_still_loading(rtl, plans):
     assert all(inputs[t + 1][0] < convs[t][0] for t in range(3))
     assert schedule_partition(plan, HW, overlapped=False).tilings[0].rows == 48
     assert_specs_agree(rtl, plan, schedule, random_inputs(plan, 4), HW, "mobilenet_v2 first conv in row tiles")
-
-
-@pytest.mark.parametrize("ext,hoisted", [(4096, True), (8, False), (0, False)])
-def test_a_load_passes_a_store_to_the_same_region_only_clear_of_its_bytes(ext, hoisted):
-    """A DMA_IN from SCRATCH moves ahead of a DMA_OUT to SCRATCH (and the kick before it) only
-    when the bytes it reads lie outside the span the DMA_OUT writes: a grouped conv's next
-    channel slice of its input loads while the last group's output slice leaves. The store is
-    a channel slice (8 bytes a pixel, pitch 32: bytes 0..231); a load of the next slice (from
-    byte 8) interleaves with it and stays behind, as does one of the same bytes."""
-    lut = {Reg.OFM_H: 1, Reg.OFM_W: 1, Reg.OFM_C: 64, Reg.LUT_ADDR: 4096}
-    first = Kick.make(Opcode.LUT, lut | {Reg.IFM_ADDR: 0, Reg.OFM_ADDR: 1024})
-    store = Dma(Opcode.DMA_OUT, int(Region.SCRATCH), 0, 1024, 8, 8, 1, 1, 32, 0)
-    load = Dma(Opcode.DMA_IN, int(Region.SCRATCH), ext, 2048, 8, 8, 1, 1, 32, 0)
-    second = Kick.make(Opcode.LUT, lut | {Reg.IFM_ADDR: 2048, Reg.OFM_ADDR: 3072})
-    steps, _ = overlap([first, store, load, second], [0, 0, 1, 1], 16, HW.dma_queue_depth, HW)
-    order = [s for s in steps if not (isinstance(s, Kick) and s.opcode == Opcode.WAIT_DMA)]
-    moved = [replace(load, background=True), first, replace(store, background=True), second]
-    kept = [first, replace(store, background=True), replace(load, background=True), second]
-    assert order == (moved if hoisted else kept)

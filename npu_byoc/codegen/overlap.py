@@ -11,9 +11,7 @@ hardware checks no hazard, so this pass keeps the stream's meaning that of the s
    transfer, so they can be prefetched together;
 1. *prefetch*: DMA_INs move ahead of compute kicks, so they run while the array computes.
    A DMA_IN moves only ahead of steps it commutes with (their SRAM bytes untouched by it, no
-   DMA_OUT among them writing the external bytes it reads: their bounding spans in the region
-   apart, so a grouped conv's next input slice may pass the last group's output slice on its
-   way out). With a queue (depth > 1) the pass walks
+   DMA_OUT among them writing the region it reads). With a queue (depth > 1) the pass walks
    the schedule on the cycle model's clock (``_prefetch_timed``): before each kick it issues
    the following DMA_INs, in schedule order, as long as the queue has a free slot at that
    cycle besides one kept for a DMA_OUT — however many kicks ahead they are, as far as the
