@@ -107,24 +107,8 @@ def _commutes(dma_in: Dma, step: Step) -> bool:
     if _meets(touched(dma_in)[1], reads + writes):
         return False
     # a DMA_OUT may write the external bytes this DMA_IN reads (CONST is never written)
-    return not (isinstance(step, Dma) and step.direction == Opcode.DMA_OUT and _external_overlap(step, dma_in))
-
-
-def _external_span(d: Dma) -> tuple[int, int] | None:
-    """[lo, hi) bounding the external bytes ``d`` touches; None when a stride is negative."""
-    if min(d.stride0, d.stride1, d.stride2) < 0:
-        return None
-    last = (d.n2 - 1) * d.stride2 + (d.n1 - 1) * d.stride1 + (d.n0 - 1) * d.stride0
-    return d.ext_addr, d.ext_addr + last + 1
-
-
-def _external_overlap(dma_out: Dma, dma_in: Dma) -> bool:
-    """May ``dma_out`` write external bytes ``dma_in`` reads? (their bounding spans in one
-    region meet; CONST is never written)"""
-    if dma_in.region == int(Region.CONST) or dma_out.region != dma_in.region:
-        return False
-    a, b = _external_span(dma_out), _external_span(dma_in)
-    return a is None or b is None or _meets([a], [b])
+    return not (isinstance(step, Dma) and step.direction == Opcode.DMA_OUT
+                and dma_in.region != int(Region.CONST) and step.region == dma_in.region)  # fmt: skip
 
 
 def _contiguous(d: Dma) -> bool:
@@ -230,7 +214,7 @@ def _prefetch_timed(steps: list[Step], depth: int, hw) -> tuple[list[Step], list
             blocked_at = None  # kicks passed when the first DMA_IN was left behind
             kicks = 0
             reads: list[Span] = []  # what the steps a candidate would pass touch
-            outs: list[Dma] = []  # the DMA_OUTs a candidate would pass
+            out_regions: set[int] = set()
             for j in range(i, n):
                 if outstanding() >= depth - 1:
                     break
@@ -241,7 +225,7 @@ def _prefetch_timed(steps: list[Step], depth: int, hw) -> tuple[list[Step], list
                     if blocked_at is not None and kicks - blocked_at >= SKIP_KICKS:
                         break
                     w = spans[j][1]
-                    ok = not _meets(w, reads) and not any(_external_overlap(o, t) for o in outs)
+                    ok = not _meets(w, reads) and (t.region == int(Region.CONST) or t.region not in out_regions)
                     if ok:
                         emit(j)
                         continue
@@ -250,7 +234,7 @@ def _prefetch_timed(steps: list[Step], depth: int, hw) -> tuple[list[Step], list
                 r, w = spans[j]
                 reads += r + w
                 if isinstance(t, Dma) and t.direction == Opcode.DMA_OUT:
-                    outs.append(t)
+                    out_regions.add(t.region)
                 if isinstance(t, Kick) and t.opcode != Opcode.WAIT_DMA:
                     kicks += 1
         emit(i)
