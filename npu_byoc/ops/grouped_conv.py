@@ -56,7 +56,7 @@ class GroupedConv2D(_Convolution, Phased):
     tiling: Tiling | None = None  # the tiling of every group's conv
     dilation: tuple[int, int] = (1, 1)  # the model's: ``weights`` hold the zero-inserted kernel
     kind: str = field(default="grouped_conv2d", init=False)
-    double_buffered_phases: ClassVar[bool] = True  # group g + 1's slice loads while group g computes
+    double_buffered_phases: ClassVar[bool] = True  # group g + 1's weights load while group g computes
 
     @property
     def macs(self) -> int:
