@@ -34,7 +34,7 @@ from .tiling import (
     ALIGN, KINDS, SPATIAL_KIND, align, check_geometry, choose_tiling, sram_layout, tile_sram_bytes, work_buffers,
 )  # fmt: skip
 from .tile_steps import (
-    SECOND_IFM, SECOND_OFM, SECOND_REQUANT, SECOND_WEIGHTS, Constants, NotResident, TileIo, constants_of, op_steps,
+    SECOND_IFM, SECOND_REQUANT, SECOND_WEIGHTS, Constants, NotResident, TileIo, constants_of, op_steps,
 )  # fmt: skip
 from ..ops.npu_ops import Conv2D, FullyConnected, NpuOp, Phased, TensorRef, Tiling
 
@@ -156,9 +156,6 @@ def _double_buffers(op: NpuOp, tiling: Tiling, resident=()) -> dict[str, int]:
         bufs |= {SECOND_WEIGHTS: bufs["weights"], SECOND_REQUANT: bufs["requant"]}
     if "ifm" in bufs and tiling.rows < KINDS[type(op)].rows(op):
         bufs |= {SECOND_IFM: bufs["ifm"]}
-    if isinstance(op, Phased) and op.double_buffered_phases and len(op.phases) > 1:  # phases alternate them all
-        seconds = {"ifm": SECOND_IFM, "weights": SECOND_WEIGHTS, "requant": SECOND_REQUANT, "ofm": SECOND_OFM}
-        bufs |= {second: bufs[name] for name, second in seconds.items() if name in bufs}
     return bufs
 
 

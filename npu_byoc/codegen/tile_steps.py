@@ -30,7 +30,6 @@ from ..ops.registry import NPU_OPS
 
 SECOND_WEIGHTS, SECOND_REQUANT = "weights (2nd)", "requant (2nd)"  # double-buffered channel blocks
 SECOND_IFM = "ifm (2nd)"  # double-buffered row tiles of a staged input
-SECOND_OFM = "ofm (2nd)"  # double-buffered phases (Phased.double_buffered_phases)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -93,14 +92,6 @@ class TileIo:
         """The same buffers with the second weight and requantize buffers in place of the first
         (double-buffered channel blocks: the next block loads while this one computes)."""
         swap = {"weights": self.sram[SECOND_WEIGHTS], "requant": self.sram[SECOND_REQUANT]}
-        return TileIo(self.sram | swap, self.resident)
-
-    def second_phase(self) -> "TileIo":
-        """Every second buffer there is in place of the first (double-buffered phases: the next
-        phase's input and weights load, and this phase's output leaves, while one computes)."""
-        swap = {name: self.sram[second] for name, second in (("ifm", SECOND_IFM), ("weights", SECOND_WEIGHTS),
-                                                               ("requant", SECOND_REQUANT), ("ofm", SECOND_OFM))
-                if second in self.sram}  # fmt: skip
         return TileIo(self.sram | swap, self.resident)
 
     def load(self, steps: list[Step], name: str, ref: TensorRef, *box: int) -> int:
@@ -288,9 +279,8 @@ def op_steps(op: NpuOp, tiling: Tiling, io: TileIo, consts: dict[str, tuple[int,
     """The steps of one op: its LUT once, per channel block its weights and requantize block,
     then its row tiles. A phased op: the steps of each of its phases."""
     if isinstance(op, Phased):
-        return [step for k, (p, c) in enumerate(zip(op.phases, consts["phases"]))
-                for step in op_steps(p, Tiling(min(tiling.rows, KINDS[type(p)].rows(p)), tiling.channels),
-                                     io.second_phase() if k % 2 and op.double_buffered_phases else io, c)]
+        return [step for p, c in zip(op.phases, consts["phases"])
+                for step in op_steps(p, Tiling(min(tiling.rows, KINDS[type(p)].rows(p)), tiling.channels), io, c)]
     kind, emit_tile = KINDS[type(op)], TILE_STEPS[type(op)]
     rows, channels = kind.rows(op), kind.channels(op)
     steps: list[Step] = []
@@ -311,4 +301,4 @@ def op_steps(op: NpuOp, tiling: Tiling, io: TileIo, consts: dict[str, tuple[int,
 
 
 __all__ = ["TileIo", "Constants", "NotResident", "TILE_STEPS", "TILE_STEPS_BY_KIND", "constants_of", "op_steps", "SECOND_WEIGHTS",
-           "SECOND_REQUANT", "SECOND_IFM", "SECOND_OFM"]
+           "SECOND_REQUANT", "SECOND_IFM"]

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from functools import cached_property
-from typing import ClassVar
 
 import numpy as np
 
@@ -56,7 +55,6 @@ class GroupedConv2D(_Convolution, Phased):
     tiling: Tiling | None = None  # the tiling of every group's conv
     dilation: tuple[int, int] = (1, 1)  # the model's: ``weights`` hold the zero-inserted kernel
     kind: str = field(default="grouped_conv2d", init=False)
-    double_buffered_phases: ClassVar[bool] = True  # group g + 1's weights load while group g computes
 
     @property
     def macs(self) -> int:

@@ -112,11 +112,7 @@ class Phased(NpuOp):
     """An op the NPU runs as a sequence of simpler ops, its ``phases``: each reads a box of the
     op's input and writes a box of its output (TensorRef.box). The scheduler runs the phases
     one after the other in the same buffers; the golden model computes the op whole, by its own
-    definition, so the phases are checked against it. ``double_buffered_phases``: the phases
-    alternate two sets of buffers where the SRAM has room (each phase reads and writes its own
-    slices, so the next one's loads may run while one computes)."""
-
-    double_buffered_phases: bool = False
+    definition, so the phases are checked against it."""
 
     @property
     def phases(self) -> list:
