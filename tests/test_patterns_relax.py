@@ -109,6 +109,7 @@ POSITIVE = [
     ("qdq_conv2d_relu", lambda: rb.qdq_conv2d(relu=True), "npu.conv2d", "qdq"),
     ("qdq_conv2d_per_tensor_weights", lambda: rb.qdq_conv2d(weight_scale=0.01), "npu.conv2d", "qdq"),
     ("qdq_depthwise", lambda: rb.qdq_conv2d(groups=4, out_channels=4), "npu.depthwise_conv2d", "qdq"),
+    ("qdq_grouped", lambda: rb.qdq_conv2d(groups=2, in_channels=8, out_channels=8), "npu.grouped_conv2d", "qdq"),
     ("int32_conv2d", lambda: rb.int32_conv2d(), "npu.conv2d", "int32-accumulate"),
     ("int32_conv2d_bias_clip", lambda: rb.int32_conv2d(bias=BIAS8, clip=(-128, 100)), "npu.conv2d", "int32-accumulate+bias+clip"),
     ("int32_conv2d_per_tensor", lambda: rb.int32_conv2d(weight_scale=0.01), "npu.conv2d", "int32-accumulate"),
@@ -418,11 +419,6 @@ NEGATIVE = [
         "conv_stride_4",
         lambda: rb.qdq_conv2d(strides=4, input_hw=(16, 16)),
         f"conv2d stride (4, 4): NPU supports strides 1..{DEFAULT_CONFIG.max_stride}",
-    ),
-    (
-        "conv_grouped",
-        lambda: rb.qdq_conv2d(groups=2, in_channels=8, out_channels=8),
-        "grouped conv2d (groups=2): NPU supports groups 1 or depthwise",
     ),
     (
         "depthwise_multiplier_2",

@@ -34,6 +34,10 @@ synthetic 10-class task, calibrated on its 64 calibration inputs):
     SqueezeNet-style (1x3x16x16): conv 3x3, MaxPool 3/2 ceil_mode=1 (16 -> 8, floor would give
     7), a fire module (squeeze 1x1, expand 1x1 and 3x3, Concat), AveragePool 3/2 ceil_mode=1
     (8 -> 4), conv 1x1.
+``grouped_conv_qdq.onnx``
+    RegNet-X-style grouped convolutions (NCHW 1x3x8x8): stem conv 3x3 (16), Conv 3x3 group=2,
+    Conv 3x3/2 group=4 (16 -> 32: 4 -> 8 channels per group), Conv 3x3 group=16 (2 per group,
+    C/2), conv 1x1 (10).
 ``layernorm_qdq.onnx``
     Opset 17 (1x3x8x8): patch conv 2x2/2, Reshape + Transpose to 16 tokens of 16,
     LayerNormalization(axis=-1), MatMul 16x32, Relu, MatMul 32x16.
@@ -248,6 +252,17 @@ def ceil_pool_float_onnx():
     return mm._float_onnx_model("ceil_pool", nodes, inits, [1, 3, 16, 16], [1, 10, 4, 4])
 
 
+def grouped_conv_float_onnx():
+    weight, node, nodes, inits = _onnx_builder(mm.SEED + 3)
+    x = _conv(weight, node, "input", "stem", 3, 16, k=3)
+    x = _conv(weight, node, x, "g2", 16, 16, k=3, group=2)
+    x = _conv(weight, node, x, "g4_s2", 16, 32, k=3, stride=2, group=4)
+    x = _conv(weight, node, x, "g16", 32, 32, k=3, group=16)
+    _conv(weight, node, x, "head", 32, 10, relu=False)
+    nodes[-1].output[0] = "output"
+    return mm._float_onnx_model("grouped_conv", nodes, inits, [1, 3, 8, 8], [1, 10, 4, 4])
+
+
 def layernorm_float_onnx():
     weight, node, nodes, inits = _onnx_builder(mm.SEED + 2)
     x = _conv(weight, node, "input", "patch", 3, 16, k=2, stride=2, relu=False, pad=0)
@@ -264,6 +279,7 @@ def layernorm_float_onnx():
 ONNX = {
     "channel_shuffle_qdq": (channel_shuffle_float_onnx, (8, 8, 3), "ShuffleNetV2 unit, channel shuffle (rank-5 Reshape, Transpose)"),
     "ceil_pool_qdq": (ceil_pool_float_onnx, (16, 16, 3), "SqueezeNet-style MaxPool/AveragePool ceil_mode=1, fire module"),
+    "grouped_conv_qdq": (grouped_conv_float_onnx, (8, 8, 3), "RegNet-X-style Conv group=2, 4 and C/2"),
     "layernorm_qdq": (layernorm_float_onnx, (8, 8, 3), "opset 17 LayerNormalization over 16 tokens"),
 }
 

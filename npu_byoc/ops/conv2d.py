@@ -134,14 +134,12 @@ def conv_padding(op: QConv2D, hw: HwConfig) -> str | None:
 
 
 def conv_groups(op: QConv2D, hw: HwConfig) -> str | None:
-    """Groups is 1 (standard) or equal to the channel count with multiplier 1 (depthwise)."""
+    """Groups is 1 (standard) or equal to the channel count with multiplier 1 (depthwise); 1 < groups < channels is npu.grouped_conv2d."""
     if op.groups == 1:
         return None
     if op.groups == op.in_channels and op.out_channels != op.in_channels:
         m = op.out_channels // op.in_channels
         return f"depthwise conv2d with channel multiplier {m}: NPU supports multiplier 1"
-    if op.groups != op.in_channels:
-        return f"grouped conv2d (groups={op.groups}): NPU supports groups 1 or depthwise"
     return None
 
 
@@ -202,6 +200,11 @@ def _is_depthwise(op: QConv2D) -> bool:
     return op.groups > 1 and op.groups == op.in_channels
 
 
+def _is_grouped(op: QConv2D) -> bool:
+    """1 < groups < channels: npu.grouped_conv2d's (npu_byoc.ops.grouped_conv)."""
+    return 1 < op.groups < op.in_channels
+
+
 _CONV_CHECKS = (*C.COMMON, *C.WEIGHTED, C.requant_left_shift_fits(_lower_conv), conv_groups, conv_kernel, conv_stride,
                 conv_dilation, conv_padding, conv_channels)
 
@@ -213,7 +216,7 @@ ENTRY = NpuPattern(
     conventions=_CONV_CONVENTIONS,
     extract=_extract_conv2d,
     checks=_CONV_CHECKS,
-    applies=lambda op: not _is_depthwise(op),
+    applies=lambda op: not _is_depthwise(op) and not _is_grouped(op),
 )
 
 

@@ -11,7 +11,7 @@ import numpy as np
 from ..arch.config import HwConfig
 from ..arch.isa import Region
 from ..arch.limits import batch_of, binary_layout, hwc, per_image
-from .npu_ops import Conv2D, DepthwiseConv2D, Mean, TensorRef, TransposeConv2D
+from .npu_ops import Conv2D, DepthwiseConv2D, Mean, Phased, TensorRef
 
 
 def lower_alone(op, hw: HwConfig, lower, layout: str = "NHWC"):
@@ -35,11 +35,11 @@ def _inputs(op) -> list:
 
 def left_shift_wrap(npu_op) -> str | None:
     """Where a lowered op's requantize can wrap: the worst-case int32 accumulator (conv,
-    depthwise, each transposed-conv phase: sum |w| · max|x − zp| + |bias|; MEAN: n · max|x − zp|)
+    depthwise, each transposed-conv phase or conv group: sum |w| · max|x − zp| + |bias|; MEAN: n · max|x − zp|)
     times 2^shift for a positive (left) shift reaches 2^31. None: no input can wrap it. Fully
     connected multiplies by a double below 1 and ADD / MUL shifts are bounded: never."""
 
-    if isinstance(npu_op, TransposeConv2D):  # each output phase sums only its own taps
+    if isinstance(npu_op, Phased):  # each phase (output phase, group) sums only its own taps
         return next(filter(None, map(left_shift_wrap, npu_op.phases)), None)
     if not isinstance(npu_op, (Conv2D, DepthwiseConv2D, Mean)):
         return None

@@ -257,7 +257,8 @@ def _skip_qdq(producers, info: ModelInfo, qdq: set[int]) -> list[int]:
     return sorted(out)
 
 
-_ANCHORS = {a: p.name for p in PATTERN_TABLE for a in p.anchor_ops}
+# a Relax op -> the first entry it anchors (conv2d: npu.conv2d, not a variant's)
+_ANCHORS = {a: p.name for p in reversed(PATTERN_TABLE) for a in p.anchor_ops}
 
 DYNAMIC_QUANTIZE = "DynamicQuantizeLinear"
 _STATIC = "the NPU's requantize needs them at compile time (quantize the model statically, e.g. onnxruntime's quantize_static)"

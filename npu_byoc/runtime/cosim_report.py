@@ -56,7 +56,7 @@ LONG_RUN = 4096  # bytes: the contiguous run the roofline's sustained bandwidths
 
 OP_CLASSES = ("conv", "pointwise", "transpose_conv", "depthwise", "fc", "pool", "mean", "add", "mul", "lut", "gather",
               "resize", "softmax")
-MAC_CLASSES = ("conv", "pointwise", "transpose_conv", "depthwise", "fc")
+MAC_CLASSES = ("conv", "pointwise", "transpose_conv", "depthwise", "fc", "grouped_conv")
 CLASS_NAMES = {
     "conv": "standard conv",
     "pointwise": "pointwise conv (1x1)",
@@ -374,7 +374,8 @@ def summarize(layers: Sequence[LayerResult], hw: HwConfig, wall: float = 0.0, se
 # ---------------------------------------------------------------------------------------------
 # The plot
 
-CLASS_COLOURS = {"conv": "#1f77b4", "pointwise": "#2ca02c", "depthwise": "#ff7f0e", "fc": "#9467bd"}
+CLASS_COLOURS = {"conv": "#1f77b4", "pointwise": "#2ca02c", "depthwise": "#ff7f0e", "fc": "#9467bd",
+                 "grouped_conv": "#8c564b"}
 
 
 def plot_utilization(report: CosimReport, path: str | Path) -> None:
