@@ -1,0 +1,142 @@
+"""Patchify convolutions above the NPU's strides (npu_byoc.ops.patchify): a k x k / k conv as
+space-to-depth (strided copies into channel slices) and a 1x1 conv, on existing ops.
+
+* the 1x1 conv over the space-to-depth with the rearranged kernel is the k x k / k conv of its
+  definition (numpy loops);
+* Relax modules: a QDQ 4x4/4, 5x5/5 and 8x8/8 conv in NHWC, offloaded whole, golden == C model
+  (== the RTL, slow), within 1 LSB of TVM's CPU build (its float conv);
+* the fixtures' stride-4 convs (ViT's patch embedding, ConvNeXt's stem) fed LiteRT's own input
+  give LiteRT's output tensor exactly (the per-layer contract, .tensors.npz);
+* what the rewrite leaves alone (overlapping windows, padding) keeps its stride reason.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tvm import relax
+from tvm.relax import op as R
+
+import npu_byoc
+from npu_byoc.codegen.lower import lower_module
+from npu_byoc.frontends.load import model_info
+from npu_byoc.ops.patchify import patch_weights
+from npu_byoc.partition.pipeline import partition_log
+from npu_byoc.runtime import golden
+
+from .conftest import model_path, op_expected
+
+_built: dict = {}
+
+
+def _build(key, make, backend: str):
+    if (key, backend) not in _built:
+        _built[key, backend] = npu_byoc.build(make(), backend)
+    return _built[key, backend]
+
+
+def _direct_conv(x, w_ohwi, k: int) -> np.ndarray:
+    """k x k / k convolution of an (H, W, C) map by its definition."""
+    h, w, _ = x.shape
+    out = np.zeros((h // k, w // k, w_ohwi.shape[0]), np.int64)
+    for i in range(h // k):
+        for j in range(w // k):
+            patch = x[i * k : (i + 1) * k, j * k : (j + 1) * k].astype(np.int64)
+            out[i, j] = np.einsum("abc,oabc->o", patch, w_ohwi.astype(np.int64))
+    return out
+
+
+@pytest.mark.parametrize("kernel_layout", ["HWIO", "OIHW"])
+def test_space_to_depth_then_1x1_is_the_patch_conv(kernel_layout):
+    rng = np.random.default_rng(0)
+    k, c, o = 4, 3, 5
+    x = rng.integers(-128, 128, (8, 12, c))
+    w_ohwi = rng.integers(-127, 128, (o, k, k, c))
+    w = np.transpose(w_ohwi, ["OHWI".index(a) for a in kernel_layout])
+    w1, _ = patch_weights(w, kernel_layout)
+    w1_oi = np.transpose(w1, [kernel_layout.index(a) for a in "OHWI"]).reshape(o, -1)
+    # y[i, j, (a*k + b)*C + c] = x[k*i + a, k*j + b, c]
+    y = x.reshape(2, k, 3, k, c).transpose(0, 2, 1, 3, 4).reshape(2, 3, k * k * c)
+    np.testing.assert_array_equal(np.einsum("hwi,oi->hwo", y, w1_oi), _direct_conv(x, w_ohwi, k))
+
+
+def _patch_conv(shape, k: int, oc: int = 8, padding=(0, 0, 0, 0), stride=None):
+    """x int8 NHWC -> QDQ k x k conv (stride k unless said) with bias -> int8."""
+    c = shape[3]
+    rng = np.random.default_rng(k)
+    w = rng.integers(-127, 128, (k, k, c, oc)).astype("int8")
+    s_w = np.linspace(0.002, 0.006, oc).astype("float32")
+    bias = rng.integers(-2000, 2000, oc).astype("int32")
+    x = relax.Var("x", relax.TensorType(list(shape), "int8"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            xd = bb.emit(R.dequantize(x, relax.const(0.02, "float32"), relax.const(3, "int8"), axis=-1))
+            wd = bb.emit(R.dequantize(relax.const(w), relax.const(s_w), relax.const(np.zeros(oc, "int8")), axis=3))
+            y = bb.emit(R.nn.conv2d(xd, wd, strides=stride or k, padding=padding, data_layout="NHWC",
+                                    kernel_layout="HWIO", out_dtype="float32"))  # fmt: skip
+            bd = bb.emit(R.dequantize(relax.const(bias), relax.const(0.02 * s_w), relax.const(np.zeros(oc, "int32")),
+                                      axis=0))  # fmt: skip
+            y = bb.emit(R.add(y, bd))
+            q = bb.emit(R.quantize(y, relax.const(0.1, "float32"), relax.const(-7, "int8"), axis=-1, out_dtype="int8"))
+            gv = bb.emit_output(q)
+        bb.emit_func_output(gv)
+    return bb.get()
+
+
+CASES = [((1, 16, 16, 3), 4), ((2, 10, 15, 2), 5), ((1, 16, 8, 1), 8)]
+
+
+@pytest.mark.parametrize("backend", ["golden", "functional", pytest.param("verilator", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("shape,k", CASES, ids=[f"{k}x{k}s{k}" for _, k in CASES])
+def test_patch_conv_against_tvm_cpu(shape, k, backend):
+    make = lambda: _patch_conv(shape, k)  # noqa: E731
+    log = partition_log(npu_byoc.partition_for_npu(make()))
+    assert all(d.accepted for d in log if d.pattern == "npu.conv2d"), [(d.pattern, d.reason) for d in log]
+    model = _build((shape, k), make, backend)
+    assert len(model.plans) == 1, "one NPU partition"
+    x = np.random.default_rng(1).integers(-128, 128, shape).astype("int8")
+    got = model.run([x])[0]
+    if backend != "golden":
+        np.testing.assert_array_equal(got, _build((shape, k), make, "golden").run([x])[0])
+    cpu = _build((shape, k), make, "cpu").run([x])[0]
+    assert got.shape == cpu.shape and np.abs(got.astype(int) - cpu.astype(int)).max() <= 1
+
+
+@pytest.mark.parametrize("padding,stride", [((1, 1, 1, 1), None), ((0, 0, 0, 0), 3)], ids=["padded", "overlapping"])
+def test_what_the_rewrite_leaves_alone_keeps_its_reason(padding, stride):
+    # a padded 4x4/4 conv, and a 4x4/3 one (overlapping windows, stride 3: the NPU's own)
+    log = partition_log(npu_byoc.partition_for_npu(_patch_conv((1, 16, 16, 3), 4, padding=padding, stride=stride)))
+    (d,) = [d for d in log if d.pattern == "npu.conv2d"]
+    if stride is None:
+        assert not d.accepted and "stride (4, 4)" in d.reason
+    else:
+        assert d.accepted
+
+
+@pytest.mark.parametrize("name,conv", [("vit_tiny_int8.tflite", "patch_embed"), ("convnext_block_int8.tflite", "stem_conv")])
+def test_fixture_patch_conv_is_litert_exactly(name, conv):
+    """The stride-4 conv, from LiteRT's own input tensor through the space-to-depth copies and
+    the 1x1 conv, gives LiteRT's output tensor bit for bit."""
+    mod = npu_byoc.load_model(model_path(name))
+    recorded = np.load(model_path(name).with_name(name.replace(".tflite", ".tensors.npz")))
+    tensors = {key.split(";")[0]: recorded[key] for key in recorded.files if key != "__index__"}
+    info = model_info(mod)
+    source = {v: o.name for o in info.ops for v in o.vars}
+    source.update({t.name.replace(":", "_"): t.name for t in info.inputs})
+
+    def tensor_of(ref_name, hwc):
+        return tensors[source.get(ref_name, ref_name)].reshape(hwc)
+
+    checked = []
+    for plan in lower_module(npu_byoc.partition_for_npu(mod)).values():
+        regions = golden.allocate_regions(plan, [np.zeros(io.shape, np.int8) for io in plan.inputs])
+        for k, op in enumerate(plan.ops):
+            for r in op.inputs:  # recorded inputs from LiteRT; the copies' output from the copies
+                if source.get(r.name, r.name) in tensors:
+                    golden.write_tensor(regions, r, tensor_of(r.name, r.shape))
+            out = golden.run_op(op, regions)
+            if conv in op.name:
+                np.testing.assert_array_equal(out, op_expected(plan, k, tensor_of), err_msg=op.name)
+                checked.append((op.kind, tuple(op.kernel)))
+    assert checked == [("conv2d", (1, 1))]
