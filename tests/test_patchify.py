@@ -3,7 +3,7 @@ space-to-depth (strided copies into channel slices) and a 1x1 conv, on existing 
 
 * the 1x1 conv over the space-to-depth with the rearranged kernel is the k x k / k conv of its
   definition (numpy loops);
-* Relax modules: a QDQ 4x4/4, 5x5/5 and 8x8/8 conv in NHWC, offloaded whole, golden == C model
+* Relax modules: QDQ 4x4/4, 5x5/5, 8x8/8 convs in NHWC, 4x4/4 and 6x6/6 in NCHW, offloaded whole, golden == C model
   (== the RTL, slow), within 1 LSB of TVM's CPU build (its float conv);
 * the fixtures' stride-4 convs (ViT's patch embedding, ConvNeXt's stem) fed LiteRT's own input
   give LiteRT's output tensor exactly (the per-layer contract, .tensors.npz);
@@ -60,46 +60,52 @@ def test_space_to_depth_then_1x1_is_the_patch_conv(kernel_layout):
     np.testing.assert_array_equal(np.einsum("hwi,oi->hwo", y, w1_oi), _direct_conv(x, w_ohwi, k))
 
 
-def _patch_conv(shape, k: int, oc: int = 8, padding=(0, 0, 0, 0), stride=None):
-    """x int8 NHWC -> QDQ k x k conv (stride k unless said) with bias -> int8."""
-    c = shape[3]
+def _patch_conv(shape, k: int, oc: int = 8, padding=(0, 0, 0, 0), stride=None, layout: str = "NHWC"):
+    """x int8 -> QDQ k x k conv (stride k unless said) with bias -> int8, NHWC (HWIO) or NCHW (OIHW)."""
+    nhwc = layout == "NHWC"
+    c = shape[3] if nhwc else shape[1]
     rng = np.random.default_rng(k)
-    w = rng.integers(-127, 128, (k, k, c, oc)).astype("int8")
+    w = rng.integers(-127, 128, (k, k, c, oc) if nhwc else (oc, c, k, k)).astype("int8")
     s_w = np.linspace(0.002, 0.006, oc).astype("float32")
     bias = rng.integers(-2000, 2000, oc).astype("int32")
+    channel = 3 if nhwc else 1
     x = relax.Var("x", relax.TensorType(list(shape), "int8"))
     bb = relax.BlockBuilder()
     with bb.function("main", [x]):
         with bb.dataflow():
-            xd = bb.emit(R.dequantize(x, relax.const(0.02, "float32"), relax.const(3, "int8"), axis=-1))
-            wd = bb.emit(R.dequantize(relax.const(w), relax.const(s_w), relax.const(np.zeros(oc, "int8")), axis=3))
-            y = bb.emit(R.nn.conv2d(xd, wd, strides=stride or k, padding=padding, data_layout="NHWC",
-                                    kernel_layout="HWIO", out_dtype="float32"))  # fmt: skip
+            xd = bb.emit(R.dequantize(x, relax.const(0.02, "float32"), relax.const(3, "int8"), axis=channel))
+            wd = bb.emit(R.dequantize(relax.const(w), relax.const(s_w), relax.const(np.zeros(oc, "int8")),
+                                      axis=3 if nhwc else 0))  # fmt: skip
+            y = bb.emit(R.nn.conv2d(xd, wd, strides=stride or k, padding=padding, data_layout=layout,
+                                    kernel_layout="HWIO" if nhwc else "OIHW", out_dtype="float32"))  # fmt: skip
             bd = bb.emit(R.dequantize(relax.const(bias), relax.const(0.02 * s_w), relax.const(np.zeros(oc, "int32")),
                                       axis=0))  # fmt: skip
-            y = bb.emit(R.add(y, bd))
-            q = bb.emit(R.quantize(y, relax.const(0.1, "float32"), relax.const(-7, "int8"), axis=-1, out_dtype="int8"))
+            y = bb.emit(R.add(y, bd if nhwc else R.reshape(bd, (1, oc, 1, 1))))
+            q = bb.emit(R.quantize(y, relax.const(0.1, "float32"), relax.const(-7, "int8"), axis=channel,
+                                   out_dtype="int8"))  # fmt: skip
             gv = bb.emit_output(q)
         bb.emit_func_output(gv)
     return bb.get()
 
 
-CASES = [((1, 16, 16, 3), 4), ((2, 10, 15, 2), 5), ((1, 16, 8, 1), 8)]
+CASES = [((1, 16, 16, 3), 4, "NHWC"), ((1, 10, 15, 2), 5, "NHWC"), ((1, 16, 8, 1), 8, "NHWC"),
+         ((1, 3, 16, 16), 4, "NCHW"), ((1, 2, 12, 18), 6, "NCHW")]  # fmt: skip
 
 
 @pytest.mark.parametrize("backend", ["golden", "functional", pytest.param("verilator", marks=pytest.mark.slow)])
-@pytest.mark.parametrize("shape,k", CASES, ids=[f"{k}x{k}s{k}" for _, k in CASES])
-def test_patch_conv_against_tvm_cpu(shape, k, backend):
-    make = lambda: _patch_conv(shape, k)  # noqa: E731
+@pytest.mark.parametrize("shape,k,layout", CASES, ids=[f"{lay}-{k}x{k}s{k}" for _, k, lay in CASES])
+def test_patch_conv_against_tvm_cpu(shape, k, layout, backend):
+    make = lambda: _patch_conv(shape, k, layout=layout)  # noqa: E731
     log = partition_log(npu_byoc.partition_for_npu(make()))
-    assert all(d.accepted for d in log if d.pattern == "npu.conv2d"), [(d.pattern, d.reason) for d in log]
-    model = _build((shape, k), make, backend)
+    moves = ("npu.conv2d", "npu.gather", "npu.concat")  # the conv, its copies and their concatenation
+    assert all(d.accepted for d in log if d.pattern in moves), [(d.pattern, d.reason) for d in log]
+    model = _build((shape, k, layout), make, backend)
     assert len(model.plans) == 1, "one NPU partition"
     x = np.random.default_rng(1).integers(-128, 128, shape).astype("int8")
     got = model.run([x])[0]
     if backend != "golden":
-        np.testing.assert_array_equal(got, _build((shape, k), make, "golden").run([x])[0])
-    cpu = _build((shape, k), make, "cpu").run([x])[0]
+        np.testing.assert_array_equal(got, _build((shape, k, layout), make, "golden").run([x])[0])
+    cpu = _build((shape, k, layout), make, "cpu").run([x])[0]
     assert got.shape == cpu.shape and np.abs(got.astype(int) - cpu.astype(int)).max() <= 1
 
 

@@ -8,7 +8,7 @@ C) taps flattened in that order: the same products summed, so the same int32 acc
 requantize. In NHWC the columns b and channels c of one row a are already one contiguous run
 (a view of x as [N, H, W/k, k·C]), so y is k strided slices of that view (every k-th row from
 row a: npu.gather's strided copies) concatenated along channels (npu.concat, written in place);
-in NCHW every (a, b) is its own strided slice. The canonical form rewrites the Relax module
+in NCHW every (a, b) is its own strided slice, concatenated by rows and the rows after. The canonical form rewrites the Relax module
 into those ops; nothing here lowers or runs by itself."""
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ def _patch(conv) -> int | None:
     x_shape = shape_of(conv.args[0])
     if layout == "NHWC" and x_shape[2] % kw:  # the view [N, H, W/k, k·C] needs whole patches per row
         return None
-    if layout == "NCHW" and kh * kw > MAX_CONCAT_INPUTS:
-        return None  # one slice per tap: more than one concatenation takes
+    if layout == "NCHW" and kh > MAX_CONCAT_INPUTS:
+        return None  # a concatenation of k slices per row, then of the k rows: at most what one takes
     return kh
 
 
@@ -68,9 +68,10 @@ def _space_to_depth(x, k: int, layout: str):
         return relax.op.concat(parts, axis=3)
     c, h, w = dims
     oh, ow = h // k, w // k
-    parts = [relax.op.strided_slice(x, [2, 3], [a, b], [a + (oh - 1) * k + 1, b + (ow - 1) * k + 1], [k, k])
-             for a in range(k) for b in range(k)]  # fmt: skip
-    return relax.op.concat(parts, axis=1)
+    rows = [relax.op.concat([relax.op.strided_slice(x, [2, 3], [a, b], [a + (oh - 1) * k + 1, b + (ow - 1) * k + 1],
+                                                    [k, k]) for b in range(k)], axis=1)
+            for a in range(k)]  # fmt: skip
+    return relax.op.concat(rows, axis=1)
 
 
 def _rewrite(conv, values):
