@@ -5,6 +5,8 @@ identity copy between strided boxes per group, no opcode of its own.
 * the permutation of the chain, hand-derived, in ONNX's NCHW and TFLite's NHWC forms;
 * channel_shuffle_qdq.onnx (ShuffleNetV2's unit) runs as one NPU partition, every operator on
   the NPU (its numerics and the RTL: tests/test_transformer_fixtures.py, check_onnx_fixture);
+* channel_shuffle_int8.tflite (Keras, NHWC, 3 groups) runs whole on the NPU, LiteRT's outputs
+  exactly on golden, C model and RTL (slow), and LiteRT's tensor at every layer;
 * Relax modules: the int8 NHWC chain and the QDQ NCHW chain, 2 to 8 groups, against TVM's CPU
   build (exactly: the bytes are copied) and numpy's definition of the shuffle;
 * a shuffle of more groups than the copies the NPU runs stays on the CPU with its reason.
@@ -21,7 +23,7 @@ import npu_byoc
 from npu_byoc.ops.channel_shuffle import shuffle_index
 from npu_byoc.partition.pipeline import partition_log
 
-from .conftest import model_path
+from .conftest import assert_equals_reference, model_path, npu_layers_against_litert
 
 _built: dict = {}
 
@@ -49,6 +51,25 @@ def test_onnx_channel_shuffle_fixture_is_one_npu_partition():
     assert report.summary["partitions"] == 1
     shuffle = [o.pattern for o in report.ops if o.op in ("Reshape", "Transpose")]
     assert shuffle == ["npu.channel_shuffle"] * 3
+
+
+@pytest.mark.parametrize("backend", ["golden", "functional", pytest.param("verilator", marks=pytest.mark.slow)])
+def test_tflite_channel_shuffle_is_litert_exactly(backend):
+    """channel_shuffle_int8.tflite (Keras: reshape to [N, H, W, 3, 8], Permute, reshape) runs
+    whole on the NPU and gives LiteRT's reference kernels' outputs exactly."""
+    name = "channel_shuffle_int8.tflite"
+    report = npu_byoc.coverage_report(npu_byoc.load_model(model_path(name)))
+    assert all(o.offloaded for o in report.ops) and report.summary["partitions"] == 1
+    assert [o.pattern for o in report.ops if o.op in ("RESHAPE", "TRANSPOSE")] == ["npu.channel_shuffle"] * 3
+    assert_equals_reference(name, backend)
+
+
+def test_tflite_channel_shuffle_layers_are_litert_exactly():
+    """Each NPU layer, fed LiteRT's own input tensor, gives LiteRT's output tensor."""
+    layers = npu_layers_against_litert("channel_shuffle_int8.tflite")
+    for op, got, want in layers:
+        np.testing.assert_array_equal(got, want, err_msg=op.name)
+    assert "channel_shuffle" in [op.kind for op, _, _ in layers]
 
 
 def _shuffle(shape, groups: int, layout: str, qdq: bool):

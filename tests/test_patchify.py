@@ -18,13 +18,10 @@ from tvm import relax
 from tvm.relax import op as R
 
 import npu_byoc
-from npu_byoc.codegen.lower import lower_module
-from npu_byoc.frontends.load import model_info
 from npu_byoc.ops.patchify import patch_weights
 from npu_byoc.partition.pipeline import partition_log
-from npu_byoc.runtime import golden
 
-from .conftest import model_path, op_expected
+from .conftest import npu_layers_against_litert
 
 _built: dict = {}
 
@@ -124,25 +121,9 @@ def test_what_the_rewrite_leaves_alone_keeps_its_reason(padding, stride):
 def test_fixture_patch_conv_is_litert_exactly(name, conv):
     """The stride-4 conv, from LiteRT's own input tensor through the space-to-depth copies and
     the 1x1 conv, gives LiteRT's output tensor bit for bit."""
-    mod = npu_byoc.load_model(model_path(name))
-    recorded = np.load(model_path(name).with_name(name.replace(".tflite", ".tensors.npz")))
-    tensors = {key.split(";")[0]: recorded[key] for key in recorded.files if key != "__index__"}
-    info = model_info(mod)
-    source = {v: o.name for o in info.ops for v in o.vars}
-    source.update({t.name.replace(":", "_"): t.name for t in info.inputs})
-
-    def tensor_of(ref_name, hwc):
-        return tensors[source.get(ref_name, ref_name)].reshape(hwc)
-
     checked = []
-    for plan in lower_module(npu_byoc.partition_for_npu(mod)).values():
-        regions = golden.allocate_regions(plan, [np.zeros(io.shape, np.int8) for io in plan.inputs])
-        for k, op in enumerate(plan.ops):
-            for r in op.inputs:  # recorded inputs from LiteRT; the copies' output from the copies
-                if source.get(r.name, r.name) in tensors:
-                    golden.write_tensor(regions, r, tensor_of(r.name, r.shape))
-            out = golden.run_op(op, regions)
-            if conv in op.name:
-                np.testing.assert_array_equal(out, op_expected(plan, k, tensor_of), err_msg=op.name)
-                checked.append((op.kind, tuple(op.kernel)))
+    for op, got, want in npu_layers_against_litert(name):
+        if conv in op.name:
+            np.testing.assert_array_equal(got, want, err_msg=op.name)
+            checked.append((op.kind, tuple(op.kernel)))
     assert checked == [("conv2d", (1, 1))]
