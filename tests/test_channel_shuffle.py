@@ -72,8 +72,9 @@ def test_tflite_channel_shuffle_layers_are_litert_exactly():
     assert "channel_shuffle" in [op.kind for op, _, _ in layers]
 
 
-def _shuffle(shape, groups: int, layout: str, qdq: bool):
-    """x int8 ``shape`` -> (QDQ or int8) reshape to rank 5 -> swap the group axes -> reshape."""
+def _shuffle(shape, groups: int, layout: str, qdq: bool, mid_scale: float = 0.04):
+    """x int8 ``shape`` -> (QDQ or int8) reshape to rank 5 -> swap the group axes -> reshape
+    (the QDQ form's transpose quantized with ``mid_scale``)."""
     if layout == "NHWC":
         n, h, w, c = shape
         mid, axes = (n, h, w, groups, c // groups), (0, 1, 2, 4, 3)
@@ -86,11 +87,12 @@ def _shuffle(shape, groups: int, layout: str, qdq: bool):
     with bb.function("main", [x]):
         with bb.dataflow():
             y = x
-            for make in (lambda t: R.reshape(t, mid), lambda t: R.permute_dims(t, list(axes)),
-                         lambda t: R.reshape(t, shape)):  # fmt: skip
+            mids = (scale, relax.const(mid_scale, "float32"), scale)  # each op's output scale
+            for make, s_in, s_out in zip((lambda t: R.reshape(t, mid), lambda t: R.permute_dims(t, list(axes)),
+                                          lambda t: R.reshape(t, shape)), (scale, *mids[:2]), mids):  # fmt: skip
                 if qdq:  # as ONNX QDQ writes it: each op between a dequantize and a quantize
-                    d = bb.emit(R.dequantize(y, scale, zp, axis=1))
-                    y = bb.emit(R.quantize(bb.emit(make(d)), scale, zp, axis=1, out_dtype="int8"))
+                    d = bb.emit(R.dequantize(y, s_in, zp, axis=1))
+                    y = bb.emit(R.quantize(bb.emit(make(d)), s_out, zp, axis=1, out_dtype="int8"))
                 else:
                     y = bb.emit(make(y))
             gv = bb.emit_output(y)
@@ -117,7 +119,8 @@ def test_channel_shuffle_is_tvm_cpu_exactly(shape, groups, layout, qdq, backend)
     key = (shape, groups, layout, qdq)
     make = lambda: _shuffle(shape, groups, layout, qdq)  # noqa: E731
     log = partition_log(npu_byoc.partition_for_npu(make()))
-    assert [d.accepted for d in log if d.pattern == "npu.channel_shuffle"] == [True], [(d.pattern, d.reason) for d in log]
+    shuffles = [d.accepted for d in log if d.pattern == "npu.channel_shuffle"]
+    assert shuffles == [True], [(d.pattern, d.reason) for d in log]
     x = np.random.default_rng(groups).integers(-128, 128, shape).astype("int8")
     model = _build(key, make, backend)
     assert model.plans, "the shuffle is offloaded"
@@ -131,3 +134,11 @@ def test_shuffle_of_more_groups_than_copies_stays_on_the_cpu_with_its_reason():
     log = partition_log(npu_byoc.partition_for_npu(_shuffle((1, 2, 2, 64), 32, "NHWC", False)))
     (d,) = [d for d in log if d.pattern == "npu.channel_shuffle"]
     assert not d.accepted and "arithmetic runs" in d.reason
+
+
+def test_a_requantizing_chain_is_not_a_shuffle():
+    """A chain whose transpose requantizes (another scale in the middle) rounds the values:
+    not a copy, so not rewritten into one (the rank-5 ops stay on the CPU)."""
+    log = partition_log(npu_byoc.partition_for_npu(_shuffle((1, 12, 3, 5), 3, "NCHW", True, mid_scale=0.1)))
+    assert not [d for d in log if d.pattern == "npu.channel_shuffle"]
+    assert any(not d.accepted and "rank 5" in d.reason for d in log if d.pattern == "npu.transpose")

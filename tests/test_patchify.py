@@ -117,7 +117,10 @@ def test_what_the_rewrite_leaves_alone_keeps_its_reason(padding, stride):
         assert d.accepted
 
 
-@pytest.mark.parametrize("name,conv", [("vit_tiny_int8.tflite", "patch_embed"), ("convnext_block_int8.tflite", "stem_conv")])
+FIXTURE_CONVS = [("vit_tiny_int8.tflite", "patch_embed"), ("convnext_block_int8.tflite", "stem_conv")]
+
+
+@pytest.mark.parametrize("name,conv", FIXTURE_CONVS)
 def test_fixture_patch_conv_is_litert_exactly(name, conv):
     """The stride-4 conv, from LiteRT's own input tensor through the space-to-depth copies and
     the 1x1 conv, gives LiteRT's output tensor bit for bit."""

@@ -98,23 +98,30 @@ class AxisGather(Phased):
 # Canonical form: the rank-5 reshape -> transpose -> reshape of a channel shuffle as one take
 
 
-def _same_qdq(q, dq) -> bool:
-    """quantize(dequantize(x)) with one scale and zero point: the integers unchanged."""
+def _scalar_qparams(call) -> tuple[float, int] | None:
+    """(scale, zero point) of a per-tensor quantize or dequantize; None for per-channel ones."""
     try:
-        return all(np.array_equal(constant_value(a), constant_value(b)) for a, b in zip(q.args[1:3], dq.args[1:3]))
+        scale, zp = (constant_value(a) for a in call.args[1:3])
     except (TypeError, ValueError, AttributeError):
-        return False
+        return None
+    return (float(scale.ravel()[0]), int(zp.ravel()[0])) if scale.size == zp.size == 1 else None
 
 
-def _through_qdq(x, values):
-    """``x`` with any dequantize(quantize(.)) pairs of one scale and zero point stepped over."""
+def _through_qdq(x, values, qparams) -> tuple:
+    """(``x`` with the dequantize(quantize(.)) pairs before it stepped over, the bindings
+    stepped over). A pair is stepped over only when both quantize as ``qparams``, the chain's
+    input: the values it reads are on that grid already, so the pair changes nothing."""
+    stepped = []
     while isinstance(x, relax.Var) and op_name(values.get(x)) == "relax.dequantize":
         dq = values[x]
         q = values.get(dq.args[0]) if isinstance(dq.args[0], relax.Var) else None
-        if op_name(q) != "relax.quantize" or not _same_qdq(q, dq):
+        if op_name(q) != "relax.quantize" or qparams is None:
             break
+        if not _scalar_qparams(q) == _scalar_qparams(dq) == qparams:
+            break
+        stepped += [x, dq.args[0]]
         x = q.args[0]
-    return x
+    return x, stepped
 
 
 def shuffle_index(in_shape, mid_shape, axes, out_shape) -> tuple[int, np.ndarray] | None:
@@ -135,34 +142,52 @@ def shuffle_index(in_shape, mid_shape, axes, out_shape) -> tuple[int, np.ndarray
     return a, index[:, 0]
 
 
+def _chain_input(x, values):
+    """The rank-4 tensor a chain starts from, and the per-tensor quantization of its values
+    (x's dequantize's; None for an int8 x, whose chain has no quantize pairs to step over)."""
+    deq = values.get(x) if isinstance(x, relax.Var) else None
+    return _scalar_qparams(deq) if op_name(deq) == "relax.dequantize" else None
+
+
 def _shuffle_of(b, values) -> tuple | None:
     """(x, axis, index, the chain's bindings) when binding ``b`` closes a rank-5 reshape ->
     permute_dims -> reshape back to the input's shape that permutes one axis."""
     if op_name(b.value) != "relax.reshape" or len(shape_of(b.value.args[0]) or ()) != 5:
         return None
-    t = _through_qdq(b.value.args[0], values)
-    perm = values.get(t) if isinstance(t, relax.Var) else None
-    if op_name(perm) != "relax.permute_dims" or perm.attrs.axes is None:
-        return None
-    r = _through_qdq(perm.args[0], values)
-    fwd = values.get(r) if isinstance(r, relax.Var) else None
-    if op_name(fwd) != "relax.reshape":
-        return None
-    x = fwd.args[0]
-    in_shape, mid = shape_of(x), shape_of(r)
-    if in_shape is None or len(in_shape) > 4:
-        return None
-    found = shuffle_index(in_shape, mid, [int(a) for a in perm.attrs.axes], shape_of(b.value))
-    if found is None:
-        return None
-    chain = [v for v in (b.value.args[0], t, perm.args[0], r) if isinstance(v, relax.Var)]
-    return x, found[0], found[1], chain
+    # find the chain's input first: the pairs stepped over must quantize as it does
+    for qparams in _candidate_qparams(b.value.args[0], values):
+        t, after = _through_qdq(b.value.args[0], values, qparams)
+        perm = values.get(t) if isinstance(t, relax.Var) else None
+        if op_name(perm) != "relax.permute_dims" or perm.attrs.axes is None:
+            continue
+        r, before = _through_qdq(perm.args[0], values, qparams)
+        fwd = values.get(r) if isinstance(r, relax.Var) else None
+        if op_name(fwd) != "relax.reshape" or ((after or before) and _chain_input(fwd.args[0], values) != qparams):
+            continue
+        x = fwd.args[0]
+        in_shape = shape_of(x)
+        if in_shape is None or len(in_shape) > 4:
+            return None
+        found = shuffle_index(in_shape, shape_of(r), [int(a) for a in perm.attrs.axes], shape_of(b.value))
+        if found is None:
+            return None
+        return x, found[0], found[1], [*after, t, *before, r]
+    return None
+
+
+def _candidate_qparams(x, values) -> list:
+    """The quantizations a chain ending at ``x`` may be in: none (int8), or that of the
+    dequantize that reads it (ONNX QDQ: every op between a dequantize and a quantize)."""
+    deq = values.get(x) if isinstance(x, relax.Var) else None
+    found = _scalar_qparams(deq) if op_name(deq) == "relax.dequantize" else None
+    return [None] if found is None else [found, None]
 
 
 def shuffle_to_take(mod: tvm.IRModule) -> tvm.IRModule:
-    """Canonicalise: a channel shuffle's rank-5 reshape -> transpose -> reshape (through any
-    requantize-free quantize/dequantize pairs, as ONNX QDQ writes it) as one ``take`` along the
-    axis it permutes; the chain's bindings are recorded as absorbed into it for coverage."""
+    """Canonicalise: a channel shuffle's rank-5 reshape -> transpose -> reshape (through the
+    quantize/dequantize pairs of the input's own quantization that ONNX QDQ writes around each
+    op) as one ``take`` along the axis it permutes; the chain's bindings are recorded as
+    absorbed into it for coverage."""
     main = mod["main"]
     values = {b.var: b.value for block in main.body.blocks for b in block.bindings}
     new, names = {}, {}
@@ -173,10 +198,7 @@ def shuffle_to_take(mod: tvm.IRModule) -> tvm.IRModule:
                 continue
             x, axis, index, chain = found
             new[b.value] = relax.op.take(x, relax.const(index.astype("int32")), axis)
-            names.update({v.name: b.var.name for v in chain})
-            names.update({v.name: b.var.name for c in chain
-                          if op_name(values.get(c)) == "relax.dequantize" for v in [values[c].args[0]]
-                          if isinstance(v, relax.Var)})  # fmt: skip
+            names.update({v.name: b.var.name for v in chain if isinstance(v, relax.Var)})
     if not new:
         return mod
     out = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)

@@ -8,8 +8,8 @@ C) taps flattened in that order: the same products summed, so the same int32 acc
 requantize. In NHWC the columns b and channels c of one row a are already one contiguous run
 (a view of x as [N, H, W/k, k·C]), so y is k strided slices of that view (every k-th row from
 row a: npu.gather's strided copies) concatenated along channels (npu.concat, written in place);
-in NCHW every (a, b) is its own strided slice, concatenated by rows and the rows after. The canonical form rewrites the Relax module
-into those ops; nothing here lowers or runs by itself."""
+in NCHW every (a, b) is its own strided slice, concatenated by rows and the rows after. The
+canonical form rewrites the Relax module into those ops; nothing here lowers or runs by itself."""
 
 from __future__ import annotations
 
