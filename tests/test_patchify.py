@@ -3,7 +3,8 @@ space-to-depth (strided copies into channel slices) and a 1x1 conv, on existing 
 
 * the 1x1 conv over the space-to-depth with the rearranged kernel is the k x k / k conv of its
   definition (numpy loops);
-* Relax modules: QDQ 4x4/4, 5x5/5, 8x8/8 convs in NHWC, 4x4/4 and 6x6/6 in NCHW, offloaded whole, golden == C model
+* Relax modules: QDQ 4x4/4, 5x5/5, 8x8/8 convs in NHWC, 4x4/4 and 6x6/6 in NCHW, kernels smaller
+  than the stride (3x2/4 NHWC, 1x1/4 NCHW), offloaded whole, golden == C model
   (== the RTL, slow), within 1 LSB of TVM's CPU build (its float conv);
 * the fixtures' stride-4 convs (ViT's patch embedding, ConvNeXt's stem) fed LiteRT's own input
   give LiteRT's output tensor exactly (the per-layer contract, .tensors.npz);
@@ -57,12 +58,15 @@ def test_space_to_depth_then_1x1_is_the_patch_conv(kernel_layout):
     np.testing.assert_array_equal(np.einsum("hwi,oi->hwo", y, w1_oi), _direct_conv(x, w_ohwi, k))
 
 
-def _patch_conv(shape, k: int, oc: int = 8, padding=(0, 0, 0, 0), stride=None, layout: str = "NHWC"):
-    """x int8 -> QDQ k x k conv (stride k unless said) with bias -> int8, NHWC (HWIO) or NCHW (OIHW)."""
+def _patch_conv(shape, k: int, oc: int = 8, padding=(0, 0, 0, 0), stride=None, layout: str = "NHWC",
+                kernel=None):  # fmt: skip
+    """x int8 -> QDQ conv (kernel k x k unless said, stride k unless said) with bias -> int8,
+    NHWC (HWIO) or NCHW (OIHW)."""
     nhwc = layout == "NHWC"
     c = shape[3] if nhwc else shape[1]
     rng = np.random.default_rng(k)
-    w = rng.integers(-127, 128, (k, k, c, oc) if nhwc else (oc, c, k, k)).astype("int8")
+    kh, kw = kernel or (k, k)
+    w = rng.integers(-127, 128, (kh, kw, c, oc) if nhwc else (oc, c, kh, kw)).astype("int8")
     s_w = np.linspace(0.002, 0.006, oc).astype("float32")
     bias = rng.integers(-2000, 2000, oc).astype("int32")
     channel = 3 if nhwc else 1
@@ -85,24 +89,27 @@ def _patch_conv(shape, k: int, oc: int = 8, padding=(0, 0, 0, 0), stride=None, l
     return bb.get()
 
 
-CASES = [((1, 16, 16, 3), 4, "NHWC"), ((1, 10, 15, 2), 5, "NHWC"), ((1, 16, 8, 1), 8, "NHWC"),
-         ((1, 3, 16, 16), 4, "NCHW"), ((1, 2, 12, 18), 6, "NCHW")]  # fmt: skip
+# (shape, stride, layout, kernel when smaller than the stride)
+CASES = [((1, 16, 16, 3), 4, "NHWC", None), ((1, 10, 15, 2), 5, "NHWC", None), ((1, 16, 8, 1), 8, "NHWC", None),
+         ((1, 3, 16, 16), 4, "NCHW", None), ((1, 2, 12, 18), 6, "NCHW", None), ((1, 13, 16, 3), 4, "NHWC", (3, 2)),
+         ((1, 4, 9, 13), 4, "NCHW", (1, 1))]  # fmt: skip
 
 
 @pytest.mark.parametrize("backend", ["golden", "functional", pytest.param("verilator", marks=pytest.mark.slow)])
-@pytest.mark.parametrize("shape,k,layout", CASES, ids=[f"{lay}-{k}x{k}s{k}" for _, k, lay in CASES])
-def test_patch_conv_against_tvm_cpu(shape, k, layout, backend):
-    make = lambda: _patch_conv(shape, k, layout=layout)  # noqa: E731
+@pytest.mark.parametrize("shape,k,layout,kernel", CASES,
+                         ids=[f"{lay}-{'x'.join(map(str, ker or (k, k)))}s{k}" for _, k, lay, ker in CASES])  # fmt: skip
+def test_patch_conv_against_tvm_cpu(shape, k, layout, kernel, backend):
+    make = lambda: _patch_conv(shape, k, layout=layout, kernel=kernel)  # noqa: E731
     log = partition_log(npu_byoc.partition_for_npu(make()))
     moves = ("npu.conv2d", "npu.gather", "npu.concat")  # the conv, its copies and their concatenation
     assert all(d.accepted for d in log if d.pattern in moves), [(d.pattern, d.reason) for d in log]
-    model = _build((shape, k, layout), make, backend)
+    model = _build((shape, k, layout, kernel), make, backend)
     assert len(model.plans) == 1, "one NPU partition"
     x = np.random.default_rng(1).integers(-128, 128, shape).astype("int8")
     got = model.run([x])[0]
     if backend != "golden":
-        np.testing.assert_array_equal(got, _build((shape, k, layout), make, "golden").run([x])[0])
-    cpu = _build((shape, k, layout), make, "cpu").run([x])[0]
+        np.testing.assert_array_equal(got, _build((shape, k, layout, kernel), make, "golden").run([x])[0])
+    cpu = _build((shape, k, layout, kernel), make, "cpu").run([x])[0]
     assert got.shape == cpu.shape and np.abs(got.astype(int) - cpu.astype(int)).max() <= 1
 
 

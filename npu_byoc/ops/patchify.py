@@ -1,5 +1,6 @@
 """Patchify convolutions (kernel == stride, above the strides the MAC array takes: ViT's patch
-embedding, ConvNeXt's 4x4/4 stem) as space-to-depth and a 1x1 convolution, on existing ops.
+embedding, ConvNeXt's 4x4/4 stem; a kernel smaller than the stride alike) as space-to-depth
+and a 1x1 convolution, on existing ops.
 
 A k x k / k convolution over non-overlapping patches reads, for output pixel (i, j), the input
 pixels (k·i + a, k·j + b), a, b < k. Gathered as channels, ``y[i, j, (a·k + b)·C + c] =
@@ -26,9 +27,9 @@ from ..util.relax_utils import Constant, constant_value, int_list, op_name, shap
 MIN_PATCH = 4
 
 
-def _patch(conv) -> int | None:
-    """k when ``conv`` is a k x k / k convolution over whole patches (no padding, no dilation,
-    groups 1, k >= MIN_PATCH) the rewrite handles; None otherwise."""
+def _patch(conv) -> tuple[int, int, int] | None:
+    """(stride, kh, kw) when ``conv`` reads whole patches: a kh x kw kernel no larger than its
+    stride s >= MIN_PATCH (no padding, no dilation, groups 1), the form the rewrite handles."""
     a = conv.attrs
     layout, kernel_layout = str(a.data_layout), str(a.kernel_layout)
     if layout not in ("NHWC", "NCHW") or str(a.out_layout) != layout or int(a.groups) != 1:
@@ -37,55 +38,60 @@ def _patch(conv) -> int | None:
     if w_shape is None or len(w_shape) != 4 or sorted(kernel_layout) != sorted("OIHW"):
         return None
     kh, kw = w_shape[kernel_layout.index("H")], w_shape[kernel_layout.index("W")]
-    strides, padding, dilation = int_list(a.strides), int_list(a.padding), int_list(a.dilation)
-    if not (kh == kw == strides[0] == strides[1] >= MIN_PATCH) or any(padding) or tuple(dilation) != (1, 1):
+    (sh, sw), padding, dilation = int_list(a.strides), int_list(a.padding), int_list(a.dilation)
+    if not (sh == sw >= MIN_PATCH and kh <= sh and kw <= sw) or any(padding) or tuple(dilation) != (1, 1):
         return None
     x_shape = shape_of(conv.args[0])
-    if layout == "NHWC" and x_shape[2] % kw:  # the view [N, H, W/k, k·C] needs whole patches per row
+    if layout == "NHWC" and x_shape[2] % sw:  # the view [N, H, W/s, s·C] needs whole patches per row
         return None
-    if layout == "NCHW" and kh > MAX_CONCAT_INPUTS:
-        return None  # a concatenation of k slices per row, then of the k rows: at most what one takes
-    return kh
+    if layout == "NCHW" and max(kh, kw) > MAX_CONCAT_INPUTS:
+        return None  # a concatenation of kw slices per row, then of the kh rows: at most what one takes
+    return sh, kh, kw
 
 
 def patch_weights(w: np.ndarray, kernel_layout: str) -> tuple[np.ndarray, str]:
-    """The k x k kernel as a 1x1 one over the space-to-depth channels ((a·k + b)·C + c), in
+    """The kh x kw kernel as a 1x1 one over the space-to-depth channels ((a·kw + b)·C + c), in
     ``kernel_layout``'s own axis order."""
     ohwi = np.transpose(w, [kernel_layout.index(c) for c in "OHWI"])
     o = ohwi.shape[0]
-    flat = ohwi.reshape(o, 1, 1, -1)  # (O, 1, 1, k·k·C): a-major, then b, then c
+    flat = ohwi.reshape(o, 1, 1, -1)  # (O, 1, 1, kh·kw·C): a-major, then b, then c
     return np.transpose(flat, ["OHWI".index(c) for c in kernel_layout]), kernel_layout
 
 
-def _space_to_depth(x, k: int, layout: str):
-    """y[i, j, (a·k + b)·C + c] = x[k·i + a, k·j + b, c] as views, strided slices and one concat."""
+def _concat(parts: list, axis: int):
+    return parts[0] if len(parts) == 1 else relax.op.concat(parts, axis=axis)
+
+
+def _space_to_depth(x, s: int, kh: int, kw: int, layout: str):
+    """y[i, j, (a·kw + b)·C + c] = x[s·i + a, s·j + b, c] (a < kh, b < kw) as views, strided
+    slices and concatenations."""
     n, *dims = shape_of(x)
     if layout == "NHWC":
         h, w, c = dims
-        oh = h // k
-        rows = relax.op.reshape(x, [n, h, w // k, k * c])
-        parts = [relax.op.strided_slice(rows, [1], [a], [a + (oh - 1) * k + 1], [k]) for a in range(k)]
-        return relax.op.concat(parts, axis=3)
+        oh = (h - kh) // s + 1
+        rows = relax.op.reshape(x, [n, h, w // s, s * c])  # pixel (i, j)'s columns b < s: one run
+        parts = [relax.op.strided_slice(rows, [1, 3], [a, 0], [a + (oh - 1) * s + 1, kw * c], [s, 1])
+                 for a in range(kh)]  # fmt: skip
+        return _concat(parts, 3)
     c, h, w = dims
-    oh, ow = h // k, w // k
-    rows = [relax.op.concat([relax.op.strided_slice(x, [2, 3], [a, b], [a + (oh - 1) * k + 1, b + (ow - 1) * k + 1],
-                                                    [k, k]) for b in range(k)], axis=1)
-            for a in range(k)]  # fmt: skip
-    return relax.op.concat(rows, axis=1)
+    oh, ow = (h - kh) // s + 1, (w - kw) // s + 1
+    rows = [_concat([relax.op.strided_slice(x, [2, 3], [a, b], [a + (oh - 1) * s + 1, b + (ow - 1) * s + 1], [s, s])
+                     for b in range(kw)], 1) for a in range(kh)]  # fmt: skip
+    return _concat(rows, 1)
 
 
 def _rewrite(conv, values):
     """The 1x1 convolution over the space-to-depth of the conv's quantized input, or None."""
-    k = _patch(conv)
+    patch = _patch(conv)
     deq_x = values.get(conv.args[0]) if isinstance(conv.args[0], relax.Var) else None
     deq_w = values.get(conv.args[1]) if isinstance(conv.args[1], relax.Var) else None
-    if k is None or op_name(deq_x) != "relax.dequantize" or op_name(deq_w) != "relax.dequantize":
+    if patch is None or op_name(deq_x) != "relax.dequantize" or op_name(deq_w) != "relax.dequantize":
         return None
     if not isinstance(deq_w.args[0], Constant) or len(shape_of(deq_x.args[0]) or ()) != 4:
         return None
     a = conv.attrs
     layout, kernel_layout = str(a.data_layout), str(a.kernel_layout)
-    y = _space_to_depth(deq_x.args[0], k, layout)
+    y = _space_to_depth(deq_x.args[0], *patch, layout)
     w, _ = patch_weights(constant_value(deq_w.args[0]), kernel_layout)
     x_deq = relax.op.dequantize(y, *deq_x.args[1:3], axis=int(deq_x.attrs.axis), out_dtype=str(deq_x.attrs.out_dtype))
     w_deq = relax.op.dequantize(relax.const(w), *deq_w.args[1:3], axis=int(deq_w.attrs.axis),
