@@ -202,3 +202,37 @@ def check_onnx_fixture(name: str, *, lsb: int, cpu_exact: bool = False, layer_ls
     if layer_lsb is not None:  # (in the model's order: compare and cosim reorder reordered features)
         assert all(layer.max_diff_tvm is not None and layer.max_diff_tvm <= layer_lsb for layer in rep.layers)
     return mod
+
+
+def npu_layers_against_litert(name: str):
+    """Every NPU op of the TFLite fixture ``name`` run on the golden model, fed LiteRT's own
+    input tensors where LiteRT recorded them (NAME.tensors.npz) and the NPU's own outputs
+    elsewhere (copies the compiler adds): (op, its output, LiteRT's value or None)."""
+    from npu_byoc.codegen.lower import lower_module
+    from npu_byoc.frontends.load import model_info
+    from npu_byoc.runtime import golden
+
+    mod = npu_byoc.load_model(model_path(name))
+    recorded = np.load(model_path(name).with_name(name.replace(".tflite", ".tensors.npz")))
+    tensors = {k.split(";")[0]: recorded[k] for k in recorded.files if k != "__index__"}
+    info = model_info(mod)
+    source = {v: o.name for o in info.ops for v in o.vars}
+    source.update({t.name.replace(":", "_"): t.name for t in info.inputs})
+
+    def tensor_of(ref_name, hwc):
+        return tensors[source.get(ref_name, ref_name)].reshape(hwc)
+
+    out = []
+    for plan in lower_module(npu_byoc.partition_for_npu(mod)).values():
+        regions = golden.allocate_regions(plan, [np.zeros(io.shape, np.int8) for io in plan.inputs])
+        for k, op in enumerate(plan.ops):
+            for r in op.inputs:
+                if source.get(r.name, r.name) in tensors:
+                    golden.write_tensor(regions, r, tensor_of(r.name, r.shape))
+            got = golden.run_op(op, regions)
+            try:
+                want = op_expected(plan, k, tensor_of)
+            except KeyError:  # a copy the compiler added: LiteRT has no such tensor
+                want = None
+            out.append((op, got, want))
+    return out

@@ -26,6 +26,10 @@ synthetic 10-class task, calibrated on its 64 calibration inputs):
 ``grouped_conv_int8.tflite``
     RegNetX-style: stem Conv 3x3/2, two X blocks (1x1 conv, 3x3 Conv2D(groups=4), 1x1 conv,
     BatchNorm, residual with a 1x1/2 projection in the second), global pool, Dense 10.
+``channel_shuffle_int8.tflite``
+    ShuffleNetV2's channel shuffle as Keras writes it (NHWC 8x8x3): Conv2D 1x1 24 ReLU,
+    Reshape to [8, 8, 3, 8], Permute (1, 2, 4, 3), Reshape back, Conv2D 1x1 16 ReLU, global
+    pool, Dense 10: RESHAPE (rank 5), TRANSPOSE, RESHAPE in the .tflite.
 ``channel_shuffle_qdq.onnx``
     ShuffleNetV2 unit (onnx.helper, NCHW 1x3x8x8): stem conv, channel Split, branch conv1x1 /
     depthwise 3x3 / conv1x1, Concat, channel shuffle as torchvision writes it (rank-5 Reshape
@@ -175,11 +179,28 @@ def make_grouped_conv(batch_size):
     return keras.Model(x0, L.Dense(10, activation="softmax", name="head")(x))
 
 
+def make_channel_shuffle(batch_size):
+    """ShuffleNetV2's channel shuffle as Keras writes it (NHWC): 1x1 conv, reshape to
+    [N, H, W, groups, C/groups], swap the last two axes, reshape back, 1x1 conv."""
+    import keras
+    from keras import layers as L
+
+    x0 = keras.Input(shape=(8, 8, 3), batch_size=batch_size, name="input")
+    x = L.Conv2D(24, 1, activation="relu", name="pw1")(x0)
+    x = L.Reshape((8, 8, 3, 8), name="shuffle_view")(x)
+    x = L.Permute((1, 2, 4, 3), name="shuffle_transpose")(x)
+    x = L.Reshape((8, 8, 24), name="shuffle_flat")(x)
+    x = L.Conv2D(16, 1, activation="relu", name="pw2")(x)
+    x = L.GlobalAveragePooling2D(name="pool")(x)
+    return keras.Model(x0, L.Dense(10, activation="softmax", name="head")(x))
+
+
 KERAS = {
     "vit_tiny_int8": (make_vit_tiny, (32, 32, 3), "tiny ViT: patch conv 4x4/4, MultiHeadAttention, LayerNormalization, GELU MLP"),
     "kws_transformer_int8": (make_kws_transformer, (49, 10, 1), "keyword transformer on 49x10 MFCCs, class token"),
     "convnext_block_int8": (make_convnext_block, (32, 32, 3), "ConvNeXt stem 4x4/4 + block (dw 7x7, LayerNorm, GELU MLP, layer scale)"),
     "grouped_conv_int8": (make_grouped_conv, (32, 32, 3), "RegNetX-style blocks, Conv2D(groups=4)"),
+    "channel_shuffle_int8": (make_channel_shuffle, (8, 8, 3), "channel shuffle of 3 groups (RESHAPE rank 5, TRANSPOSE, RESHAPE)"),
 }
 
 

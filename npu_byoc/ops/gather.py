@@ -6,6 +6,8 @@ themselves (which index maps are whole-pixel strided boxes) are
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 from tvm.relax.dpl import DFPattern, is_const, is_op, wildcard
 
@@ -114,8 +116,10 @@ def gather_copies(op, hw: HwConfig) -> str | None:
 
 
 def _lower_gather(name: str, op: QGather, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
+    # no layout yet (the dry run, alone): one the copies exist in (a partition's lowering fills in its own)
+    layout = op.layout or ("NCHW" if gather_copies(replace(op, layout="NHWC"), None) else "NHWC")
     try:
-        g = decompose(op.index, op.input.shape, op.layout or "NHWC")
+        g = decompose(op.index, op.input.shape, layout)
     except ValueError as err:
         raise Reject(str(err)) from None
     return Gather(name=name, ifm=ifms[0], ofm=ofm, rows=g.rows, cols=g.cols, c0=g.c0)
