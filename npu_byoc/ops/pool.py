@@ -57,8 +57,8 @@ def _pool_conventions(kind: str) -> tuple[Convention, ...]:
 def _single_window_strides(a, in_shape, out_shape, layout: str) -> tuple:
     """Along an axis with one output window the stride has no effect beyond keeping it the
     only one: the smallest such stride, so that a global pool written with stride = window
-    (DS-CNN's 25x5 AVERAGE_POOL_2D) meets the NPU's stride limit. Floor mode only (ceil-mode
-    pools are refused by the checks)."""
+    (DS-CNN's 25x5 AVERAGE_POOL_2D) meets the NPU's stride limit. Floor mode only (a ceil-mode
+    pool's extra window depends on its stride)."""
     strides = int_list(a.strides)
     if bool(a.ceil_mode) or in_shape is None or out_shape is None or len(out_shape) != 4:
         return strides
@@ -69,6 +69,22 @@ def _single_window_strides(a, in_shape, out_shape, layout: str) -> tuple:
         slack = int(in_shape[ax]) + pad[k] + pad[k + 2] - int_list(a.pool_size)[k]  # >= 0 when valid
         out.append(max(1, min(s, slack + 1)) if int(out_shape[ax]) == 1 and slack >= 0 else s)
     return tuple(out)
+
+
+def _ceil_padding(a, in_shape, out_shape, layout: str) -> tuple:
+    """A ceil-mode pool's padding with its extra bottom/right windows made explicit: the rows
+    and columns past the edge that the last window reads. Those are padding the NPU excludes,
+    as ONNX (onnxruntime) and TVM exclude them from a max and from an average's count
+    (count_include_pad=0); the output shape is the model's own (ONNX drops a last window that
+    would start in the padding, and then it needs no extra row)."""
+    pad = list(int_list(a.padding))  # top, left, bottom, right
+    if not bool(a.ceil_mode) or in_shape is None or out_shape is None or len(out_shape) != 4:
+        return tuple(pad)
+    axes = (1, 2) if layout == "NHWC" else (2, 3)
+    for k, ax in enumerate(axes):
+        reach = (int(out_shape[ax]) - 1) * int_list(a.strides)[k] + int_list(a.pool_size)[k]
+        pad[k + 2] += max(0, reach - (int(in_shape[ax]) + pad[k] + pad[k + 2]))
+    return tuple(pad)
 
 
 def _pool_from_call(kind, pool, inp, out, lo, hi, convention, x) -> QPool2D:
@@ -83,7 +99,7 @@ def _pool_from_call(kind, pool, inp, out, lo, hi, convention, x) -> QPool2D:
         output=out,
         pool_size=int_list(a.pool_size),
         strides=_single_window_strides(a, inp.shape, out.shape, layout),
-        padding=int_list(a.padding),
+        padding=_ceil_padding(a, inp.shape, out.shape, layout),
         dilation=int_list(a.dilation),
         ceil_mode=bool(a.ceil_mode),
         count_include_pad=bool(a.count_include_pad),
@@ -154,11 +170,11 @@ def pool_window(op: QPool2D, hw: HwConfig) -> str | None:
 
 
 def pool_padding_semantics(op: QPool2D, hw: HwConfig) -> str | None:
-    """No ceil mode; average pooling divides by the count of valid (non-padded) elements."""
-    if op.ceil_mode:
-        return f"{op.kind}_pool2d with ceil_mode: NPU supports floor mode only"
+    """Average pooling divides by the count of valid (non-padded) elements; a ceil-mode pool's
+    extra windows are padding (its record's ``padding`` includes them)."""
     if op.kind == "avg" and op.count_include_pad and any(op.padding):
-        return "avg_pool2d counting padded elements: NPU divides by the valid elements (TFLite semantics)"
+        ceil = " (ceil_mode's extra windows included)" if op.ceil_mode else ""
+        return f"avg_pool2d counting padded elements{ceil}: NPU divides by the valid elements (TFLite semantics)"
     ph, pw = op.pool_size
     t, l, b, r = op.padding
     if max(t, b) >= ph or max(l, r) >= pw:
