@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import (
-    add, concat, conv2d, depthwise, fully_connected, gather, lut, mean, mul, pool, reshape, resize, softmax,
+    add, concat, conv2d, depthwise, fully_connected, gather, lut, mean, mul, pad, pool, reshape, resize, softmax,
     transpose, transpose_conv,
 )  # fmt: skip
 from .npu_op_spec import NpuOpSpec
@@ -21,7 +21,7 @@ from .records import QOp
 
 REGISTRY = (
     conv2d, transpose_conv, depthwise, fully_connected, pool, mean, add, mul, lut, softmax, gather, resize, reshape,
-    concat, transpose,
+    concat, transpose, pad,
 )  # fmt: skip
 
 
