@@ -1,0 +1,121 @@
+"""npu.pad: a standalone constant PAD of the spatial axes with any fill, as an identity-LUT copy
+into the interior and constant-LUT border strips (npu_byoc.ops.pad). Against TVM's CPU build of
+the same Relax module (nn.pad on int8 is exact there), LiteRT's PADV2 fixture (fills 96 and 88,
+not the zero point) and, on the RTL, the golden model with the cycle model exact."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tvm import relax
+from tvm.script import relax as R
+
+import npu_byoc
+from npu_byoc.partition import pipeline as P
+from npu_byoc.runtime.cosim import cosim
+
+from .conftest import model_path, reference
+from .relax_builders import _build, _requantize_tail, _scale_const, _tensor, _zp_const
+
+
+def _int8_pad(shape, widths, fill, pool=None):
+    """nn.pad(int8 x, fill) [-> max_pool2d(3, 2)], NHWC."""
+    x = _tensor("x", shape, "int8")
+
+    def body(bb):
+        y = bb.emit(R.nn.pad(x, widths, "constant", float(fill)))
+        if pool is not None:
+            y = bb.emit(R.nn.max_pool2d(y, pool_size=(3, 3), strides=(2, 2), layout="NHWC"))
+        return y
+
+    return _build([x], body)
+
+
+def _qdq_pad(shape, widths, value, scale, zp):
+    """dequantize(x) -> nn.pad(constant value) -> quantize (ONNX Pad in QDQ), NHWC."""
+    x = _tensor("x", shape, "int8")
+
+    def body(bb):
+        xd = bb.emit(R.dequantize(x, _scale_const(scale), _zp_const(zp), axis=-1))
+        y = bb.emit(R.nn.pad(xd, widths, "constant", float(value)))
+        return _requantize_tail(bb, y, scale, zp, "int8")
+
+    return _build([x], body)
+
+
+def _npu_and_cpu(mod, x):
+    part = npu_byoc.partition_for_npu(mod)
+    log = [d for d in P.partition_log(part) if not d.accepted]
+    assert P.npu_functions(part) and not [o for b in part["main"].body.blocks for o in b.bindings
+                                          if isinstance(o.value, relax.Call) and not isinstance(o.value.op, relax.GlobalVar)
+                                          and str(o.value.op.name) == "relax.nn.pad"], log  # fmt: skip
+    return npu_byoc.build(part, "functional").run([x])[0], npu_byoc.build(mod, "cpu").run([x])[0]
+
+
+def _input(shape, seed=0):
+    return np.random.default_rng(seed).integers(-128, 128, shape, dtype=np.int8)
+
+
+@pytest.mark.parametrize("widths, fill", [
+    ([0, 0, 1, 1, 1, 1, 0, 0], 0),
+    ([0, 0, 2, 1, 0, 3, 0, 0], 96),      # asymmetric, no left column
+    ([0, 0, 0, 1, 0, 1, 0, 0], -128),    # keras ZeroPadding2D(((0, 1), (0, 1))) of NASNet
+    ([0, 0, 3, 0, 0, 0, 0, 0], 127),     # top rows only
+    ([0, 0, 0, 0, 2, 5, 0, 0], -7),      # columns only
+])  # fmt: skip
+def test_int8_pad_equals_tvm_cpu(widths, fill):
+    shape = (1, 6, 5, 7)
+    npu, cpu = _npu_and_cpu(_int8_pad(shape, widths, fill), _input(shape, fill & 0xFF))
+    assert npu.shape == cpu.shape
+    np.testing.assert_array_equal(npu, cpu)
+
+
+def test_qdq_pad_fills_with_the_quantized_constant():
+    """Hand-derived: value 0.75 at scale 0.25, zero point -3 quantizes to 0.75 / 0.25 - 3 = 0."""
+    shape = (1, 4, 4, 3)
+    x = _input(shape, 1)
+    npu, cpu = _npu_and_cpu(_qdq_pad(shape, [0, 0, 1, 0, 0, 2, 0, 0], 0.75, 0.25, -3), x)
+    np.testing.assert_array_equal(npu, cpu)
+    assert (npu[0, 0] == 0).all() and (npu[0, :, 4:] == 0).all()
+    np.testing.assert_array_equal(npu[0, 1:, :4], x[0])
+
+
+def test_pad_before_max_pool():
+    """Filled with int8's minimum, the pad folds into the max pool (one composite); filled
+    with anything else it is an npu.pad before it. Both equal TVM's CPU build."""
+    shape = (1, 9, 9, 4)
+    widths = [0, 0, 1, 1, 1, 1, 0, 0]
+    x = _input(shape, 2)
+    for fill, composites in ((-128, ["npu.max_pool2d"]), (5, ["npu.pad", "npu.max_pool2d"])):
+        mod = _int8_pad(shape, widths, fill, pool=True)
+        part = npu_byoc.partition_for_npu(mod)
+        names = [n for f in P.npu_functions(part).values() for n, _ in P.composite_functions(f)]
+        assert names == composites
+        npu, cpu = _npu_and_cpu(mod, x)
+        np.testing.assert_array_equal(npu, cpu)
+
+
+def test_padv2_fixture_on_the_npu_is_litert_exactly_and_rtl_exact():
+    name = "op_padv2_int8.tflite"
+    mod = npu_byoc.load_model(model_path(name))
+    ops = [o for o in npu_byoc.coverage_report(npu_byoc.partition_for_npu(mod)).ops if o.op == "PADV2"]
+    assert len(ops) == 2 and all(o.offloaded for o in ops)
+    ref = reference(name)
+    model = npu_byoc.build(mod, "functional")
+    for inputs, outputs in zip(ref["inputs"], ref["outputs"]):
+        for got, want in zip(model.run(inputs), outputs, strict=True):
+            np.testing.assert_array_equal(got, want)
+    rep = cosim(model_path(name), ref["inputs"][0], ref["outputs"][0])
+    assert rep.summary["max_diff_golden"] == 0 and rep.summary["cycle_model_exact"]
+
+
+@pytest.mark.parametrize("widths, reason", [
+    ([0, 0, 0, 0, 0, 0, 1, 1], "pad the channel axis of a NHWC partition"),
+    ([0, 0, 1, 0, 0, 0, 1, 1], "pad the batch or channel axis"),
+    ([1, 0, 0, 0, 0, 0, 0, 0], "NPU partitions run image by image"),
+    ([0, 0, -1, 0, 0, 0, 0, 0], "negative widths"),
+])  # fmt: skip
+def test_pad_refused_with_a_reason(widths, reason):
+    part = npu_byoc.partition_for_npu(_int8_pad((1, 4, 4, 3), widths, 0))
+    assert not P.npu_functions(part)
+    assert any(reason in (d.reason or "") for d in P.partition_log(part) if d.pattern == "npu.pad")
