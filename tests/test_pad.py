@@ -119,3 +119,41 @@ def test_pad_refused_with_a_reason(widths, reason):
     part = npu_byoc.partition_for_npu(_int8_pad((1, 4, 4, 3), widths, 0))
     assert not P.npu_functions(part)
     assert any(reason in (d.reason or "") for d in P.partition_log(part) if d.pattern == "npu.pad")
+
+
+def test_nasnet_pads_every_npu_layer_is_litert_exactly():
+    """NASNet's pads (tools/make_transformer_models.py): ZeroPadding2D before a max pool whose
+    input is not clamped (fill = zero point, not int8's minimum: an npu.pad), the shifted
+    path's standalone PAD, a PADV2 filled with 0.5. Every NPU layer, fed LiteRT's own input
+    tensors, gives LiteRT's output tensor exactly; the model is one partition (its output 0 LSB
+    off LiteRT: tests/test_transformer_fixtures.py)."""
+    from npu_byoc.codegen.lower import lower_module
+    from npu_byoc.frontends.load import model_info
+    from npu_byoc.runtime import golden
+
+    from .conftest import op_expected
+
+    name = "nasnet_pads_int8.tflite"
+    mod = npu_byoc.load_model(model_path(name))
+    part = npu_byoc.partition_for_npu(mod)
+    assert len(P.npu_functions(part)) == 1
+    recorded = np.load(model_path(name).with_name(name.replace(".tflite", ".tensors.npz")))
+    tensors = {k.split(";")[0]: recorded[k] for k in recorded.files if k != "__index__"}
+    info = model_info(mod)
+    source = {v: o.name for o in info.ops for v in o.vars}
+    source.update({t.name.replace(":", "_"): t.name for t in info.inputs})
+
+    def tensor_of(ref_name, hwc):
+        return tensors[source.get(ref_name, ref_name)].reshape(hwc)
+
+    kinds = []
+    for plan in lower_module(part).values():
+        regions = golden.allocate_regions(plan, [np.zeros(io.shape, np.int8) for io in plan.inputs])
+        for k, op in enumerate(plan.ops):
+            if any(source.get(r.name, r.name) not in tensors for r in op.inputs):
+                continue
+            for r in op.inputs:
+                golden.write_tensor(regions, r, tensor_of(r.name, r.shape))
+            np.testing.assert_array_equal(golden.run_op(op, regions), op_expected(plan, k, tensor_of), err_msg=op.name)
+            kinds.append(op.kind)
+    assert kinds.count("pad") == 3 and "pool" in kinds

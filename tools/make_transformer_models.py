@@ -26,6 +26,13 @@ synthetic 10-class task, calibrated on its 64 calibration inputs):
 ``grouped_conv_int8.tflite``
     RegNetX-style: stem Conv 3x3/2, two X blocks (1x1 conv, 3x3 Conv2D(groups=4), 1x1 conv,
     BatchNorm, residual with a 1x1/2 projection in the second), global pool, Dense 10.
+``nasnet_pads_int8.tflite``
+    NASNet's pads (16x16x3): stem conv 3x3 + BN + ReLU; a reduction cell's pool branch (1x1
+    conv, BN, ZeroPadding2D(((0, 1), (0, 1))), MaxPooling2D 3/2 valid: the pad's fill is the
+    BN output's zero point, not int8's minimum); _adjust_block's shifted path (ZeroPadding2D
+    ((0, 1), (0, 1)), Cropping2D(((1, 0), (1, 0))), AveragePooling2D 1/2: a standalone PAD) next
+    to the plain one, Concat; an ops.pad filled with 0.5 (PADV2, a fill that is not the zero
+    point) before a 3x3 valid conv, global pool, Dense 10.
 ``channel_shuffle_qdq.onnx``
     ShuffleNetV2 unit (onnx.helper, NCHW 1x3x8x8): stem conv, channel Split, branch conv1x1 /
     depthwise 3x3 / conv1x1, Concat, channel shuffle as torchvision writes it (rank-5 Reshape
@@ -171,11 +178,37 @@ def make_grouped_conv(batch_size):
     return keras.Model(x0, L.Dense(10, activation="softmax", name="head")(x))
 
 
+def make_nasnet_pads(batch_size):
+    """keras.applications.nasnet's pads: _reduction_a_cell's pool branch, _adjust_block's shift."""
+    import keras
+    from keras import layers as L
+
+    x0 = keras.Input(shape=(16, 16, 3), batch_size=batch_size, name="input")
+    x = L.Conv2D(16, 3, padding="same", use_bias=False, name="stem_conv")(x0)
+    x = L.ReLU(name="stem_relu")(L.BatchNormalization(name="stem_bn")(x))
+    h = L.BatchNormalization(name="reduce_bn")(L.Conv2D(16, 1, use_bias=False, name="reduce_conv")(x))
+    h = L.ZeroPadding2D(((0, 1), (0, 1)), name="reduce_pool_pad")(h)
+    h = L.MaxPooling2D(3, strides=2, name="reduce_pool")(h)
+    p1 = L.AveragePooling2D(1, strides=2, name="adjust_avg1")(x)
+    p1 = L.Conv2D(8, 1, use_bias=False, name="adjust_conv1")(p1)
+    p2 = L.ZeroPadding2D(((0, 1), (0, 1)), name="adjust_pad")(x)
+    p2 = L.Cropping2D(((1, 0), (1, 0)), name="adjust_crop")(p2)
+    p2 = L.AveragePooling2D(1, strides=2, name="adjust_avg2")(p2)
+    p2 = L.Conv2D(8, 1, use_bias=False, name="adjust_conv2")(p2)
+    p = L.BatchNormalization(name="adjust_bn")(L.Concatenate(name="adjust_concat")([p1, p2]))
+    y = L.Add(name="cell_add")([h, p])
+    y = L.Lambda(lambda t: keras.ops.pad(t, [[0, 0], [1, 1], [1, 1], [0, 0]], constant_values=0.5), name="fill_pad")(y)
+    y = L.ReLU(name="head_relu")(L.Conv2D(16, 3, name="head_conv")(y))
+    y = L.GlobalAveragePooling2D(name="pool")(y)
+    return keras.Model(x0, L.Dense(10, activation="softmax", name="head")(y))
+
+
 KERAS = {
     "vit_tiny_int8": (make_vit_tiny, (32, 32, 3), "tiny ViT: patch conv 4x4/4, MultiHeadAttention, LayerNormalization, GELU MLP"),
     "kws_transformer_int8": (make_kws_transformer, (49, 10, 1), "keyword transformer on 49x10 MFCCs, class token"),
     "convnext_block_int8": (make_convnext_block, (32, 32, 3), "ConvNeXt stem 4x4/4 + block (dw 7x7, LayerNorm, GELU MLP, layer scale)"),
     "grouped_conv_int8": (make_grouped_conv, (32, 32, 3), "RegNetX-style blocks, Conv2D(groups=4)"),
+    "nasnet_pads_int8": (make_nasnet_pads, (16, 16, 3), "NASNet's pads: ZeroPadding2D before MaxPool, shifted path, PADV2 fill 0.5"),
 }
 
 
