@@ -64,3 +64,12 @@ def test_ceil_mode_record_pads_the_last_window():
     ((_, comp),) = P.composite_functions(func)
     op = P.extract_composite(comp)
     assert op.ceil_mode and op.padding == (0, 0, 1, 1) and op.output.shape == (1, 8, 8, 4)
+
+
+def test_squeezenet_style_fixture_is_one_partition():
+    """ceil_pool_qdq.onnx (SqueezeNet's ceil-mode MaxPool and AveragePool): every operator on
+    the NPU in one partition (before: the two pools on the CPU, three partitions)."""
+    from .conftest import model_path
+
+    report = npu_byoc.coverage_report(npu_byoc.partition_for_npu(npu_byoc.load_model(model_path("ceil_pool_qdq.onnx"))))
+    assert all(o.offloaded for o in report.ops) and report.summary["partitions"] == 1

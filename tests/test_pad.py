@@ -157,3 +157,17 @@ def test_nasnet_pads_every_npu_layer_is_litert_exactly():
             np.testing.assert_array_equal(golden.run_op(op, regions), op_expected(plan, k, tensor_of), err_msg=op.name)
             kinds.append(op.kind)
     assert kinds.count("pad") == 3 and "pool" in kinds
+
+
+def test_onnx_qdq_pads_import_their_quantized_fill_and_run_on_the_npu():
+    """pad_qdq.onnx: onnxruntime's quantizer writes Pad's constant_value 0.25 as
+    DequantizeLinear(127, scale 0.25 / 255, zero point -128); the import folds it back to 0.25,
+    and both Pads (zero before a ceil-mode MaxPool, 0.25 between convs) run on the NPU, in one
+    partition (within 1 LSB of onnxruntime and of TVM's CPU build per layer, on the RTL:
+    tests/test_transformer_fixtures.py)."""
+    mod = npu_byoc.load_model(model_path("pad_qdq.onnx"))
+    fills = sorted(float(b.value.attrs.pad_value) for blk in mod["main"].body.blocks for b in blk.bindings
+                   if isinstance(b.value, relax.Call) and getattr(b.value.op, "name", "") == "relax.nn.pad")  # fmt: skip
+    assert fills == [0.0, 0.25]
+    report = npu_byoc.coverage_report(npu_byoc.partition_for_npu(mod))
+    assert all(o.offloaded for o in report.ops) and report.summary["partitions"] == 1

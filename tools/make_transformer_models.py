@@ -41,6 +41,9 @@ synthetic 10-class task, calibrated on its 64 calibration inputs):
     SqueezeNet-style (1x3x16x16): conv 3x3, MaxPool 3/2 ceil_mode=1 (16 -> 8, floor would give
     7), a fire module (squeeze 1x1, expand 1x1 and 3x3, Concat), AveragePool 3/2 ceil_mode=1
     (8 -> 4), conv 1x1.
+``pad_qdq.onnx``
+    Pad in constant mode (1x3x16x16): conv 3x3, Pad 0 of the bottom and right before a MaxPool
+    3/2 ceil_mode=1, Pad 0.25 (not the zero point) before a 3x3 valid conv, conv 1x1.
 ``layernorm_qdq.onnx``
     Opset 17 (1x3x8x8): patch conv 2x2/2, Reshape + Transpose to 16 tokens of 16,
     LayerNormalization(axis=-1), MatMul 16x32, Relu, MatMul 32x16.
@@ -281,6 +284,22 @@ def ceil_pool_float_onnx():
     return mm._float_onnx_model("ceil_pool", nodes, inits, [1, 3, 16, 16], [1, 10, 4, 4])
 
 
+def pad_float_onnx():
+    """Pad (constant mode) as ONNX models write it: a zero pad before a max pool (torchvision
+    writes it into the pool; exporters of Keras models do not), and one filled with 0.25
+    between two convs; MaxPool 3/2 ceil_mode=1 on the padded map."""
+    weight, node, nodes, inits = _onnx_builder(mm.SEED + 3)
+    x = _conv(weight, node, "input", "conv1", 3, 8, k=3)
+    pads = lambda name, v: weight(name, (8,), value=v, dtype=np.int64)  # noqa: E731
+    x = node("Pad", [x, pads("pool_pads", [0, 0, 0, 0, 0, 0, 1, 1])], "pool_pad", mode="constant")
+    x = node("MaxPool", [x], "maxpool", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)  # 17 -> 8
+    x = node("Pad", [x, pads("fill_pads", [0, 0, 1, 2, 0, 0, 2, 1]), weight("fill", (), value=0.25)], "fill_pad",
+             mode="constant")  # 8 -> 11
+    x = _conv(weight, node, x, "conv2", 8, 8, k=3, pad=0)  # 11 -> 9
+    node("Conv", [x, weight("head.w", (10, 8, 1, 1)), weight("head.b", (10,), 0.1)], "output", kernel_shape=[1, 1])
+    return mm._float_onnx_model("pad", nodes, inits, [1, 3, 16, 16], [1, 10, 9, 9])
+
+
 def layernorm_float_onnx():
     weight, node, nodes, inits = _onnx_builder(mm.SEED + 2)
     x = _conv(weight, node, "input", "patch", 3, 16, k=2, stride=2, relu=False, pad=0)
@@ -297,6 +316,7 @@ def layernorm_float_onnx():
 ONNX = {
     "channel_shuffle_qdq": (channel_shuffle_float_onnx, (8, 8, 3), "ShuffleNetV2 unit, channel shuffle (rank-5 Reshape, Transpose)"),
     "ceil_pool_qdq": (ceil_pool_float_onnx, (16, 16, 3), "SqueezeNet-style MaxPool/AveragePool ceil_mode=1, fire module"),
+    "pad_qdq": (pad_float_onnx, (16, 16, 3), "Pad (constant 0 before a ceil-mode MaxPool, 0.25 between convs)"),
     "layernorm_qdq": (layernorm_float_onnx, (8, 8, 3), "opset 17 LayerNormalization over 16 tokens"),
 }
 
