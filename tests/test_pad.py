@@ -18,9 +18,9 @@ from .conftest import model_path, reference
 from .relax_builders import _build, _requantize_tail, _scale_const, _tensor, _zp_const
 
 
-def _int8_pad(shape, widths, fill, pool=None):
+def _int8_pad(shape, widths, fill, pool=None, dtype="int8"):
     """nn.pad(int8 x, fill) [-> max_pool2d(3, 2)], NHWC."""
-    x = _tensor("x", shape, "int8")
+    x = _tensor("x", shape, dtype)
 
     def body(bb):
         y = bb.emit(R.nn.pad(x, widths, "constant", float(fill)))
@@ -67,6 +67,15 @@ def test_int8_pad_equals_tvm_cpu(widths, fill):
     shape = (1, 6, 5, 7)
     npu, cpu = _npu_and_cpu(_int8_pad(shape, widths, fill), _input(shape, fill & 0xFF))
     assert npu.shape == cpu.shape
+    np.testing.assert_array_equal(npu, cpu)
+
+
+def test_uint8_pad_keeps_its_fill():
+    """A uint8 model's pad runs on the int8 NPU with its bytes flipped: the fill (200) too."""
+    shape = (1, 5, 5, 3)
+    x = np.random.default_rng(3).integers(0, 256, shape, dtype=np.uint8)
+    npu, cpu = _npu_and_cpu(_int8_pad(shape, [0, 0, 1, 2, 2, 1, 0, 0], 200, dtype="uint8"), x)
+    assert npu.dtype == np.uint8 and (npu[0, 0] == 200).all()
     np.testing.assert_array_equal(npu, cpu)
 
 
