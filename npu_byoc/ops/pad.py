@@ -16,7 +16,7 @@ import numpy as np
 from tvm.relax.dpl import is_op, wildcard
 
 from . import checks as C
-from ._qdq import _DTYPE_RANGE, _INT_ACTIVATIONS, _activation, _carried, _deq, _quant
+from ._qdq import _DTYPE_RANGE, _INT_ACTIVATIONS, _activation, _carried, _deq, _is_constant, _quant
 from ..arch.config import HwConfig
 from .entry import Convention, NpuPattern
 from .npu_op_spec import NpuOpSpec, shape_text
@@ -128,7 +128,9 @@ def _extract_pad(root, bindings) -> QPad:
     lo, hi = _DTYPE_RANGE.get(out.dtype, (-128, 127))
     if value != int(value) or not lo <= value <= hi:
         raise Reject(f"PAD fill {value:g} of a {out.dtype} tensor: not one of its values")
-    return QPad(_carried(x), out, tuple(int_list(e.attrs.pad_width)), int(value), "int8", operands=(x,))
+    # a constant's pad (weights in the integer forms) is folded, not offloaded: not ours
+    convention = "constant" if _is_constant(x, bindings) else "int8"
+    return QPad(_carried(x), out, tuple(int_list(e.attrs.pad_width)), int(value), convention, operands=(x,))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -207,7 +209,7 @@ ENTRY = NpuPattern(
     conventions=_pad_conventions(),
     extract=_extract_pad,
     checks=(*C.COMMON, pad_same_quantization, pad_spatial),
-    applies=lambda op: op.input.dtype in _INT_ACTIVATIONS,
+    applies=lambda op: op.convention != "constant" and op.input.dtype in _INT_ACTIVATIONS,
     moves_data=True,
 )
 
