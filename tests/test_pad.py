@@ -180,3 +180,32 @@ def test_onnx_qdq_pads_import_their_quantized_fill_and_run_on_the_npu():
     assert fills == [0.0, 0.25]
     report = npu_byoc.coverage_report(npu_byoc.partition_for_npu(mod))
     assert all(o.offloaded for o in report.ops) and report.summary["partitions"] == 1
+
+
+def _qdq_pad_max_pool(shape, widths, value, scale, zp):
+    """ONNX QDQ as onnxruntime's quantizer writes it: the Pad quantized on its own, then the
+    MaxPool (3/2, NCHW)."""
+    x = _tensor("x", shape, "int8")
+
+    def body(bb):
+        xd = bb.emit(R.dequantize(x, _scale_const(scale), _zp_const(zp), axis=1))
+        y = bb.emit(R.nn.pad(xd, widths, "constant", float(value)))
+        q = bb.emit(R.quantize(y, _scale_const(scale), _zp_const(zp), axis=1, out_dtype="int8"))
+        yd = bb.emit(R.dequantize(q, _scale_const(scale), _zp_const(zp), axis=1))
+        p = bb.emit(R.nn.max_pool2d(yd, pool_size=(3, 3), strides=(2, 2), layout="NCHW"))
+        return bb.emit(R.quantize(p, _scale_const(scale), _zp_const(zp), axis=1, out_dtype="int8"))
+
+    return _build([x], body)
+
+
+@pytest.mark.parametrize("value, composites", [
+    (0.0, ["npu.max_pool2d"]),              # 0.0 quantizes to -128 (zero point): folds into the pool
+    (0.5, ["npu.pad", "npu.max_pool2d"]),   # -127: a pad op before the pool
+])  # fmt: skip
+def test_qdq_pad_before_max_pool(value, composites):
+    shape = (1, 4, 9, 9)
+    mod = _qdq_pad_max_pool(shape, [0, 0, 0, 0, 1, 1, 0, 1], value, 0.5, -128)
+    part = npu_byoc.partition_for_npu(mod)
+    assert [n for f in P.npu_functions(part).values() for n, _ in P.composite_functions(f)] == composites
+    npu, cpu = _npu_and_cpu(mod, _input(shape, 4))
+    np.testing.assert_array_equal(npu, cpu)

@@ -101,7 +101,7 @@ def _pad_conventions() -> tuple[Convention, ...]:
     )
 
 
-def _quantized_fill(value: float, out: QTensor) -> int:
+def quantized_fill(value: float, out: QTensor) -> int:
     """quantize(v) as TVM's CPU build and onnxruntime compute it: float32 v / scale rounded
     half to even, plus the zero point, clamped to the dtype."""
     lo, hi = _DTYPE_RANGE[out.dtype]
@@ -118,7 +118,7 @@ def _extract_pad(root, bindings) -> QPad:
         inp, out = _activation(deq, bindings, "input", x), _activation(e, bindings, "output", e)
         if str(pad.attrs.pad_mode) != "constant":
             raise Reject(f"PAD mode {pad.attrs.pad_mode}: the NPU pads with a constant")
-        fill = _quantized_fill(float(pad.attrs.pad_value), out)
+        fill = quantized_fill(float(pad.attrs.pad_value), out)
         return QPad(inp, out, tuple(int_list(pad.attrs.pad_width)), fill, "qdq", operands=(x,))
     x = e.args[0]
     if str(e.attrs.pad_mode) != "constant":

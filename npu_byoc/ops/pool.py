@@ -14,13 +14,15 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from . import checks as C
 from ._qdq import (
-    _DTYPE_RANGE, _Tail, _activation, _add_padding, _carried, _int_clip, _pad, _qdq_unary, _unpad,
+    _DTYPE_RANGE, _Tail, _activation, _add_padding, _carried, _deq, _int_clip, _pad, _qdq_unary, _quant,
+    _requant_tail, _unpad,
 )  # fmt: skip
 from ..arch.config import HwConfig
 from ..arch import numerics as nx
 from .canonical import CanonicalForm
 from .entry import Convention, NpuPattern
 from .npu_ops import NpuOp, Pool, TensorRef
+from .pad import quantized_fill
 from .npu_op_spec import NpuOpSpec, what
 from .records import QPool2D, Reject
 from ..util.relax_utils import dtype_of, int_list, op_name, prim_value, resolve
@@ -42,6 +44,10 @@ def _pool_conventions(kind: str) -> tuple[Convention, ...]:
             Convention("cast-wrapped", "TFLite", cast, form),
         ]
     else:
+        # ONNX QDQ: a Pad quantized on its own (onnxruntime's quantizer) whose fill is int8's minimum
+        padded_qdq = is_op(op)(_deq(_quant(_pad(_deq()))))
+        qdq = [Convention(f"qdq+pad{tail}", "ONNX QDQ", pat, f"dequantize(quantize(nn.pad(dequantize(x), v → -128))) → {short}"
+                          + tail_form) for tail, pat, tail_form in _requant_tail(padded_qdq)] + qdq  # fmt: skip
         plain = is_op(op)(wildcard())
         padded = is_op(op)(_pad(wildcard()))
         pad_form = f"nn.pad(int8 x, fill=-128) → {short}"
@@ -121,11 +127,14 @@ def _extract_pool(kind: str):
         if op_name(e) == "relax.quantize":  # QDQ form
             tail = _Tail(root, bindings)
             pool = tail.body
-            x_deq = resolve(pool.args[0], bindings)
+            x_deq, folded = resolve(pool.args[0], bindings), None
+            if kind == "max":
+                x_deq, folded = _unpad_qdq(x_deq, bindings, str(pool.attrs.layout))
             inp = _activation(x_deq, bindings, "input", x_deq.args[0])
             out = tail.output(bindings)
             lo, hi = tail.clamp(out, bindings)
-            return _pool_from_call(kind, pool, inp, out, lo, hi, "qdq", x_deq.args[0])
+            op = _pool_from_call(kind, pool, inp, out, lo, hi, "qdq", x_deq.args[0])
+            return op if folded is None else replace(op, padding=_add_padding(op.padding, folded))
         # Integer forms: max_pool2d on int8, or astype(int32) -> avg_pool2d -> astype(int8).
         if op_name(e) == "relax.astype":
             e = resolve(e.args[0], bindings)
@@ -152,6 +161,28 @@ def _extract_pool(kind: str):
         return op if folded is None else replace(op, padding=_add_padding(op.padding, folded))
 
     return extract
+
+
+def _unpad_qdq(x_deq, bindings, layout: str):
+    """``dequantize(quantize(nn.pad(dequantize(x), v)))`` with one quantization throughout and
+    ``v`` quantizing to the dtype's minimum, which never wins a max: ``dequantize(x)`` and the
+    pad's (top, left, bottom, right) widths. Anything else: ``x_deq`` unchanged."""
+    q = resolve(x_deq.args[0], bindings)
+    pad = resolve(q.args[0], bindings) if op_name(q) == "relax.quantize" else None
+    inner = resolve(pad.args[0], bindings) if op_name(pad) == "relax.nn.pad" else None
+    if op_name(inner) != "relax.dequantize":
+        return x_deq, None
+    tensors = [_activation(c, bindings, what, t) for c, what, t in
+               ((inner, "PAD input", inner.args[0]), (q, "PAD output", q), (x_deq, "max_pool2d input", x_deq.args[0]))]
+    if len({(t.scale, t.zero_point, t.dtype) for t in tensors}) != 1:
+        raise Reject("PAD before max_pool2d changes the quantization: only a pad that keeps it folds")
+    lowest = _DTYPE_RANGE.get(tensors[1].dtype, (-128, 127))[0]
+    fill = quantized_fill(float(pad.attrs.pad_value), tensors[1])
+    if fill != lowest:
+        raise Reject(f"PAD fill {float(pad.attrs.pad_value):g} (quantized {fill}) before max_pool2d: only a pad "
+                     f"filled with {lowest} folds into it (the others are npu.pad)")
+    _, folded = _unpad(pad, bindings, layout, float(pad.attrs.pad_value), "max_pool2d")
+    return inner, folded
 
 
 # ---------------------------------------------------------------------------------------------
