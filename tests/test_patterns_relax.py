@@ -123,6 +123,7 @@ POSITIVE = [
     ("qdq_sigmoid", lambda: rb.qdq_sigmoid(), "npu.sigmoid", "qdq"),
     ("qdq_avg_pool", lambda: rb.qdq_avg_pool(), "npu.avg_pool2d", "qdq"),
     ("qdq_avg_pool_padded", lambda: rb.qdq_avg_pool(pool_size=3, strides=1, padding=1), "npu.avg_pool2d", "qdq"),
+    ("qdq_avg_pool_ceil_mode", lambda: rb.qdq_avg_pool(ceil_mode=True, input_hw=(7, 7)), "npu.avg_pool2d", "qdq"),
     ("cast_avg_pool", lambda: rb.cast_avg_pool(), "npu.avg_pool2d", "cast-wrapped"),
     ("cast_avg_pool_clip", lambda: rb.cast_avg_pool(clip=(-100, 100)), "npu.avg_pool2d", "cast-wrapped+clip"),
     ("int8_max_pool", lambda: rb.int8_max_pool(), "npu.max_pool2d", "integer"),
@@ -426,7 +427,11 @@ NEGATIVE = [
         "depthwise conv2d with channel multiplier 2: NPU supports multiplier 1",
     ),
     # pooling
-    ("avg_pool_ceil_mode", lambda: rb.qdq_avg_pool(ceil_mode=True, input_hw=(7, 7)), "avg_pool2d with ceil_mode: NPU supports floor mode only"),
+    (
+        "avg_pool_ceil_mode_count_include_pad",
+        lambda: rb.qdq_avg_pool(ceil_mode=True, count_include_pad=True, input_hw=(7, 7)),
+        "avg_pool2d counting padded elements (ceil_mode's extra windows included)",
+    ),
     (
         "avg_pool_count_include_pad",
         lambda: rb.qdq_avg_pool(count_include_pad=True, pool_size=3, strides=1, padding=1),

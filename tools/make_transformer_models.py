@@ -30,6 +30,13 @@ synthetic 10-class task, calibrated on its 64 calibration inputs):
     ShuffleNetV2's channel shuffle as Keras writes it (NHWC 8x8x3): Conv2D 1x1 24 ReLU,
     Reshape to [8, 8, 3, 8], Permute (1, 2, 4, 3), Reshape back, Conv2D 1x1 16 ReLU, global
     pool, Dense 10: RESHAPE (rank 5), TRANSPOSE, RESHAPE in the .tflite.
+``nasnet_pads_int8.tflite``
+    NASNet's pads (16x16x3): stem conv 3x3 + BN + ReLU; a reduction cell's pool branch (1x1
+    conv, BN, ZeroPadding2D(((0, 1), (0, 1))), MaxPooling2D 3/2 valid: the pad's fill is the
+    BN output's zero point, not int8's minimum); _adjust_block's shifted path (ZeroPadding2D
+    ((0, 1), (0, 1)), Cropping2D(((1, 0), (1, 0))), AveragePooling2D 1/2: a standalone PAD) next
+    to the plain one, Concat; an ops.pad filled with 0.5 (PADV2, a fill that is not the zero
+    point) before a 3x3 valid conv, global pool, Dense 10.
 ``channel_shuffle_qdq.onnx``
     ShuffleNetV2 unit (onnx.helper, NCHW 1x3x8x8): stem conv, channel Split, branch conv1x1 /
     depthwise 3x3 / conv1x1, Concat, channel shuffle as torchvision writes it (rank-5 Reshape
@@ -42,6 +49,9 @@ synthetic 10-class task, calibrated on its 64 calibration inputs):
     RegNet-X-style grouped convolutions (NCHW 1x3x8x8): stem conv 3x3 (16), Conv 3x3 group=2,
     Conv 3x3/2 group=4 (16 -> 32: 4 -> 8 channels per group), Conv 3x3 group=16 (2 per group,
     C/2), conv 1x1 (10).
+``pad_qdq.onnx``
+    Pad in constant mode (1x3x16x16): conv 3x3, Pad 0 of the bottom and right before a MaxPool
+    3/2 ceil_mode=1, Pad 0.25 (not the zero point) before a 3x3 valid conv, conv 1x1.
 ``layernorm_qdq.onnx``
     Opset 17 (1x3x8x8): patch conv 2x2/2, Reshape + Transpose to 16 tokens of 16,
     LayerNormalization(axis=-1), MatMul 16x32, Relu, MatMul 32x16.
@@ -193,6 +203,29 @@ def make_channel_shuffle(batch_size):
     x = L.Conv2D(16, 1, activation="relu", name="pw2")(x)
     x = L.GlobalAveragePooling2D(name="pool")(x)
     return keras.Model(x0, L.Dense(10, activation="softmax", name="head")(x))
+def make_nasnet_pads(batch_size):
+    """keras.applications.nasnet's pads: _reduction_a_cell's pool branch, _adjust_block's shift."""
+    import keras
+    from keras import layers as L
+
+    x0 = keras.Input(shape=(16, 16, 3), batch_size=batch_size, name="input")
+    x = L.Conv2D(16, 3, padding="same", use_bias=False, name="stem_conv")(x0)
+    x = L.ReLU(name="stem_relu")(L.BatchNormalization(name="stem_bn")(x))
+    h = L.BatchNormalization(name="reduce_bn")(L.Conv2D(16, 1, use_bias=False, name="reduce_conv")(x))
+    h = L.ZeroPadding2D(((0, 1), (0, 1)), name="reduce_pool_pad")(h)
+    h = L.MaxPooling2D(3, strides=2, name="reduce_pool")(h)
+    p1 = L.AveragePooling2D(1, strides=2, name="adjust_avg1")(x)
+    p1 = L.Conv2D(8, 1, use_bias=False, name="adjust_conv1")(p1)
+    p2 = L.ZeroPadding2D(((0, 1), (0, 1)), name="adjust_pad")(x)
+    p2 = L.Cropping2D(((1, 0), (1, 0)), name="adjust_crop")(p2)
+    p2 = L.AveragePooling2D(1, strides=2, name="adjust_avg2")(p2)
+    p2 = L.Conv2D(8, 1, use_bias=False, name="adjust_conv2")(p2)
+    p = L.BatchNormalization(name="adjust_bn")(L.Concatenate(name="adjust_concat")([p1, p2]))
+    y = L.Add(name="cell_add")([h, p])
+    y = L.Lambda(lambda t: keras.ops.pad(t, [[0, 0], [1, 1], [1, 1], [0, 0]], constant_values=0.5), name="fill_pad")(y)
+    y = L.ReLU(name="head_relu")(L.Conv2D(16, 3, name="head_conv")(y))
+    y = L.GlobalAveragePooling2D(name="pool")(y)
+    return keras.Model(x0, L.Dense(10, activation="softmax", name="head")(y))
 
 
 KERAS = {
@@ -201,6 +234,7 @@ KERAS = {
     "convnext_block_int8": (make_convnext_block, (32, 32, 3), "ConvNeXt stem 4x4/4 + block (dw 7x7, LayerNorm, GELU MLP, layer scale)"),
     "grouped_conv_int8": (make_grouped_conv, (32, 32, 3), "RegNetX-style blocks, Conv2D(groups=4)"),
     "channel_shuffle_int8": (make_channel_shuffle, (8, 8, 3), "channel shuffle of 3 groups (RESHAPE rank 5, TRANSPOSE, RESHAPE)"),
+    "nasnet_pads_int8": (make_nasnet_pads, (16, 16, 3), "NASNet's pads: ZeroPadding2D before MaxPool, shifted path, PADV2 fill 0.5"),
 }
 
 
@@ -282,6 +316,20 @@ def grouped_conv_float_onnx():
     _conv(weight, node, x, "head", 32, 10, relu=False)
     nodes[-1].output[0] = "output"
     return mm._float_onnx_model("grouped_conv", nodes, inits, [1, 3, 8, 8], [1, 10, 4, 4])
+def pad_float_onnx():
+    """Pad (constant mode) as ONNX models write it: a zero pad before a max pool (torchvision
+    writes it into the pool; exporters of Keras models do not), and one filled with 0.25
+    between two convs; MaxPool 3/2 ceil_mode=1 on the padded map."""
+    weight, node, nodes, inits = _onnx_builder(mm.SEED + 3)
+    x = _conv(weight, node, "input", "conv1", 3, 8, k=3)
+    pads = lambda name, v: weight(name, (8,), value=v, dtype=np.int64)  # noqa: E731
+    x = node("Pad", [x, pads("pool_pads", [0, 0, 0, 0, 0, 0, 1, 1])], "pool_pad", mode="constant")
+    x = node("MaxPool", [x], "maxpool", kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1)  # 17 -> 8
+    x = node("Pad", [x, pads("fill_pads", [0, 0, 1, 2, 0, 0, 2, 1]), weight("fill", (), value=0.25)], "fill_pad",
+             mode="constant")  # 8 -> 11
+    x = _conv(weight, node, x, "conv2", 8, 8, k=3, pad=0)  # 11 -> 9
+    node("Conv", [x, weight("head.w", (10, 8, 1, 1)), weight("head.b", (10,), 0.1)], "output", kernel_shape=[1, 1])
+    return mm._float_onnx_model("pad", nodes, inits, [1, 3, 16, 16], [1, 10, 9, 9])
 
 
 def layernorm_float_onnx():
@@ -301,6 +349,7 @@ ONNX = {
     "channel_shuffle_qdq": (channel_shuffle_float_onnx, (8, 8, 3), "ShuffleNetV2 unit, channel shuffle (rank-5 Reshape, Transpose)"),
     "ceil_pool_qdq": (ceil_pool_float_onnx, (16, 16, 3), "SqueezeNet-style MaxPool/AveragePool ceil_mode=1, fire module"),
     "grouped_conv_qdq": (grouped_conv_float_onnx, (8, 8, 3), "RegNet-X-style Conv group=2, 4 and C/2"),
+    "pad_qdq": (pad_float_onnx, (16, 16, 3), "Pad (constant 0 before a ceil-mode MaxPool, 0.25 between convs)"),
     "layernorm_qdq": (layernorm_float_onnx, (8, 8, 3), "opset 17 LayerNormalization over 16 tokens"),
 }
 

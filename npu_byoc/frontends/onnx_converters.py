@@ -6,7 +6,8 @@ pattern can read, so they always split the partition:
 
 - a constant-mode ``Pad`` (tf2onnx's SAME padding, PyTorch's ``F.pad`` / ``ZeroPad2d``) becomes
   ``relax.op.nn.pad``, as TVM's TFLite importer writes it, so a zero-point pad folds into the
-  next conv like a TFLite PAD (docs/patterns.md);
+  next conv like a TFLite PAD (docs/patterns.md), its fill a constant or, in a QDQ model, a
+  dequantized constant;
 - a ``Clip`` with constant bounds (PyTorch's ReLU6 / Hardtanh) becomes ``relax.op.clip``: the
   activation clamp of the op before it, or a standalone LUT op.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
 from tvm import relax
 
 from ..util.relax_utils import Constant, constant_value, dtype_of
@@ -29,12 +31,30 @@ def _pad(importer, inputs, attrs, opset: int):
 
     if opset < 11 or attrs.get("mode", b"constant").decode("utf-8") != "constant":
         return None
+    args = [inputs[k] for k in range(len(inputs))] + [None] * (3 - len(inputs))  # constant_value optional
+    quantized = _dequantized_constant(args[2])
+    if quantized is not None:  # a QDQ model's fill (onnxruntime quantizes Pad's constant_value)
+        args[2] = None
     try:
-        before, after, value = onnx_frontend.Pad._parse_pads_and_axes(inputs, [importer._nodes, importer._params])
+        before, after, value = onnx_frontend.Pad._parse_pads_and_axes(args, [importer._nodes, importer._params])
     except ValueError:  # dynamic pads: TVM's converter says so
         return None
+    value = value if quantized is None else quantized
     widths = [int(w) for pair in zip(before, after) for w in pair]
     return relax.op.nn.pad(inputs[0], widths, "constant", float(value))
+
+
+def _dequantized_constant(expr) -> float | None:
+    """DequantizeLinear of a constant scalar as onnxruntime computes it, (q - zp) * scale in
+    float32; None for anything else."""
+    if not (isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.dequantize"):
+        return None
+    if not all(isinstance(a, Constant) for a in expr.args):
+        return None
+    q, scale, zp = (constant_value(a) for a in expr.args)
+    if q.size != 1 or scale.size != 1 or zp.size != 1:
+        return None
+    return float(np.float32(int(q.reshape(-1)[0]) - int(zp.reshape(-1)[0])) * np.float32(scale.reshape(-1)[0]))
 
 
 def _bound(importer, inputs, k: int, default: float) -> float | None:

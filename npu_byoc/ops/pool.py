@@ -14,13 +14,15 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from . import checks as C
 from ._qdq import (
-    _DTYPE_RANGE, _Tail, _activation, _add_padding, _carried, _int_clip, _pad, _qdq_unary, _unpad,
+    _DTYPE_RANGE, _Tail, _activation, _add_padding, _carried, _deq, _int_clip, _pad, _qdq_unary, _quant,
+    _requant_tail, _unpad,
 )  # fmt: skip
 from ..arch.config import HwConfig
 from ..arch import numerics as nx
 from .canonical import CanonicalForm
 from .entry import Convention, NpuPattern
 from .npu_ops import NpuOp, Pool, TensorRef
+from .pad import quantized_fill
 from .npu_op_spec import NpuOpSpec, what
 from .records import QPool2D, Reject
 from ..util.relax_utils import dtype_of, int_list, op_name, prim_value, resolve
@@ -42,6 +44,10 @@ def _pool_conventions(kind: str) -> tuple[Convention, ...]:
             Convention("cast-wrapped", "TFLite", cast, form),
         ]
     else:
+        # ONNX QDQ: a Pad quantized on its own (onnxruntime's quantizer) whose fill is int8's minimum
+        padded_qdq = is_op(op)(_deq(_quant(_pad(_deq()))))
+        qdq = [Convention(f"qdq+pad{tail}", "ONNX QDQ", pat, f"dequantize(quantize(nn.pad(dequantize(x), v → -128))) → {short}"
+                          + tail_form) for tail, pat, tail_form in _requant_tail(padded_qdq)] + qdq  # fmt: skip
         plain = is_op(op)(wildcard())
         padded = is_op(op)(_pad(wildcard()))
         pad_form = f"nn.pad(int8 x, fill=-128) → {short}"
@@ -57,8 +63,8 @@ def _pool_conventions(kind: str) -> tuple[Convention, ...]:
 def _single_window_strides(a, in_shape, out_shape, layout: str) -> tuple:
     """Along an axis with one output window the stride has no effect beyond keeping it the
     only one: the smallest such stride, so that a global pool written with stride = window
-    (DS-CNN's 25x5 AVERAGE_POOL_2D) meets the NPU's stride limit. Floor mode only (ceil-mode
-    pools are refused by the checks)."""
+    (DS-CNN's 25x5 AVERAGE_POOL_2D) meets the NPU's stride limit. Floor mode only (a ceil-mode
+    pool's extra window depends on its stride)."""
     strides = int_list(a.strides)
     if bool(a.ceil_mode) or in_shape is None or out_shape is None or len(out_shape) != 4:
         return strides
@@ -69,6 +75,22 @@ def _single_window_strides(a, in_shape, out_shape, layout: str) -> tuple:
         slack = int(in_shape[ax]) + pad[k] + pad[k + 2] - int_list(a.pool_size)[k]  # >= 0 when valid
         out.append(max(1, min(s, slack + 1)) if int(out_shape[ax]) == 1 and slack >= 0 else s)
     return tuple(out)
+
+
+def _ceil_padding(a, in_shape, out_shape, layout: str) -> tuple:
+    """A ceil-mode pool's padding with its extra bottom/right windows made explicit: the rows
+    and columns past the edge that the last window reads. Those are padding the NPU excludes,
+    as ONNX (onnxruntime) and TVM exclude them from a max and from an average's count
+    (count_include_pad=0); the output shape is the model's own (ONNX drops a last window that
+    would start in the padding, and then it needs no extra row)."""
+    pad = list(int_list(a.padding))  # top, left, bottom, right
+    if not bool(a.ceil_mode) or in_shape is None or out_shape is None or len(out_shape) != 4:
+        return tuple(pad)
+    axes = (1, 2) if layout == "NHWC" else (2, 3)
+    for k, ax in enumerate(axes):
+        reach = (int(out_shape[ax]) - 1) * int_list(a.strides)[k] + int_list(a.pool_size)[k]
+        pad[k + 2] += max(0, reach - (int(in_shape[ax]) + pad[k] + pad[k + 2]))
+    return tuple(pad)
 
 
 def _pool_from_call(kind, pool, inp, out, lo, hi, convention, x) -> QPool2D:
@@ -83,7 +105,7 @@ def _pool_from_call(kind, pool, inp, out, lo, hi, convention, x) -> QPool2D:
         output=out,
         pool_size=int_list(a.pool_size),
         strides=_single_window_strides(a, inp.shape, out.shape, layout),
-        padding=int_list(a.padding),
+        padding=_ceil_padding(a, inp.shape, out.shape, layout),
         dilation=int_list(a.dilation),
         ceil_mode=bool(a.ceil_mode),
         count_include_pad=bool(a.count_include_pad),
@@ -105,11 +127,14 @@ def _extract_pool(kind: str):
         if op_name(e) == "relax.quantize":  # QDQ form
             tail = _Tail(root, bindings)
             pool = tail.body
-            x_deq = resolve(pool.args[0], bindings)
+            x_deq, folded = resolve(pool.args[0], bindings), None
+            if kind == "max":
+                x_deq, folded = _unpad_qdq(x_deq, bindings, str(pool.attrs.layout))
             inp = _activation(x_deq, bindings, "input", x_deq.args[0])
             out = tail.output(bindings)
             lo, hi = tail.clamp(out, bindings)
-            return _pool_from_call(kind, pool, inp, out, lo, hi, "qdq", x_deq.args[0])
+            op = _pool_from_call(kind, pool, inp, out, lo, hi, "qdq", x_deq.args[0])
+            return op if folded is None else replace(op, padding=_add_padding(op.padding, folded))
         # Integer forms: max_pool2d on int8, or astype(int32) -> avg_pool2d -> astype(int8).
         if op_name(e) == "relax.astype":
             e = resolve(e.args[0], bindings)
@@ -138,6 +163,28 @@ def _extract_pool(kind: str):
     return extract
 
 
+def _unpad_qdq(x_deq, bindings, layout: str):
+    """``dequantize(quantize(nn.pad(dequantize(x), v)))`` with one quantization throughout and
+    ``v`` quantizing to the dtype's minimum, which never wins a max: ``dequantize(x)`` and the
+    pad's (top, left, bottom, right) widths. Anything else: ``x_deq`` unchanged."""
+    q = resolve(x_deq.args[0], bindings)
+    pad = resolve(q.args[0], bindings) if op_name(q) == "relax.quantize" else None
+    inner = resolve(pad.args[0], bindings) if op_name(pad) == "relax.nn.pad" else None
+    if op_name(inner) != "relax.dequantize":
+        return x_deq, None
+    tensors = [_activation(c, bindings, what, t) for c, what, t in
+               ((inner, "PAD input", inner.args[0]), (q, "PAD output", q), (x_deq, "max_pool2d input", x_deq.args[0]))]
+    if len({(t.scale, t.zero_point, t.dtype) for t in tensors}) != 1:
+        raise Reject("PAD before max_pool2d changes the quantization: only a pad that keeps it folds")
+    lowest = _DTYPE_RANGE.get(tensors[1].dtype, (-128, 127))[0]
+    fill = quantized_fill(float(pad.attrs.pad_value), tensors[1])
+    if fill != lowest:
+        raise Reject(f"PAD fill {float(pad.attrs.pad_value):g} (quantized {fill}) before max_pool2d: only a pad "
+                     f"filled with {lowest} folds into it (the others are npu.pad)")
+    _, folded = _unpad(pad, bindings, layout, float(pad.attrs.pad_value), "max_pool2d")
+    return inner, folded
+
+
 # ---------------------------------------------------------------------------------------------
 # Checks
 
@@ -154,11 +201,11 @@ def pool_window(op: QPool2D, hw: HwConfig) -> str | None:
 
 
 def pool_padding_semantics(op: QPool2D, hw: HwConfig) -> str | None:
-    """No ceil mode; average pooling divides by the count of valid (non-padded) elements."""
-    if op.ceil_mode:
-        return f"{op.kind}_pool2d with ceil_mode: NPU supports floor mode only"
+    """Average pooling divides by the count of valid (non-padded) elements; a ceil-mode pool's
+    extra windows are padding (its record's ``padding`` includes them)."""
     if op.kind == "avg" and op.count_include_pad and any(op.padding):
-        return "avg_pool2d counting padded elements: NPU divides by the valid elements (TFLite semantics)"
+        ceil = " (ceil_mode's extra windows included)" if op.ceil_mode else ""
+        return f"avg_pool2d counting padded elements{ceil}: NPU divides by the valid elements (TFLite semantics)"
     ph, pw = op.pool_size
     t, l, b, r = op.padding
     if max(t, b) >= ph or max(l, r) >= pw:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import (
-    add, channel_shuffle, concat, conv2d, depthwise, fully_connected, gather, grouped_conv, lut, mean, mul, patchify,
-    pool, reshape, resize, softmax, transpose, transpose_conv,
+    add, channel_shuffle, concat, conv2d, depthwise, fully_connected, gather, grouped_conv, lut, mean, mul, pad,
+    patchify, pool, reshape, resize, softmax, transpose, transpose_conv,
 )  # fmt: skip
 from .npu_op_spec import NpuOpSpec
 from .npu_ops import NpuOp, Phased, TensorRef
@@ -21,7 +21,7 @@ from .records import QOp
 
 REGISTRY = (
     conv2d, transpose_conv, depthwise, grouped_conv, fully_connected, pool, mean, add, mul, lut, softmax, gather, resize,
-    reshape, concat, transpose, channel_shuffle, patchify,
+    reshape, concat, transpose, channel_shuffle, patchify, pad,
 )  # fmt: skip
 
 

@@ -122,11 +122,13 @@ class _Recorder:
 
 
 def _shared_pad_reason(ctx: PatternCheckContext, bindings: Mapping) -> str | None:
-    """A folded pad must have no other reader: the composite takes its binding."""
+    """A folded pad must have no other reader: the composite takes its binding (a pad that is
+    the composite's output, npu.pad, is read by whoever reads it)."""
+    root = ctx.value_to_bound_var.get(ctx.matched_expr) if ctx.value_to_bound_var else None
     for var, value in bindings.items():
-        if op_name(value) == "relax.nn.pad":
+        if op_name(value) == "relax.nn.pad" and not var.same_as(root):
             users = ctx.var_usages.get(var, []) if ctx.var_usages else []
-            if any(u not in bindings and not u.same_as(ctx.value_to_bound_var.get(ctx.matched_expr)) for u in users):
+            if any(u not in bindings and not u.same_as(root) for u in users):
                 return "PAD is also read by another operator: it folds into its only consumer's padding"
     return None
 

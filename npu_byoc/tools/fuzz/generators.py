@@ -10,7 +10,7 @@ replaying a saved one rebuild the same model::
 Shapes flow: every op's output shape follows from its input's, so halving the input's
 dimensions shrinks the whole chain. Each op kind has a generator (``GENERATORS``: random
 parameters for the current tensor; npu_byoc.tools.fuzz.builder has its emitter). Most parameters
-lie inside what the NPU accepts; a few per cent on purpose do not (dilation 2, ceil mode, shifts past their
+lie inside what the NPU accepts; a few per cent on purpose do not (dilation 2, ceil-mode averages counting padding, shifts past their
 limits, ...): those cases must stay on the CPU with a reason.
 """
 
