@@ -208,6 +208,7 @@ def npu_layers_against_litert(name: str):
     """Every NPU op of the TFLite fixture ``name`` run on the golden model, fed LiteRT's own
     input tensors where LiteRT recorded them (NAME.tensors.npz) and the NPU's own outputs
     elsewhere (copies the compiler adds): (op, its output, LiteRT's value or None)."""
+    from npu_byoc.arch.isa import Region
     from npu_byoc.codegen.lower import lower_module
     from npu_byoc.frontends.load import model_info
     from npu_byoc.runtime import golden
@@ -219,16 +220,25 @@ def npu_layers_against_litert(name: str):
     source = {v: o.name for o in info.ops for v in o.vars}
     source.update({t.name.replace(":", "_"): t.name for t in info.inputs})
 
-    def tensor_of(ref_name, hwc):
-        return tensors[source.get(ref_name, ref_name)].reshape(hwc)
+    layout = "NHWC"  # how the partition reads its tensors' axes (an NCHW one: [N, C, L], [N, C, H, W])
+
+    def tensor_of(ref_name, hwc, strides=None):
+        t = tensors[source.get(ref_name, ref_name)]
+        if layout == "NCHW" and t.ndim in (3, 4):
+            t = np.moveaxis(t, 1, -1)
+        if strides is None or 0 not in strides:
+            return t.reshape(hwc)
+        # a broadcast operand: a stride-0 view of its smaller tensor (ops.lowering.broadcast_view)
+        return np.broadcast_to(t.reshape(tuple(1 if s == 0 else d for d, s in zip(hwc, strides))), hwc)
 
     out = []
     for plan in lower_module(npu_byoc.partition_for_npu(mod)).values():
+        layout = "NCHW" if "NCHW" in [t.ref.layout for t in (*plan.inputs, *plan.outputs)] else "NHWC"
         regions = golden.allocate_regions(plan, [np.zeros(io.shape, np.int8) for io in plan.inputs])
         for k, op in enumerate(plan.ops):
             for r in op.inputs:
-                if source.get(r.name, r.name) in tensors:
-                    golden.write_tensor(regions, r, tensor_of(r.name, r.shape))
+                if r.region != Region.CONST and source.get(r.name, r.name) in tensors:
+                    golden.write_tensor(regions, r, tensor_of(r.name, r.shape, r.box_strides))
             got = golden.run_op(op, regions)
             try:
                 want = op_expected(plan, k, tensor_of)

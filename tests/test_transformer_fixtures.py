@@ -101,6 +101,7 @@ def test_layernorm_means_next_to_fully_connected_layers_stay_on_the_cpu(name):
     assert len(means) >= 4 and layout  # two per encoder block
     assert all(o.offloaded or o.reason for o in means)
 
+
 def _npu_layers_vs_litert(name: str) -> list:
     """Every NPU layer of the fixture, fed LiteRT's own input tensors, gives LiteRT's output
     tensor exactly (the per-layer contract); returns the ops checked. A broadcast operand is a
@@ -136,7 +137,11 @@ def _npu_layers_vs_litert(name: str) -> list:
             for r in activations:
                 golden.write_tensor(regions, r, tensor_of(r.name, r.shape, r.box_strides))
             out = golden.run_op(op, regions)
-            np.testing.assert_array_equal(out, op_expected(plan, k, tensor_of), err_msg=op.name)
+            try:
+                want = op_expected(plan, k, tensor_of)
+            except KeyError:  # a copy the compiler added (patchify's space-to-depth): LiteRT has no such tensor
+                continue
+            np.testing.assert_array_equal(out, want, err_msg=op.name)
             checked.append(op)
     return checked
 
