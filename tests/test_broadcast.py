@@ -93,16 +93,24 @@ def test_a_pixel_vector_is_a_stride_0_view_and_a_channel_vector_stays_the_unit_s
     assert plan.ops[0].broadcast and plan.ops[0].ifm2.shape == (1, 1, 8)
 
 
-def test_a_scalar_constant_is_stored_as_a_channel_vector():
-    """A scalar (or any constant broadcast over the channels) is stored repeated along them, so
-    the unit broadcasts it itself instead of a DMA copying a byte per cycle; exact all the same."""
+def test_a_scalar_constant_is_a_table_and_a_row_constant_is_stored_per_channel():
+    """A constant scalar is the LUT's (one pass through a 256-entry table); a constant broadcast
+    over the channels (a row of pixels, [1, 1, W, 1]) is stored repeated along them, so only its
+    rows repeat (stride 0) and the DMA moves whole pixels, not a byte per cycle; exact both."""
     x = _inputs("scalar")[0]
     mod = rb.qdq_add(shape=(1, 6, 5, 8), b_const=np.array([[[[-7]]]], np.int8), op="multiply", **SCALES)
     part = partition_for_npu(mod)
     (plan,) = lower_module(part).values()
-    assert plan.ops[0].broadcast and plan.ops[0].ifm2.shape == (1, 1, 8)
+    assert [op.kind for op in plan.ops] == ["lut"]
     got = npu_byoc.build(part, "golden").run([x])[0]
     np.testing.assert_array_equal(got, _tflite("multiply", x, np.full((1, 1, 1, 1), -7, np.int8)))
+
+    row = np.arange(-2, 3, dtype=np.int8).reshape(1, 1, 5, 1)
+    part = partition_for_npu(rb.qdq_add(shape=(1, 6, 5, 8), b_const=row, op="multiply", **SCALES))
+    (plan,) = lower_module(part).values()
+    assert plan.ops[0].kind == "mul" and plan.ops[0].ifm2.box_strides == (0, 8, 1)
+    got = npu_byoc.build(part, "golden").run([x])[0]
+    np.testing.assert_array_equal(got, _tflite("multiply", x, row))
 
 
 @pytest.mark.parametrize("build, shapes", [

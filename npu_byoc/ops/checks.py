@@ -203,6 +203,9 @@ def binary_broadcast(op: QOp, hw: HwConfig) -> str | None:
     row, a scalar, both operands) that the DMA repeats with a stride of 0 (ops.lowering.broadcast_view)."""
     word = "add" if isinstance(op, QAdd) else "mul"
     a, b, out = op.input_a.shape, op.input_b.shape, op.output.shape
+    if getattr(op, "constant", None) is not None and op.constant.size == 1:
+        # the table entry (npu.lut's add / mul of a constant) computes it in one pass, in place
+        return f"{word} of a constant scalar: a 256-entry table computes it (npu.lut)"
     try:
         if tuple(np.broadcast_shapes(tuple(a), tuple(b))) == tuple(out):
             return None
