@@ -36,12 +36,13 @@ def test_zero_padding_folds_into_the_stride2_conv_and_the_depthwise():
     assert folded["pad_dw_1"].offloaded and folded["pad_dw_1"].pattern == "npu.depthwise_conv2d"
 
 
-def test_a_pad_too_wide_to_fold_stays_on_the_cpu_with_the_reason():
+def test_a_pad_too_wide_to_fold_runs_as_its_own_npu_pad():
+    """(3, 3, 3, 3) before a 3x3 conv cannot fold into it: the PAD is an NPU op of its own
+    (npu.pad), the conv reads its output."""
     wide = next(o for o in _ops("glue_cnn_int8.tflite", "PAD") if "pad_wide" in o.name)
-    assert not wide.offloaded
-    assert "(3, 3, 3, 3) with a 3x3 kernel" in wide.reason and "PAD" in wide.reason
+    assert wide.offloaded and wide.pattern == "npu.pad"
     conv = next(o for o in _ops("glue_cnn_int8.tflite", "CONV_2D") if "conv_wide" in o.name)
-    assert conv.offloaded  # the conv itself still runs, reading the CPU's padded tensor
+    assert conv.offloaded and conv.pattern == "npu.conv2d"
 
 
 @pytest.mark.parametrize("name", ["resnet_small_int8.tflite", "densenet_small_int8.tflite"])
@@ -108,20 +109,29 @@ def test_folded_pad_equals_the_conv_with_that_padding(groups):
 
 
 @pytest.mark.parametrize(
-    "kw, reason",
+    "kw, reason, pad_on_npu",
     [
-        (dict(pre_pad=_PAD, pre_pad_value=7.0), "PAD fill 7 before conv2d"),
-        (dict(pre_pad=[1, 0, 1, 1, 1, 1, 0, 0]), "only padding of the spatial axes"),
-        (dict(pre_pad=[0, 0, 3, 0, 0, 0, 0, 0]), "with the PAD (3, 0, 0, 0) folded in"),
+        (dict(pre_pad=_PAD, pre_pad_value=7.0), "PAD fill 7 before conv2d", True),
+        (dict(pre_pad=[1, 0, 1, 1, 1, 1, 0, 0]), "only padding of the spatial axes", False),
+        (dict(pre_pad=[0, 0, 3, 0, 0, 0, 0, 0]), "with the PAD (3, 0, 0, 0) folded in", True),
     ],
 )
-def test_unfoldable_pads_stay_on_the_cpu_with_the_reason(kw, reason):
+def test_unfoldable_pads_are_not_folded_and_say_why(kw, reason, pad_on_npu):
+    """The conv refuses to fold the pad (the reason is in the decisions); a pad of the spatial
+    axes then runs as its own npu.pad, one of the batch axis stays on the CPU; the output is TVM's
+    CPU build's within 1 LSB either way."""
     mod = _conv(**kw)
     part = partition_for_npu(mod)
-    assert "R.nn.pad" in part["main"].script(), "the pad stays on the CPU"
+    assert ("R.nn.pad" not in part["main"].script()) == pad_on_npu
     assert npu_functions(part), "the conv still runs on the NPU"
     reasons = [d.reason for d in _decisions(mod) if not d.accepted]
     assert any(reason in r for r in reasons), reasons
+    from npu_byoc.util.relax_utils import shape_of
+
+    x = np.random.default_rng(5).integers(-128, 128, shape_of(mod["main"].params[0]), dtype=np.int8)
+    got = npu_byoc.build(part, "golden").run([x])[0]
+    cpu = npu_byoc.build(mod, "cpu").run([x])[0]
+    assert np.abs(got.astype(int) - cpu.astype(int)).max() <= 1
 
 
 # ------------------------------------------------------------------------------- dilation
@@ -333,7 +343,7 @@ def test_qdq_float_pad_folds_when_it_keeps_the_quantization():
     assert any("PAD before conv2d changes the quantization" in r for r in reasons), reasons
 
 
-def test_a_pad_read_by_two_convs_stays_on_the_cpu():
+def test_a_pad_read_by_two_convs_is_not_folded_and_runs_once():
     from tvm import relax
     from tvm.relax.op import dequantize, quantize
     from tvm.relax.op.nn import conv2d, pad
@@ -354,9 +364,12 @@ def test_a_pad_read_by_two_convs_stays_on_the_cpu():
         bb.emit_func_output(gv)
     mod = bb.get()
     part = partition_for_npu(mod)
-    assert "R.nn.pad" in part["main"].script() and npu_functions(part)
+    assert "R.nn.pad" not in part["main"].script() and npu_functions(part)  # npu.pad, read by both convs
     reasons = [d.reason for d in _decisions(mod) if not d.accepted]
     assert any("PAD is also read by another operator" in r for r in reasons), reasons
+    x = np.random.default_rng(6).integers(-128, 128, (1, 7, 6, 4), dtype=np.int8)
+    got, cpu = npu_byoc.build(part, "golden").run([x]), npu_byoc.build(mod, "cpu").run([x])
+    assert all(np.abs(g.astype(int) - c.astype(int)).max() <= 1 for g, c in zip(got, cpu))
 
 
 # ------------------------------------------------------------- PAD before a max pool, after a ReLU
@@ -402,11 +415,14 @@ def test_pad_filled_at_the_relu_floor_folds_into_the_max_pool(floor):
     ids=["clamp_below_fill", "pad_as_wide_as_the_window", "pad_read_twice"],
 )
 def test_pad_that_would_change_a_maximum_keeps_its_fill(kw):
+    """Not folded into the pool (the reason says why): the pad runs as its own npu.pad with its
+    fill, and the output is TVM's CPU build's exactly."""
     mod = _clip_pad_pool(**kw)
     part = partition_for_npu(mod)
-    assert "R.nn.pad" in part["main"].script(), "the pad stays on the CPU"
+    assert "R.nn.pad" not in part["main"].script(), "the pad runs on the NPU (npu.pad)"
     reasons = [d.reason for d in _decisions(mod) if not d.accepted]
     assert any("PAD fill -13 before max_pool2d" in (r or "") for r in reasons), reasons
+    np.testing.assert_array_equal(npu_byoc.build(part, "golden").run([_X9])[0], npu_byoc.build(mod, "cpu").run([_X9])[0])
 
 
 # ----------------------------------------------------------------- NCHW flatten / unflatten
