@@ -31,12 +31,9 @@ import numpy as np
 import pytest
 
 import npu_byoc
-from npu_byoc.arch.isa import Region
-from npu_byoc.codegen.lower import lower_module
 from npu_byoc.frontends.load import model_info
-from npu_byoc.runtime import golden
 
-from .conftest import check_onnx_fixture, model_path, op_expected, reference
+from .conftest import check_onnx_fixture, model_path, npu_layers_against_litert, reference
 
 # fixture -> (operations kept on the CPU, max |NPU flow - LiteRT| in LSB measured on its samples)
 TFLITE = {
@@ -103,45 +100,13 @@ def test_layernorm_means_next_to_fully_connected_layers_stay_on_the_cpu(name):
 
 
 def _npu_layers_vs_litert(name: str) -> list:
-    """Every NPU layer of the fixture, fed LiteRT's own input tensors, gives LiteRT's output
-    tensor exactly (the per-layer contract); returns the ops checked. A broadcast operand is a
-    stride-0 view of its smaller tensor (ops.lowering.broadcast_view): written through the view,
-    LiteRT's tensor broadcast to it; model constants are already in the plan's CONST region."""
-    mod = npu_byoc.load_model(model_path(name))
-    recorded = np.load(model_path(name).with_name(name.replace(".tflite", ".tensors.npz")))
-    tensors = {k.split(";")[0]: recorded[k] for k in recorded.files if k != "__index__"}
-    info = model_info(mod)
-    source = {v: o.name for o in info.ops for v in o.vars}
-    source.update({t.name.replace(":", "_"): t.name for t in info.inputs})
-
-    layout = "NHWC"  # how the partition reads its tensors' axes (an NCHW one: [N, C, L], [N, C, H, W])
-
-    def tensor_of(ref_name, hwc, strides=None):
-        t = tensors[source.get(ref_name, ref_name)]
-        if layout == "NCHW" and t.ndim in (3, 4):
-            t = np.moveaxis(t, 1, -1)
-        if strides is None or 0 not in strides:
-            return t.reshape(hwc)
-        own = tuple(1 if s == 0 else d for d, s in zip(hwc, strides))
-        return np.broadcast_to(t.reshape(own), hwc)
-
+    """Every NPU layer of the fixture LiteRT recorded, fed LiteRT's own input tensors (a
+    broadcast operand through its stride-0 view), gives LiteRT's output tensor exactly (the
+    per-layer contract); returns the ops checked (conftest.npu_layers_against_litert)."""
     checked = []
-    for plan in lower_module(npu_byoc.partition_for_npu(mod)).values():
-        io = [t.ref.layout for t in (*plan.inputs, *plan.outputs)]
-        layout = "NCHW" if "NCHW" in io else "NHWC"
-        regions = golden.allocate_regions(plan, [np.zeros(io.shape, np.int8) for io in plan.inputs])
-        for k, op in enumerate(plan.ops):
-            activations = [r for r in op.inputs if r.region != Region.CONST]
-            if any(source.get(r.name, r.name) not in tensors for r in activations):
-                continue  # a partition input named after its parameter, not a source op (the ADDs' shortcut)
-            for r in activations:
-                golden.write_tensor(regions, r, tensor_of(r.name, r.shape, r.box_strides))
-            out = golden.run_op(op, regions)
-            try:
-                want = op_expected(plan, k, tensor_of)
-            except KeyError:  # a copy the compiler added (patchify's space-to-depth): LiteRT has no such tensor
-                continue
-            np.testing.assert_array_equal(out, want, err_msg=op.name)
+    for op, got, want in npu_layers_against_litert(name):
+        if want is not None:
+            np.testing.assert_array_equal(got, want, err_msg=op.name)
             checked.append(op)
     return checked
 
