@@ -258,6 +258,21 @@ def test_cosim_plot_title_takes_a_file_name_literally(tmp_path):
     assert (tmp_path / "u.png").read_bytes().startswith(b"\x89PNG")
 
 
+
+def test_cosim_plot_draws_every_mac_class(tmp_path):
+    """Every MAC class the report knows has a colour and a legend name: a model with a transposed
+    conv raised KeyError in --plot."""
+    from npu_byoc.runtime.cosim_report import CLASS_COLOURS, CLASS_NAMES, MAC_CLASSES, CosimReport, LayerResult
+    from npu_byoc.runtime.cosim_report import plot_utilization
+
+    assert set(MAC_CLASSES) <= set(CLASS_COLOURS) and set(MAC_CLASSES) <= set(CLASS_NAMES)
+    layers = [LayerResult(k, "p", f"l{k}", c, "", 8, 10, 8, 1, 1, 10, 4.0, 0.5, 0.4, 0, 0, 1, 0.0)
+              for k, c in enumerate(MAC_CLASSES)]
+    report = CosimReport(model="m.tflite", hw={"array_rows": 8, "array_cols": 8}, layers=layers)
+    report.summary = {"cycles": 60, "utilization": 0.5}
+    plot_utilization(report, tmp_path / "u.png")
+    assert (tmp_path / "u.png").read_bytes().startswith(b"\x89PNG")
+
 def test_sweep_plot_title_takes_a_file_name_literally(tmp_path):
     from npu_byoc.tools.sweep import SweepResult
 
