@@ -10,7 +10,7 @@ replaying a saved one rebuild the same model::
 Shapes flow: every op's output shape follows from its input's, so halving the input's
 dimensions shrinks the whole chain. Each op kind has a generator (``GENERATORS``: random
 parameters for the current tensor; npu_byoc.tools.fuzz.builder has its emitter). Most parameters
-lie inside what the NPU accepts; a few per cent on purpose do not (dilation 2, ceil-mode averages counting padding, shifts past their
+lie inside what the NPU accepts; a few per cent on purpose do not (ceil-mode averages counting padding, shifts past their
 limits, ...): those cases must stay on the CPU with a reason.
 """
 
@@ -310,7 +310,7 @@ def gen_add(rng, t: Tensor, layout: str) -> dict | None:
         "out_scale": _f32(t.scale * 2.0 ** rng.uniform(-2, 3)) if rng.random() < 0.85 else activation_scale(rng),
         "out_zp": zero_point(rng),
         "residual": bool(rng.random() < 0.4),  # add an earlier tensor of the chain, when one fits
-        "broadcast": bool(rng.random() < 0.03),  # a broadcast operand: refused
+        "broadcast": bool(rng.random() < 0.03),  # a last-axis vector: NHWC's channel vector, NCHW's row (stride-0 DMA)
         "clamp": clamp(rng) if rng.random() < 0.5 else {"kind": "none"},
     }
     if spec["clamp"]["kind"] == "float_clip":
