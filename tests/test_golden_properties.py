@@ -48,6 +48,8 @@ from npu_byoc.codegen.lower import lower_module
 from npu_byoc.ops.composites import composite_functions, npu_functions
 from npu_byoc.runtime.golden import run_plan
 
+from .litert_reference import quantize_multiplier
+
 try:  # tests/ is a package (tests/__init__.py) or a plain rootdir-inserted directory
     from . import relax_builders as rb
 except ImportError:  # pragma: no cover
@@ -78,26 +80,8 @@ def f32(x) -> float:
     return float(np.float32(x))
 
 
-def ref_quantize_multiplier(real: float) -> tuple[int, int]:
-    """TFLite ``QuantizeMultiplier(double, int32* multiplier, int* shift)``.
-
-    q, shift = frexp(real); q_fixed = round(q * 2^31) (std::round: half away from zero);
-    q_fixed == 2^31 -> q_fixed /= 2, ++shift; shift < -31 -> (0, 0).
-    Positive shift = left shift.
-    """
-    if real == 0.0:
-        return 0, 0
-    q, shift = math.frexp(real)
-    scaled = q * 2.0**31  # exact: a power-of-two scaling of a double
-    q_fixed = int(math.floor(abs(scaled) + 0.5))  # exact: |scaled| < 2^31, +0.5 fits 53 bits
-    q_fixed = q_fixed if scaled >= 0 else -q_fixed
-    assert abs(q_fixed) <= 2**31
-    if q_fixed == 2**31:
-        q_fixed //= 2
-        shift += 1
-    if shift < -31:
-        return 0, 0
-    return q_fixed, shift
+# TFLite QuantizeMultiplier, written from LiteRT's source in tests/litert_reference.py
+ref_quantize_multiplier = quantize_multiplier
 
 
 def ref_srdhm(a: int, b: int) -> int:

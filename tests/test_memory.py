@@ -22,8 +22,9 @@ from npu_byoc.arch.options import config_from
 from npu_byoc.arch.vela_config import from_vela_ini
 from npu_byoc.errors import NpuByocError
 from npu_byoc.codegen.schedule import schedule_partition
-from npu_byoc.runtime import golden
 from npu_byoc.runtime.functional import FunctionalNpu
+
+from .test_cycles import bind
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -114,14 +115,6 @@ VELA_LIKE = configure(
     fm_mem_burst_bytes=32, fm_mem_max_reads=4, fm_mem_max_writes=4, const_mem_bytes_per_cycle=8,
     const_mem_clock_divider=8, const_mem_read_latency=64, const_mem_burst_bytes=128, const_mem_max_reads=2,
 )  # fmt: skip
-
-
-def bind(plan, schedule, seed: int = 0) -> dict[int, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    inputs = [rng.integers(-128, 128, size=io.shape, dtype=np.int8) for io in plan.inputs]
-    regions = golden.allocate_regions(plan, inputs)
-    regions[int(Region.CONST)] = np.frombuffer(schedule.constants, np.uint8).copy()
-    return regions
 
 
 def test_c_model_equals_the_cycle_model_under_random_memories(plans):
