@@ -143,15 +143,16 @@ def test_broadcast_ops_are_lowered_with_the_vector_second():
 _built: dict = {}
 
 
-def _assert_litert_exact(backend: str):
-    if backend not in _built:
-        _built[backend] = npu_byoc.build(npu_byoc.load_model(model_path(MODEL)), backend)
-    model = _built[backend]
-    ref = reference(MODEL)
+def _assert_litert_exact(backend: str, name: str = MODEL, n_outputs: int = 5):
+    """Every output of fixture ``name`` on ``backend`` equals LiteRT's reference kernels' exactly."""
+    if (name, backend) not in _built:
+        _built[name, backend] = npu_byoc.build(npu_byoc.load_model(model_path(name)), backend)
+    model = _built[name, backend]
+    ref = reference(name)
     assert ref["reference"].endswith("BUILTIN_REF")
     for inputs, outputs in zip(ref["inputs"], ref["outputs"]):
         got = model.run(inputs)
-        assert len(got) == len(outputs) == 5
+        assert len(got) == len(outputs) == n_outputs
         for g, w in zip(got, outputs, strict=True):
             assert g.shape == w.shape and g.dtype == w.dtype
             np.testing.assert_array_equal(g, w)
@@ -185,14 +186,9 @@ def test_mul_tie_fixture_needs_litert_s_float32_multiplier():
 
 
 def _assert_tie_litert_exact(backend: str):
-    model = npu_byoc.build(npu_byoc.load_model(model_path(TIE)), backend)
     report = npu_byoc.coverage_report(npu_byoc.load_model(model_path(TIE)))
     assert [(o.op, o.pattern) for o in report.ops] == [("MUL", "npu.mul")] * 2
-    ref = reference(TIE)
-    assert ref["reference"].endswith("BUILTIN_REF")
-    for inputs, outputs in zip(ref["inputs"], ref["outputs"]):
-        for g, w in zip(model.run(inputs), outputs, strict=True):
-            np.testing.assert_array_equal(g, w)
+    _assert_litert_exact(backend, TIE, n_outputs=2)
 
 
 @pytest.mark.parametrize("backend", ["golden", "functional"])
