@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 import npu_byoc
-from npu_byoc.arch import numerics as nx
 from npu_byoc.arch.config import DEFAULT_CONFIG
 from npu_byoc.arch.encoder import Dma
 from npu_byoc.arch.isa import Opcode
@@ -28,7 +27,7 @@ from npu_byoc.runtime import golden
 from npu_byoc.runtime.machine import Machine
 
 from . import relax_builders as rb
-from .test_mul import _mbqm
+from . import litert_reference as ref
 
 # kind -> (first operand's shape, second operand's shape)
 KINDS = {
@@ -51,15 +50,14 @@ def _inputs(kind: str) -> list[np.ndarray]:
 
 
 def _tflite(op: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """TFLite's int8 MUL written out / ADD of numerics, on numpy's broadcast of the operands."""
-    x, y = (a.astype(np.int64) for a in np.broadcast_arrays(x, y))
+    """TFLite's int8 MUL / ADD as LiteRT's source computes them (tests/litert_reference.py), on
+    numpy's broadcast of the operands."""
+    x, y = np.broadcast_arrays(x, y)
+    sa, sb, so = SCALES["scale_a"], SCALES["scale_b"], SCALES["output_scale"]
+    zps = (SCALES["zp_a"], SCALES["zp_b"], SCALES["output_zp"])
     if op == "multiply":
-        m, s = nx.mul_params(SCALES["scale_a"], SCALES["scale_b"], SCALES["output_scale"])
-        out = _mbqm((x - SCALES["zp_a"]) * (y - SCALES["zp_b"]), m, s) + SCALES["output_zp"]
-        return np.clip(out, -128, 127).astype(np.int8)
-    p = nx.add_params(SCALES["scale_a"], SCALES["scale_b"], SCALES["output_scale"])
-    return nx.add(x.astype(np.int8), y.astype(np.int8), SCALES["zp_a"], SCALES["zp_b"], SCALES["output_zp"], p,
-                  -128, 127)  # fmt: skip
+        return ref.mul_elementwise(x, y, *zps, *ref.mul_prepare(sa, sb, so)).astype(np.int8)
+    return ref.add_func(x, y, *zps, ref.add_prepare(sa, sb, so)).astype(np.int8)
 
 
 @pytest.mark.parametrize("op", ["multiply", "add"])

@@ -24,6 +24,7 @@ from npu_byoc.ops.grouped_conv import GroupedConv2D, golden_grouped_conv2d
 from npu_byoc.ops.npu_ops import TensorRef
 from npu_byoc.partition.pipeline import partition_log
 
+from . import litert_reference
 from . import relax_builders as rb
 from .conftest import model_path, reference, run_phases
 
@@ -64,8 +65,9 @@ def test_phases_equal_the_grouped_definition(layout, groups, c_in, c_out, stride
             for j in range(ow):
                 win = xp[i * stride[0] : i * stride[0] + kh, j * stride[1] : j * stride[1] + kw, g * g_in : (g + 1) * g_in]
                 acc[i, j, c] = (win * op.weights[c].astype(np.int64)).sum() + op.bias[c]
-    direct = np.clip(np.round(acc * 2.0**-8) - 2, -128, 127)  # multiplier 2^30, shift -7: x 2^-8 (no ties here)
-    assert np.abs(direct - expect).max() <= 1  # round-half-away vs numpy's half-even on ties only
+    # LiteRT's MultiplyByQuantizedMultiplier (multiplier 2^30, shift -7), the output zero point -2
+    direct = np.clip(litert_reference.mbqm(acc, 1 << 30, -7) - 2, -128, 127)
+    np.testing.assert_array_equal(direct, expect)
     layout_x = x if layout == "NHWC" else x.transpose(2, 0, 1)
     got = run_phases(op, np.ascontiguousarray(layout_x))
     np.testing.assert_array_equal(got, expect)
