@@ -31,6 +31,7 @@ from npu_byoc.arch.isa import Region
 from npu_byoc.runtime import golden
 from npu_byoc.runtime.machine import Machine
 
+from . import litert_reference as ref
 from .conftest import model_path, reference
 from .test_golden_properties import litert_cases, tflite_activation_range
 
@@ -42,28 +43,11 @@ def _cases() -> list[dict]:
 
 
 def _rescale(c: dict) -> tuple[int, int]:
-    """QuantizeMultiplier(s1·s2/s_out) written out (frexp, round half away); the real is the
-    float32 product and quotient of mul.cc Prepare, widened to double afterwards."""
-    f32 = np.float32
-    real = float(f32(f32(c["input_scale"]) * f32(c["input2_scale"])) / f32(c["output_scale"]))
-    q, e = np.frexp(real)
-    m = int(np.sign(q) * np.floor(abs(q) * 2.0**31 + 0.5))
-    if m == 2**31:
-        m, e = m // 2, e + 1
-    return m, int(e)
+    """mul.cc Prepare's QuantizeMultiplier(s1·s2/s_out), the real a float32 product and quotient."""
+    return ref.mul_prepare(c["input_scale"], c["input2_scale"], c["output_scale"])
 
 
-def _mbqm(x: np.ndarray, m: int, shift: int) -> np.ndarray:
-    """TFLite MultiplyByQuantizedMultiplier on int64 values (|x| < 2^16 here: no wrap)."""
-    x = x.astype(np.int64) << max(shift, 0)
-    p = x * m
-    nudge = np.where(p >= 0, 1 << 30, 1 - (1 << 30))
-    high = (p + nudge) / 2.0**31
-    high = np.trunc(high).astype(np.int64)
-    right = max(-shift, 0)
-    mask = (1 << right) - 1
-    rem, thr = high & mask, (mask >> 1) + (high < 0)
-    return (high >> right) + (rem > thr)
+_mbqm = ref.mbqm  # TFLite MultiplyByQuantizedMultiplier (tests/litert_reference.py)
 
 
 def test_vectors_cover_the_npu_domain():
@@ -176,12 +160,13 @@ def test_mul_tie_fixture_needs_litert_s_float32_multiplier():
     """mul_tie_int8 (tools/make_scale_ties.py): s1 = 0.03517231, s2 = 2^-8, s_out = 0.027174268.
     The double multiplier (1389769914, −7) would put 516 of its 6144 outputs 1 LSB off LiteRT's:
     every (a − 3)(b + 128) = 4845 of sample 0, which the float32 one (1389769856, −7) keeps."""
-    ref = reference(TIE)
-    double = nx.quantize_multiplier(float(np.float32(0.03517231)) * 2.0**-8 / float(np.float32(0.027174268)))
+    recorded = reference(TIE)
+    double = ref.quantize_multiplier(float(np.float32(0.03517231)) * 2.0**-8 / float(np.float32(0.027174268)))
     assert double == (1389769914, -7) and nx.mul_params(0.03517231, 2.0**-8, 0.027174268) == (1389769856, -7)
     off = 0
-    for (a, b, g), (ab, ag) in zip(ref["inputs"], ref["outputs"]):
-        off += int((nx.mul(a, b, 3, -128, 0, *double) != ab).sum() + (nx.mul(a, g, 3, -128, 0, *double) != ag).sum())
+    for (a, b, g), (ab, ag) in zip(recorded["inputs"], recorded["outputs"]):
+        off += int((ref.mul_elementwise(a, b, 3, -128, 0, *double) != ab).sum()
+                   + (ref.mul_elementwise(a, g, 3, -128, 0, *double) != ag).sum())
     assert off == 516
 
 
