@@ -45,6 +45,12 @@ def test_shuffle_permutation_hand_derived():
     assert shuffle_index((1, 4, 2, 2), (1, 4, 2, 2, 1), (0, 1, 3, 2, 4), (1, 4, 2, 2)) is None
 
 
+
+def test_a_model_file_s_huge_shape_is_not_materialised():
+    """Shapes are the model file's: a 2^42-element "shuffle" is declined, not allocated (it
+    raised MemoryError: 32 TiB)."""
+    assert shuffle_index((1, 2**20, 2**20, 4), (1, 2**20, 2**20, 2, 2), (0, 1, 2, 4, 3), (1, 2**20, 2**20, 4)) is None
+
 def test_onnx_channel_shuffle_fixture_is_one_npu_partition():
     report = npu_byoc.coverage_report(npu_byoc.load_model(model_path("channel_shuffle_qdq.onnx")))
     assert all(o.offloaded for o in report.ops), [(o.name, o.reason) for o in report.ops if not o.offloaded]

@@ -124,10 +124,15 @@ def _through_qdq(x, values, qparams) -> tuple:
     return x, stepped
 
 
+# The shapes come from the model file: the index below is materialised (a few int64 arrays of the
+# tensor's size), so a tensor beyond this is not canonicalised (its reshapes stay what they are).
+MAX_INDEX_ELEMENTS = 1 << 21
+
+
 def shuffle_index(in_shape, mid_shape, axes, out_shape) -> tuple[int, np.ndarray] | None:
     """(axis, index) when reshape(in_shape -> mid_shape), transpose(axes), reshape(out_shape) is
     ``take(x, index, axis)``: a permutation along one axis, the others untouched; else None."""
-    if tuple(in_shape) != tuple(out_shape):
+    if tuple(in_shape) != tuple(out_shape) or int(np.prod(in_shape, dtype=object)) > MAX_INDEX_ELEMENTS:
         return None
     flat = np.arange(int(np.prod(in_shape))).reshape(mid_shape).transpose(axes).reshape(out_shape)
     coords = np.unravel_index(flat, in_shape)
