@@ -243,7 +243,7 @@ def cmd_cosim(args) -> int:
               f"cycles {w['cycles'][0]}-{w['cycles'][1]} of {w['partition']}, {w['ns_per_cycle']} ns per cycle)",
               file=sys.stderr)  # fmt: skip
     if failure:
-        print(f"npu-byoc: error: {failure}", file=sys.stderr)
+        print(f"npu-byoc: error: {escape.text(failure, 2000)}", file=sys.stderr)
         return 1
     return 0
 

@@ -207,6 +207,10 @@ def test_from_vela_ini_refusals(tmp_path):
     odd.write_text("[System_Config.s]\naxi0_port=Sram\nSram_read_latency=99999\n[Memory_Mode.m]\n")
     with pytest.raises(NpuByocError, match="fm_mem_read_latency=99999: must be in"):
         from_vela_ini(odd, "s", "m")
+    for key, value in (("core_clock", "inf"), ("Sram_read_latency", "nan"), ("Sram_clock_scale", "1e400")):
+        odd.write_text(f"[System_Config.s]\naxi0_port=Sram\n{key}={value}\n[Memory_Mode.m]\n")
+        with pytest.raises(NpuByocError, match=f"(?i){key}='{value}' is not a finite number"):  # was OverflowError
+            from_vela_ini(odd, "s", "m")
     odd.write_text("[System_Config.s]\naxi0_port=Tape\n[Memory_Mode.m]\n")
     with pytest.raises(NpuByocError, match="axi0_port='Tape'"):
         from_vela_ini(odd, "s", "m")

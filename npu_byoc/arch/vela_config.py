@@ -22,6 +22,7 @@ The file's strings are data: a name that is not found is reported, never evaluat
 from __future__ import annotations
 
 import configparser
+import math
 import os
 import stat
 from fractions import Fraction
@@ -75,9 +76,12 @@ def _section(parser: configparser.ConfigParser, path, kind: str, name: str) -> d
 
 def _number(path, key: str, text: str) -> float:
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise NpuByocError(f"{path}: {key}={text!r} is not a number") from None
+    if not math.isfinite(value):  # inf / nan / 1e400 would overflow int() and Fraction() below
+        raise NpuByocError(f"{path}: {key}={text!r} is not a finite number")
+    return value
 
 
 def _memory(path, sys: dict[str, str], area: str, port_bytes: int, prefix: str) -> dict[str, int]:

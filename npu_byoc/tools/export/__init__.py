@@ -34,6 +34,7 @@ from ...ops.composites import npu_functions
 from ...ops.uint8 import FLIPPED_DTYPES
 from ...partition.pipeline import partition_for_npu
 from ...runtime import functional, verilator
+from ...util import escape
 from .graph import ExportError, ExportGraph, Tensor, read_graph
 
 __all__ = ["ExportError", "ExportResult", "export_model"]
@@ -111,6 +112,8 @@ def _context(graph: ExportGraph, mod, model: str, hw: HwConfig) -> dict:
     notes.update({source: f"model output {m} '{outputs[m]['name']}'" for m, (source, _) in enumerate(graph.outputs)})
     buffers, partitions = [], []
     for c, call in enumerate(graph.calls):
+        if not escape.is_c_identifier(call.name):  # a module partitioned elsewhere names its own partitions
+            raise ExportError(f"{model}: partition name {escape.text(call.name, 80)!r} is not a C identifier")
         plan = lower_partition(call.name, call.func, hw)
         schedule = schedule_partition(plan, hw)
         rows, n_words = c_codegen.stream_rows(schedule)
