@@ -69,8 +69,8 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     hw = configure(config_from(file=args.hw_file) if args.hw_file else DEFAULT_CONFIG, dma_overlap=args.dma_overlap)
     npu = VerilatorNpu(hw)
-    print(f"RTL library: {time.perf_counter() - t0:.1f} s (build or cache); array {DEFAULT_CONFIG.array_rows} x "
-          f"{DEFAULT_CONFIG.array_cols}, {DEFAULT_CONFIG.sram_bytes // 1024} KiB SRAM\n")  # fmt: skip
+    print(f"RTL library: {time.perf_counter() - t0:.1f} s (build or cache); array {hw.array_rows} x "
+          f"{hw.array_cols}, {hw.sram_bytes // 1024} KiB SRAM\n")  # fmt: skip
     reports = []
     for model in models:
         inputs, reference = sample(model)

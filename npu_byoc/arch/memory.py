@@ -60,6 +60,7 @@ class Memory:
         return self.bytes_per_cycle / self.clock_divider
 
 
+@functools.lru_cache(maxsize=64)  # read on every DMA step of every timeline pass
 def memory(hw: HwConfig, name: str) -> Memory:
     """The memory ``name`` ("fm_mem" or "const_mem") of ``hw``."""
     return Memory(*(getattr(hw, f"{name}_{f}") for f in FIELDS))

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import numpy as np
 from tvm import relax
 
-from ..util.relax_utils import Constant, constant_value, dtype_of
+from ..util.relax_utils import Constant, constant_value, dtype_of, op_name
 
 
 def _pad(importer, inputs, attrs, opset: int):
@@ -47,7 +47,7 @@ def _pad(importer, inputs, attrs, opset: int):
 def _dequantized_constant(expr) -> float | None:
     """DequantizeLinear of a constant scalar as onnxruntime computes it, (q - zp) * scale in
     float32; None for anything else."""
-    if not (isinstance(expr, relax.Call) and getattr(expr.op, "name", "") == "relax.dequantize"):
+    if op_name(expr) != "relax.dequantize":
         return None
     if not all(isinstance(a, Constant) for a in expr.args):
         return None

@@ -196,10 +196,6 @@ def _lower_conv(name: str, op: QConv2D, ifms: list[TensorRef], ofm: TensorRef) -
 # Table entry (npu.depthwise_conv2d, which shares all of the above: npu_byoc.ops.depthwise)
 
 
-def _is_depthwise(op: QConv2D) -> bool:
-    return op.groups > 1 and op.groups == op.in_channels
-
-
 def _is_grouped(op: QConv2D) -> bool:
     """1 < groups < channels: npu.grouped_conv2d's (npu_byoc.ops.grouped_conv)."""
     return 1 < op.groups < op.in_channels
@@ -216,7 +212,7 @@ ENTRY = NpuPattern(
     conventions=_CONV_CONVENTIONS,
     extract=_extract_conv2d,
     checks=_CONV_CHECKS,
-    applies=lambda op: not _is_depthwise(op) and not _is_grouped(op),
+    applies=lambda op: not op.depthwise and not _is_grouped(op),
 )
 
 

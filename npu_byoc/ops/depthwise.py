@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..arch import numerics as nx
-from .conv2d import _CONV_CHECKS, _CONV_CONVENTIONS, _extract_conv2d, _is_depthwise, conv_unit_reason, padded_windows
+from .conv2d import _CONV_CHECKS, _CONV_CONVENTIONS, _extract_conv2d, conv_unit_reason, padded_windows
 from .entry import NpuPattern
 from .npu_op_spec import NpuOpSpec
 from .npu_ops import DepthwiseConv2D
@@ -21,7 +21,7 @@ ENTRY = NpuPattern(
     conventions=_CONV_CONVENTIONS,
     extract=_extract_conv2d,
     checks=_CONV_CHECKS,
-    applies=_is_depthwise,
+    applies=lambda op: op.depthwise,
 )
 
 

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..errors import NpuByocError
+from ..util import escape
 
 USER_REASON = "excluded by the user"
 
@@ -58,8 +59,6 @@ def excluded_layers(names: list[str], info, npu_operations: Iterable[str]) -> di
 
 
 def _unknown_message(name: str, ops, info, npu_operations: Iterable[str]) -> str:
-    from ..util import escape
-
     where = Path(info.path).name if info is not None else "the module"
     types = sorted({o.op for o in ops})
     shown = ", ".join(types[:12]) + (", ..." if len(types) > 12 else "")

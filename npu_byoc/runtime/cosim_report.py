@@ -390,7 +390,7 @@ def plot_utilization(report: CosimReport, path: str | Path) -> None:
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
     x = np.arange(len(rows))
-    ax.bar(x, [100 * (r.utilization or 0) for r in rows], color=[CLASS_COLOURS[r.op] for r in rows], width=0.8)
+    ax.bar(x, [100 * (r.utilization or 0) for r in rows], color=[CLASS_COLOURS.get(r.op, "#7f7f7f") for r in rows], width=0.8)
     ax.plot(x, [100 * (r.utilization_overall or 0) for r in rows], "k.", markersize=4)
     ax.axhline(90, color="grey", lw=0.7, ls="--")
     ax.axhline(50, color="grey", lw=0.7, ls=":")
@@ -404,7 +404,7 @@ def plot_utilization(report: CosimReport, path: str | Path) -> None:
                  f"{s.get('cycles', 0)} cycles, {100 * (s.get('utilization') or 0):.1f}% while computing", fontsize=9,
                  parse_math=False)  # a file name with "$" is not mathtext  # fmt: skip
     present = [c for c in MAC_CLASSES if any(r.op == c for r in rows)]
-    handles = [Patch(color=CLASS_COLOURS[c], label=CLASS_NAMES[c]) for c in present]
+    handles = [Patch(color=CLASS_COLOURS.get(c, "#7f7f7f"), label=CLASS_NAMES.get(c, c)) for c in present]
     handles.append(ax.plot([], [], "k.", label="overall (DMA included)")[0])
     ax.legend(handles=handles, fontsize=7, loc="upper center", ncol=len(handles), framealpha=0.9)
     fig.tight_layout()
