@@ -35,39 +35,37 @@ from npu_byoc.frontends.load import model_info
 
 from .conftest import check_onnx_fixture, model_path, npu_layers_against_litert, reference
 
-# fixture -> (operations kept on the CPU, max |NPU flow - LiteRT| in LSB measured on its samples)
+# fixture -> max |NPU flow - LiteRT| in LSB, measured on its samples (the default partition)
 TFLITE = {
-    "vit_tiny_int8.tflite": ((), 1),  # TVM's CPU build alone: 2
+    "vit_tiny_int8.tflite": 1,  # TVM's CPU build alone: 2
     # TVM's CPU build alone: 5. With LayerNorm's broadcast MUL / ADD on the NPU (each exact, the
     # per-layer test below), the float SQUARED_DIFFERENCE / RSQRT / channel MEAN left on the CPU
     # feed them values 1 LSB off LiteRT's now and then, which the exact MULs scale: 6.
-    "kws_transformer_int8.tflite": ((), 6),
+    "kws_transformer_int8.tflite": 6,
     # npu.mean refuses its channel MEANs (4-D): on the CPU; TVM's CPU build alone: 2; with the stem
     # conv and the broadcast MULs on the NPU (each exact layer by layer) the float LayerNorm left on
     # the CPU rounds differently: 3
-    "convnext_block_int8.tflite": ((), 3),
-    "grouped_conv_int8.tflite": ((), 0),  # one NPU partition (before npu.grouped_conv2d: 3, 1 LSB)
-    "nasnet_pads_int8.tflite": ((), 0),  # one partition, every PAD on the NPU (tests/test_pad.py)
+    "convnext_block_int8.tflite": 3,
+    "grouped_conv_int8.tflite": 0,  # one NPU partition (before npu.grouped_conv2d: 3, 1 LSB)
+    "nasnet_pads_int8.tflite": 0,  # one partition, every PAD on the NPU (tests/test_pad.py)
 }
 
 _built: dict = {}
 _partitions: dict = {}
 
 
-def _partitioned(name: str, exclude: tuple[str, ...] = ()):
-    """The fixture imported and partitioned (``exclude`` kept on the CPU), once."""
-    key = (name, exclude)
-    if key not in _partitions:
-        _partitions[key] = npu_byoc.partition_for_npu(npu_byoc.load_model(model_path(name)), exclude=exclude)
-    return _partitions[key]
+def _partitioned(name: str):
+    """The fixture imported and partitioned, once."""
+    if name not in _partitions:
+        _partitions[name] = npu_byoc.partition_for_npu(npu_byoc.load_model(model_path(name)))
+    return _partitions[name]
 
 
-def _functional(name: str, exclude: tuple[str, ...]):
+def _functional(name: str):
     """The fixture partitioned and built on the C model, once."""
-    key = (name, exclude)
-    if key not in _built:
-        _built[key] = npu_byoc.build(_partitioned(name, exclude), "functional")
-    return _built[key]
+    if name not in _built:
+        _built[name] = npu_byoc.build(_partitioned(name), "functional")
+    return _built[name]
 
 
 def _max_lsb(name: str, model) -> int:
@@ -81,11 +79,9 @@ def _max_lsb(name: str, model) -> int:
 
 @pytest.mark.parametrize("name", list(TFLITE))
 def test_tflite_fixture_runs_close_to_litert(name):
-    exclude, bound = TFLITE[name]
-    model = _functional(name, exclude)
+    model = _functional(name)
     assert model.plans, "nothing offloaded to the NPU"
-    assert _max_lsb(name, model) <= bound
-
+    assert _max_lsb(name, model) <= TFLITE[name]
 
 
 @pytest.mark.parametrize("name", ["vit_tiny_int8.tflite", "kws_transformer_int8.tflite"])

@@ -25,7 +25,7 @@ def layout_conflict(qops: list[tuple[str, object]]) -> tuple[str, str] | None:
     conv is already refused where the reshape between them would reorder bytes.)"""
     guesses = [layer for layer, q in qops if layout_is_guess(q)]
     firm = {getattr(q, "layout", None) for _, q in qops if not layout_is_guess(q)} - {None}
-    channel_last = [(layer, q) for layer, q in qops if contracts_pixels_in(q, "NCHW")]
+    channel_last = any(contracts_pixels_in(q, "NCHW") for _, q in qops)
     if guesses and (channel_last or "NHWC" in firm):
         return guesses[0], ("mean over the last axis of a sequence whose other ops read that axis as "
                             "channels: the NPU's MEAN reduces spatial axes, not channels")  # fmt: skip
