@@ -126,7 +126,7 @@ def scratch_live_ranges(plan: PartitionPlan) -> dict[int, Buffer]:
                 last[ref.offset] = k
         views += [ref.offset for ref in (*op.inputs, op.ofm) if ref.region == Region.SCRATCH and ref.is_slice]
         if isinstance(op, Phased):
-            staged |= {op.ifm.offset, op.ofm.offset}
+            staged |= {ref.offset for ref in (*op.inputs, op.ofm)}
     nbytes = {key: plan.ops[producer[key]].ofm.nbytes for key in last}
     staged |= {key for key in last for v in views if key <= v < key + nbytes[key]}
     last = {key: end for key, end in last.items() if key not in staged}

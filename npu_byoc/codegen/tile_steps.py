@@ -26,6 +26,7 @@ from .tiling import KINDS, LUT_BYTES, align, kernel_of
 from ..ops.npu_ops import (
     Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mul, NpuOp, Phased, Pool, Softmax, TensorRef, Tiling,
 )  # fmt: skip
+from ..ops.matmul import MatMulHead
 from ..ops.registry import NPU_OPS
 
 SECOND_WEIGHTS, SECOND_REQUANT = "weights (2nd)", "requant (2nd)"  # double-buffered channel blocks
@@ -238,6 +239,32 @@ def _softmax_tile(op: Softmax, io: "TileIo", r0: int, nr: int, c0: int, nc: int)
     return [*steps, Kick.make(Opcode.SOFTMAX, regs), *store]
 
 
+def _matmul_tile(op, io: "TileIo", r0: int, nr: int, c0: int, nc: int) -> list[Step]:
+    """A matmul head's rows: one CONV kick, its 1 x (1 + fold) kernel over the repeated rows."""
+    _, taps, k = op.ifm.shape
+    steps: list[Step] = []
+    ifm = io.load(steps, "ifm", op.ifm, r0, nr, 0, taps, 0, k)
+    ofm, store = io.store("ofm", op.ofm, r0, nr, 0, 1, c0, nc)
+    regs = {Reg.IFM_ADDR: ifm, Reg.IFM_H: nr, Reg.IFM_W: taps, Reg.IFM_C: k,
+            Reg.IFM_ZERO_POINT: op.ifm_zero_point, Reg.OFM_ZERO_POINT: op.ofm_zero_point,
+            Reg.WEIGHT_ADDR: io.sram["weights"], Reg.REQUANT_ADDR: io.sram["requant"]}  # fmt: skip
+    regs |= _ofm_regs(ofm, nr, 1, nc) | _clamp_regs(op) | _window_regs((1, taps), (1, 1), (0, 0, 0, 0))
+    return [*steps, Kick.make(Opcode.CONV, regs), *store]
+
+
+def _matmul_weights(op, io: "TileIo", c0: int, nc: int, consts: dict) -> list[Step]:
+    """A matmul head's weights for output channels [c0, c0 + nc): the rhs columns DMA'd from
+    the second operand, each followed by its fold blocks (one DMA of the constant rows first,
+    then a DMA per column into its row; without a fold, one DMA of every column)."""
+    k = op.ifm.shape[2]
+    if not op.fold:
+        return [_box(Opcode.DMA_IN, op.rhs, io.sram["weights"], 0, 1, c0, nc, 0, k)]
+    row = (1 + op.fold) * k
+    fill = Dma(Opcode.DMA_IN, int(Region.CONST), consts["fold"][0], io.sram["weights"], row, nc, 1, 1, 0, 0)
+    return [fill] + [_box(Opcode.DMA_IN, op.rhs, io.sram["weights"] + j * row, 0, 1, c0 + j, 1, 0, k)
+                     for j in range(nc)]  # fmt: skip
+
+
 def _phased_tile(op, io, r0, nr, c0, nc) -> list[Step]:
     raise AssertionError("a phased op is scheduled phase by phase (op_steps)")
 
@@ -250,8 +277,13 @@ TILE_STEPS_BY_KIND: dict[str, Callable[[NpuOp, TileIo, int, int, int, int], list
     "elementwise": _elementwise_tile,
     "softmax": _softmax_tile,
     "phased": _phased_tile,
+    "matmul": _matmul_tile,
 }
 TILE_STEPS = {npu_op: TILE_STEPS_BY_KIND[spec.tiling] for npu_op, spec in NPU_OPS.items()}
+# Weights a kind loads per channel block from its operands rather than from the constants.
+BLOCK_LOADS_BY_KIND = {"matmul": _matmul_weights}
+BLOCK_LOADS = {npu_op: BLOCK_LOADS_BY_KIND[spec.tiling] for npu_op, spec in NPU_OPS.items()
+               if spec.tiling in BLOCK_LOADS_BY_KIND}  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,6 +300,13 @@ def constants_of(op: NpuOp, pool: Constants) -> dict[str, tuple[int, int]]:
             "weights": (pool.add(np.ascontiguousarray(op.weights, np.int8).tobytes()), per_channel),
             "requant": (pool.add(_requant_table(op)), REQUANT_RECORD_BYTES),
         }
+    if isinstance(op, MatMulHead):  # per-tensor requantize; the fold's constant weight rows
+        n, k = op.ofm.shape[2], op.ifm.shape[2]
+        table = np.tile(np.array([0, op.multiplier, op.shift], "<i4"), (n, 1))
+        consts = {"requant": (pool.add(table.tobytes()), REQUANT_RECORD_BYTES)}
+        if op.fold:
+            consts["fold"] = (pool.add(op.weight_row(np.zeros(k, np.int8)).tobytes()), 0)
+        return consts
     if isinstance(op, Lut):
         return {"lut": (pool.add(np.asarray(op.table, np.int8).tobytes()), 0)}
     if isinstance(op, Softmax):
@@ -294,6 +333,8 @@ def op_steps(op: NpuOp, tiling: Tiling, io: TileIo, consts: dict[str, tuple[int,
             if name in consts:
                 offset, per_channel = consts[name]
                 steps.append(_load(offset + c0 * per_channel, bio.sram[name], nc * per_channel))
+        if type(op) in BLOCK_LOADS:
+            steps += BLOCK_LOADS[type(op)](op, bio, c0, nc, consts)
         for tile, r0 in enumerate(range(0, rows, tiling.rows)):
             rio = bio.second_ifm() if tile % 2 and SECOND_IFM in io.sram else bio
             steps += emit_tile(op, rio, r0, min(tiling.rows, rows - r0), c0, nc)

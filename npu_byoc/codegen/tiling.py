@@ -92,6 +92,15 @@ def _fc_buffers(op, r: int, cb: int) -> dict[str, int]:
     return {"weights": cb * K, "requant": cb * REQUANT_RECORD_BYTES, "ifm": r * K, "ofm": r * cb}
 
 
+# A matmul head (npu_byoc.ops.matmul): its rows of K read 1 + fold times, weights DMA'd from
+# the second operand.
+
+
+def _matmul_buffers(op, r: int, cb: int) -> dict[str, int]:
+    _, taps, k = op.ifm.shape
+    return {"weights": cb * taps * k, "requant": cb * REQUANT_RECORD_BYTES, "ifm": r * taps * k, "ofm": r * cb}
+
+
 # Mean: channels only.
 
 
@@ -151,6 +160,7 @@ KINDS_BY_NAME: dict[str, _Kind] = {
                          _describe_elementwise),  # fmt: skip
     "softmax": _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _softmax_buffers, _describe_elementwise,
                      split_channels=False),  # fmt: skip
+    "matmul": _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _matmul_buffers, _describe_elementwise),
     "phased": _Kind(_phase_rows, lambda op: op.ofm.shape[2], _phased_buffers, _describe_elementwise),
 }
 

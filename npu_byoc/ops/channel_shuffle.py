@@ -28,7 +28,7 @@ from .gather_copies import MAX_COPIES, MAX_PERIOD, axis_runs
 from .npu_op_spec import NpuOpSpec, shape_text
 from .npu_ops import IDENTITY_TABLE, Lut, Phased, TensorRef, Tiling
 from .records import QOp, QTensor, Reject
-from .transpose import _hwc_axes
+from .transpose import hwc_axes
 from ..util.relax_utils import constant_value, op_name, resolve, shape_of
 
 
@@ -274,7 +274,7 @@ def axis_gather_copies(op, hw: HwConfig) -> str | None:
 
 
 def _lower(name: str, op: QAxisGather, ifms: list[TensorRef], ofm: TensorRef) -> AxisGather:
-    q = _hwc_axes(len(op.input.shape), op.layout).get(op.axis)
+    q = hwc_axes(len(op.input.shape), op.layout).get(op.axis)
     if q is None:
         raise Reject(f"take along axis {op.axis}: not an axis of the maps the NPU sees")
     return AxisGather(name, ifms[0], ofm, q, op.index)

@@ -126,7 +126,7 @@ def transpose_keeps_batch(op, hw: HwConfig) -> str | None:
 # Lowering
 
 
-def _hwc_axes(rank: int, layout: str | None) -> dict[int, int]:
+def hwc_axes(rank: int, layout: str | None) -> dict[int, int]:
     """Model axis -> the H, W, C axis it is in the map the NPU sees (as limits.hwc maps it;
     a batch axis maps to none)."""
     nhwc = layout == "NHWC"
@@ -138,7 +138,7 @@ def _hwc_axes(rank: int, layout: str | None) -> dict[int, int]:
 
 def hwc_perm(axes: tuple[int, ...], layout: str | None) -> tuple[int, int, int]:
     """The transpose of the H x W x C maps: output axis q reads input axis perm[q]."""
-    to_hwc = _hwc_axes(len(axes), layout)
+    to_hwc = hwc_axes(len(axes), layout)
     perm = [0, 1, 2]  # an axis no model axis maps to has size 1 in both: itself
     for j, a in enumerate(axes):
         if j in to_hwc:
