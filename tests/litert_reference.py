@@ -101,6 +101,12 @@ def conv_legacy_per_tensor(s_in, s_w, s_out) -> tuple[int, int]:
     return quantize_multiplier(float(F32(F32(s_in) * F32(s_w))) / float(F32(s_out)))
 
 
+def batch_matmul_prepare(s_lhs, s_rhs, s_out) -> tuple[int, int]:
+    """batch_matmul.cc ``Prepare`` (int8): ``GetQuantizedConvolutionMultipler(lhs, rhs, output)``,
+    the float32 product ``s_lhs * s_rhs`` then ``/ double(s_out)``."""
+    return conv_legacy_per_tensor(s_lhs, s_rhs, s_out)
+
+
 def activation_range(act: str, s_out, zp: int, qmin=-128, qmax=127) -> tuple[int, int]:
     """``CalculateActivationRangeQuantized``: ``Quantize(f) = zp + int(TfLiteRound(f / scale))``
     with ``float f`` and ``float scale``."""

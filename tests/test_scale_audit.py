@@ -39,6 +39,22 @@ def _double_mul_params(s1, s2, s_out) -> tuple[int, int]:
     return ref.quantize_multiplier(float(F32(s1)) * float(F32(s2)) / float(F32(s_out)))
 
 
+# ------------------------------------------------------------------------------ BATCH_MATMUL
+def test_batch_matmul_multiplier_sweep_is_litert_prepare():
+    """npu.matmul's (multiplier, shift) (frontends.tflite_batch_matmul.multiplier: the import and
+    the NPU op share it) is LiteRT's, float32 product first; the double product differs on some."""
+    from npu_byoc.frontends.tflite_batch_matmul import multiplier
+
+    rng = np.random.default_rng(2424)
+    s1, s2, so = _scales(rng, DRAWS, -10, 0), _scales(rng, DRAWS, -10, 0), _scales(rng, DRAWS, -6, 2)
+    differ_from_double = 0
+    for a, b, o in zip(s1, s2, so):
+        want = ref.batch_matmul_prepare(a, b, o)
+        assert multiplier(a, b, o) == want, (a, b, o)
+        differ_from_double += _double_mul_params(a, b, o) != want
+    assert differ_from_double > 0  # the order matters on these draws
+
+
 # ------------------------------------------------------------------------------------- MUL
 def test_mul_issue_24_example_is_litert_s_multiplier_and_output():
     """Hand-derived (issue 24, EfficientNetB0): s1 = 0.03517231, s2 = 2^-8, s_out = 0.027174268.

@@ -213,8 +213,10 @@ def _conventions() -> tuple[Convention, ...]:
         for right in (True, False):
             acc = is_op("relax.matmul")(_operand(), _operand())
             name = "int32" + ("-left" if left else "") + ("-right" if right else "")
+            shifts = " and ".join(w for w, on in (("left", left), ("right", right)) if on) or "no"
             out.append(Convention(name, "TFLite (BATCH_MATMUL)", _requantized(acc, left, right),
-                                  "astype(int32) - zp → matmul(int32) → integer requantize (LiteRT's)"))  # fmt: skip
+                                  f"astype(int32) [- zp] [permute_dims] → matmul(int32) → LiteRT's integer "
+                                  f"requantize ({shifts} shift)"))  # fmt: skip
     return tuple(out)
 
 
