@@ -6,7 +6,8 @@ by reading each input row twice (three times for a zero point of -128).
 * Relax modules in TFLite's integer form (tflite_batch_matmul.batch_matmul: LiteRT's arithmetic,
   so TVM's CPU build is the reference, exactly): adj_x / adj_y, a broadcast head axis, the
   three folds (zb = 0, zb in range, zb = -128), on golden and the C model;
-* a QDQ Relax module (dequantize, dequantize -> matmul -> quantize) within 1 LSB of TVM's CPU build;
+* a QDQ Relax module (dequantize, dequantize -> matmul -> quantize) within 1 LSB of TVM's CPU build,
+  and the ONNX fixture attention_qdq.onnx through check_onnx_fixture (golden == C model == RTL);
 * every attention product of the ViT and keyword-transformer fixtures on the NPU, LiteRT's
   output tensor exactly, layer by layer;
 * refused shapes stay on the CPU with their reason.
@@ -168,3 +169,15 @@ def test_refused_shapes_stay_on_the_cpu_with_their_reason(a_shape, b_shape, reas
     log = [d for d in partition_log(npu_byoc.partition_for_npu(mod)) if d.pattern == "npu.matmul"]
     assert log and not any(d.accepted for d in log)
     assert any(reason in (d.reason or "") for d in log), [d.reason for d in log]
+
+
+def test_onnx_attention_fixture_against_onnxruntime():
+    """attention_qdq.onnx (tools/make_transformer_models.py): its Q·K^T and P·V MatMuls on the
+    NPU; golden == C model == RTL (cycle model exact), every layer within 1 LSB of TVM's CPU
+    build, the output within 2 LSB of onnxruntime (measured 2: onnxruntime requantizes in float,
+    and the scores' 1 LSB goes on through the float Softmax and P·V; TVM's CPU build is 0 off)."""
+    from .conftest import check_onnx_fixture
+
+    mod = check_onnx_fixture("attention_qdq.onnx", lsb=2)
+    report = npu_byoc.coverage_report(mod)
+    assert [o.pattern for o in report.ops if o.name in ("scores", "attended")] == ["npu.matmul"] * 2

@@ -55,6 +55,10 @@ synthetic 10-class task, calibrated on its 64 calibration inputs):
 ``layernorm_qdq.onnx``
     Opset 17 (1x3x8x8): patch conv 2x2/2, Reshape + Transpose to 16 tokens of 16,
     LayerNormalization(axis=-1), MatMul 16x32, Relu, MatMul 32x16.
+``attention_qdq.onnx``
+    Self-attention (1x3x8x8): patch conv 2x2/2, Reshape + Transpose to 16 tokens of 16, MatMul
+    Q, K, V (16x16 each), Transpose K, MatMul Q·K^T, Softmax, MatMul P·V (both MatMuls between
+    two activations), MatMul 16x16.
 ONNX models are quantized by onnxruntime's quantize_static (QDQ, int8 activations, per-channel
 int8 weights).
 """
@@ -345,12 +349,32 @@ def layernorm_float_onnx():
     return mm._float_onnx_model("layernorm", nodes, inits, [1, 3, 8, 8], [1, 16, 16], opset=17)
 
 
+def attention_float_onnx():
+    """Single-head self-attention over 16 tokens of 16: the MatMuls between two activations
+    (scores Q·K^T, then P·V) that onnxruntime's QDQ quantizer wraps in DequantizeLinear on both
+    inputs."""
+    weight, node, nodes, inits = _onnx_builder(mm.SEED + 4)
+    x = _conv(weight, node, "input", "patch", 3, 16, k=2, stride=2, relu=False, pad=0)
+    x = node("Reshape", [x, weight("tok_shape", (3,), value=[1, 16, 16], dtype=np.int64)], "tokens")
+    x = node("Transpose", [x], "tokens_t", perm=[0, 2, 1])
+    q = node("MatMul", [x, weight("wq", (16, 16), 0.3)], "q")
+    k = node("MatMul", [x, weight("wk", (16, 16), 0.3)], "k")
+    v = node("MatMul", [x, weight("wv", (16, 16), 0.3)], "v")
+    kt = node("Transpose", [k], "k_t", perm=[0, 2, 1])
+    scores = node("MatMul", [q, kt], "scores")
+    p = node("Softmax", [scores], "probs", axis=-1)
+    a = node("MatMul", [p, v], "attended")
+    node("MatMul", [a, weight("wo", (16, 16), 0.3)], "output")
+    return mm._float_onnx_model("attention", nodes, inits, [1, 3, 8, 8], [1, 16, 16])
+
+
 ONNX = {
     "channel_shuffle_qdq": (channel_shuffle_float_onnx, (8, 8, 3), "ShuffleNetV2 unit, channel shuffle (rank-5 Reshape, Transpose)"),
     "ceil_pool_qdq": (ceil_pool_float_onnx, (16, 16, 3), "SqueezeNet-style MaxPool/AveragePool ceil_mode=1, fire module"),
     "grouped_conv_qdq": (grouped_conv_float_onnx, (8, 8, 3), "RegNet-X-style Conv group=2, 4 and C/2"),
     "pad_qdq": (pad_float_onnx, (16, 16, 3), "Pad (constant 0 before a ceil-mode MaxPool, 0.25 between convs)"),
     "layernorm_qdq": (layernorm_float_onnx, (8, 8, 3), "opset 17 LayerNormalization over 16 tokens"),
+    "attention_qdq": (attention_float_onnx, (8, 8, 3), "self-attention: MatMul of two activations (Q·K^T, P·V)"),
 }
 
 
