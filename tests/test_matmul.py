@@ -97,6 +97,7 @@ INT_CASES = {
     "broadcast-heads": ((1, 3, 8, 12), (1, 1, 12, 6), False, False, (2, -5, 0)),
     "zb-0": ((1, 9, 16), (1, 16, 5), False, False, (1, 0, 3)),
     "zb-minus-128": ((7, 10), (10, 4), False, False, (-128, -128, -2)),
+    "batch-2": ((2, 2, 5, 9), (2, 2, 7, 9), False, True, (-1, 3, 6)),  # image by image
 }
 
 
