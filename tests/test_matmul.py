@@ -48,6 +48,21 @@ def test_fold_blocks_sum_to_minus_the_zero_point():
     assert fold_of(-128) == (2, 64)  # 128 is no int8 weight: two blocks of 64
 
 
+def test_the_head_runs_transposed_where_only_the_first_zero_point_is_zero():
+    a = TensorRef("a", int(Region.IO), 0, (2, 6, 10))
+    b = TensorRef("b", int(Region.IO) + 1, 0, (2, 10, 9))
+    c = TensorRef("c", int(Region.IO) + 2, 0, (2, 6, 9))
+    for (za, zb), transposed, fold in [((0, 9), True, 0), ((4, 9), False, 1), ((4, 0), False, 0), ((0, -128), True, 0)]:
+        op = MatMul("mm", a, b, c, (0, 1, 2), (0, 1, 2), (0, 1, 2), za, zb, 0, 1 << 30, 0, -128, 127)
+        head = op.phases[1]
+        assert (op.transposed, head.fold) == (transposed, fold)
+        # rows of the head's input: 6 rows of a (stride 10), or 9 columns of b (stride 1); K = 10
+        assert head.ifm.shape == ((9, 1, 10) if transposed else (6, 1 + fold, 10))
+        assert head.ifm.offset == (a.nbytes // 2 if not transposed else b.nbytes // 2)
+        assert head.ofm.box_strides == ((1, 0, 9) if transposed else (9, 0, 1))
+        assert op.macs == 2 * 6 * 9 * 10
+
+
 def _hand_plan(za: int, zb: int) -> PartitionPlan:
     """A [1, 2, 3] @ [1, 3, 2] matmul alone: a in region IO, b in IO + 1, out in IO + 2."""
     a = TensorRef("a", int(Region.IO), 0, (1, 2, 3))
@@ -97,6 +112,7 @@ INT_CASES = {
     "broadcast-heads": ((1, 3, 8, 12), (1, 1, 12, 6), False, False, (2, -5, 0)),
     "zb-0": ((1, 9, 16), (1, 16, 5), False, False, (1, 0, 3)),
     "zb-minus-128": ((7, 10), (10, 4), False, False, (-128, -128, -2)),
+    "za-0-transposed": ((1, 2, 6, 10), (1, 2, 10, 9), False, False, (0, 9, -4)),
     "batch-2": ((2, 2, 5, 9), (2, 2, 7, 9), False, True, (-1, 3, 6)),  # image by image
 }
 

@@ -9,7 +9,8 @@ zero point; with ``x = a`` and ``w = b`` the term ``-zb sum_k (a_ik - za)`` is m
 input row is read ``1 + fold`` times (a 1 x (1 + fold) kernel over a stride-0 view of the row)
 and each extra copy meets a constant weight block ``fold_value``: ``fold * fold_value = -zb``
 (one block of ``-zb``; two of 64 for ``zb = -128``, whose ``128`` is not an int8 weight).
-``zb = 0`` needs no fold: one kick of K MACs per output.
+``zb = 0`` needs no fold: one kick of K MACs per output. Where only ``za`` is 0 the head runs
+transposed (``out^T = b^T a^T``), so that no fold is needed either.
 """
 
 from __future__ import annotations
@@ -157,23 +158,42 @@ class MatMul(Phased):
         (heads, m, n), _ = self._dims(self.ofm, self.c_axes)
         return heads * m * n * self.ifm.shape[self.a_axes[2]]
 
+    @property
+    def transposed(self) -> bool:
+        """Whether each head computes ``out^T = b^T a^T`` instead: the operand the DMA reads as
+        weights is the one whose zero point is folded, so take the one that needs the smaller
+        fold (no fold for a zero point of 0)."""
+        return fold_of(self.ifm_zero_point)[0] < fold_of(self.ifm2_zero_point)[0]
+
     @cached_property
     def phases(self) -> list[MatMulHead]:
         (ha, m, k), (sha, sm, sk) = self._dims(self.ifm, self.a_axes)
         (hb, _, n), (shb, sbk, sbn) = self._dims(self.ifm2, self.b_axes)
         (heads, _, _), (shc, scm, scn) = self._dims(self.ofm, self.c_axes)
-        fold, value = fold_of(self.ifm2_zero_point)
+        # rows: (region, offset, count, stride, stride along K, heads, head stride, zero point)
+        rows = (self.ifm.region, self.ifm.offset, m, sm, sk, ha, sha, self.ifm_zero_point)
+        columns = (self.ifm2.region, self.ifm2.offset, n, sbn, sbk, hb, shb, self.ifm2_zero_point)
+        out_strides = (scm, scn)
+        if self.transposed:
+            rows, columns, out_strides = columns, rows, (scn, scm)
+        fold, value = fold_of(columns[7])
         out = []
         for h in range(heads):
-            a = TensorRef(f"{self.name}/a{h}", self.ifm.region, self.ifm.offset + (h if ha > 1 else 0) * sha,
-                          (m, 1 + fold, k), "NHWC", 0, (sm, 0, sk))  # fmt: skip
-            b = TensorRef(f"{self.name}/b{h}", self.ifm2.region, self.ifm2.offset + (h if hb > 1 else 0) * shb,
-                          (1, n, k), "NHWC", 0, (0, sbn, sbk))  # fmt: skip
-            c = TensorRef(f"{self.name}/c{h}", self.ofm.region, self.ofm.offset + h * shc, (m, 1, n), "NHWC", 0,
-                          (scm, 0, scn))  # fmt: skip
-            out.append(MatMulHead(f"{self.name}/head{h}", a, b, c, fold, value, self.multiplier, self.shift,
-                                  self.ifm_zero_point, self.ofm_zero_point, self.act_min, self.act_max))  # fmt: skip
+            x = TensorRef(f"{self.name}/x{h}", rows[0], _head_offset(rows, h), (rows[2], 1 + fold, k), "NHWC", 0,
+                          (rows[3], 0, rows[4]))  # fmt: skip
+            w = TensorRef(f"{self.name}/w{h}", columns[0], _head_offset(columns, h), (1, columns[2], k), "NHWC", 0,
+                          (0, columns[3], columns[4]))  # fmt: skip
+            y = TensorRef(f"{self.name}/y{h}", self.ofm.region, self.ofm.offset + h * shc, (rows[2], 1, columns[2]),
+                          "NHWC", 0, (out_strides[0], 0, out_strides[1]))  # fmt: skip
+            out.append(MatMulHead(f"{self.name}/head{h}", x, w, y, fold, value, self.multiplier, self.shift, rows[7],
+                                  self.ofm_zero_point, self.act_min, self.act_max))  # fmt: skip
         return out
+
+
+def _head_offset(operand: tuple, h: int) -> int:
+    """Where head ``h`` of an operand starts (a head axis of size 1 broadcasts)."""
+    _, offset, _, _, _, heads, head_stride, _ = operand
+    return offset + (h if heads > 1 else 0) * head_stride
 
 
 # ---------------------------------------------------------------------------------------------
