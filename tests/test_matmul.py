@@ -170,9 +170,12 @@ def test_requantize_is_litert_s_float32_product():
 def test_attention_products_on_the_npu_bit_exact_with_litert(name):
     """Every BATCH_MATMUL of the fixture is offloaded and gives LiteRT's output tensor exactly
     (fed LiteRT's own operands)."""
-    checked = [op for op, got, want in npu_layers_against_litert(name)
-               if op.kind == "matmul" and want is not None and np.testing.assert_array_equal(got, want, op.name) is None]  # fmt: skip
-    assert len(checked) == 4  # Q @ K^T and P @ V of two encoder blocks
+    checked = 0
+    for op, got, want in npu_layers_against_litert(name):
+        if op.kind == "matmul" and want is not None:
+            np.testing.assert_array_equal(got, want, err_msg=op.name)
+            checked += 1
+    assert checked == 4  # Q @ K^T and P @ V of two encoder blocks
 
 
 @pytest.mark.parametrize("a_shape, b_shape, reason", [

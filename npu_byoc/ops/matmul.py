@@ -217,7 +217,8 @@ def _requantized(acc, left: bool, right: bool):
     nudge = is_op("relax.where")(is_op("relax.greater_equal")(ab, is_const()), is_const(), is_const())
     t = is_op("relax.add")(ab, nudge)
     down = is_op("relax.negative")(is_op("relax.right_shift")(is_op("relax.negative")(t), is_const()))
-    hi = is_op("relax.where")(is_op("relax.greater_equal")(t, is_const()), is_op("relax.right_shift")(t, is_const()), down)
+    plain = is_op("relax.right_shift")(t, is_const())
+    hi = is_op("relax.where")(is_op("relax.greater_equal")(t, is_const()), plain, down)
     if right:
         remainder = is_op("relax.bitwise_and")(hi, is_const())
         threshold = is_op("relax.add")(is_const(), is_op("relax.astype")(is_op("relax.less")(hi, is_const())))
@@ -288,9 +289,17 @@ def _extract_int32(root, bindings) -> QMatMul:
     if op_name(hi) == "relax.add":  # RoundingDivideByPOT
         shifted = resolve(hi.args[0], bindings)
         right = _int(shifted.args[1], bindings, "right shift")
+        greater = resolve(resolve(hi.args[1], bindings).args[0], bindings)
+        mask = _int(resolve(greater.args[0], bindings).args[1], bindings, "rounding mask")
+        threshold = _int(resolve(greater.args[1], bindings).args[0], bindings, "rounding threshold")
+        if (mask, threshold) != ((1 << right) - 1, ((1 << right) - 1) >> 1):
+            raise Reject("integer requantize does not round as RoundingDivideByPOT")
         hi = resolve(shifted.args[0], bindings)
     t = resolve(resolve(hi.args[1], bindings).args[0], bindings)
-    if _int(resolve(hi.args[1], bindings).args[1], bindings, "high-mul shift") != 31:
+    nudge = resolve(t.args[1], bindings)
+    constants = (_int(resolve(hi.args[1], bindings).args[1], bindings, "high-mul shift"),
+                 _int(nudge.args[1], bindings, "nudge"), _int(nudge.args[2], bindings, "nudge"))  # fmt: skip
+    if constants != (31, 1 << 30, 1 - (1 << 30)):
         raise Reject("integer requantize is not SaturatingRoundingDoublingHighMul")
     ab = resolve(t.args[0], bindings)
     mult = _int(ab.args[1], bindings, "multiplier")
@@ -362,7 +371,8 @@ def matmul_sizes(op: QMatMul, hw: HwConfig) -> str | None:
     if max(k, n) > hw.max_channels:
         return f"matmul of K={k} into N={n}: the NPU's MAC unit takes up to max_channels={hw.max_channels}"
     if 1 + fold_of(op.input_b.zero_point)[0] > hw.max_kernel:
-        return f"matmul with rhs zero point {op.input_b.zero_point}: its fold needs a wider kernel than max_kernel={hw.max_kernel}"
+        return (f"matmul with rhs zero point {op.input_b.zero_point}: its fold needs a wider kernel than "
+                f"max_kernel={hw.max_kernel}")  # fmt: skip
     return None
 
 
