@@ -22,7 +22,7 @@ from tvm.relax import op as R
 
 import npu_byoc
 from npu_byoc.arch.isa import Region
-from npu_byoc.codegen.lower import PartitionPlan
+from npu_byoc.codegen.lower import IoTensor, PartitionPlan
 from npu_byoc.codegen.schedule import schedule_partition
 from npu_byoc.frontends.tflite_batch_matmul import batch_matmul, multiplier
 from npu_byoc.ops.matmul import MatMul, fold_of
@@ -70,8 +70,6 @@ def _hand_plan(za: int, zb: int) -> PartitionPlan:
     c = TensorRef("c", int(Region.IO) + 2, 0, (1, 2, 2))
     mult, shift = 1 << 30, -1  # 0.5 * 2^-1: the accumulator / 4, rounded half away from zero
     op = MatMul("mm", a, b, c, (0, 1, 2), (0, 1, 2), (0, 1, 2), za, zb, 3, mult, shift, -128, 127)
-    from npu_byoc.codegen.lower import IoTensor
-
     ios = [IoTensor(r.name, r.shape, "int8", r) for r in (a, b, c)]
     return PartitionPlan("hand", ios[:2], ios[2:], [op], 0, ["mm"])
 
