@@ -281,11 +281,11 @@ def _schedule(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer], overla
             raise _Drop(err.ref.offset) from None
         steps += its_steps
         step_op += [k] * len(its_steps)
-    if overlapped:
-        steps, step_op = overlap(steps, step_op, ALIGN, hw.dma_queue_depth, hw)
     constants = bytes(pool.blob)
     if hw.weight_decoder_bytes_per_cycle:  # CONST loads that encode smaller are decoded on the way in
         steps, constants = compress_constants(steps, constants)
+    if overlapped:
+        steps, step_op = overlap(steps, step_op, ALIGN, hw.dma_queue_depth, hw)
     region_bytes = {int(Region.CONST): len(constants), int(Region.SCRATCH): plan.scratch_bytes}
     for io_tensor in [*plan.inputs, *plan.outputs]:
         region_bytes[io_tensor.ref.region] = io_tensor.ref.nbytes

@@ -1,9 +1,9 @@
 """Weight compression of a schedule: CONST loads that encode smaller become DMA_IN_DECODE.
 
-Runs on a finished schedule (after the overlap pass, so the transfers keep their places and
-their SRAM bytes) when the NPU has a weight decoder (``hw.weight_decoder_bytes_per_cycle``).
-Every contiguous DMA_IN from CONST (a channel block's weights, its requantize records, a
-table) is encoded on its own with npu_byoc.arch.weight_codec; it is replaced when the code is
+Runs on a partition's steps before the overlap pass (which then moves the encoded transfers
+like any other, and never merges one with its neighbours) when the NPU has a weight decoder
+(``hw.weight_decoder_bytes_per_cycle``). Every contiguous DMA_IN from CONST (a channel
+block's weights, its requantize records, a table) is encoded on its own with npu_byoc.arch.weight_codec; it is replaced when the code is
 smaller and stays a raw DMA_IN otherwise. The CONST blob is rebuilt: the bytes still read raw
 (moved together, each at its old alignment modulo 16), then each distinct encoded transfer.
 """
@@ -17,6 +17,7 @@ import numpy as np
 from ..arch import weight_codec
 from ..arch.encoder import Dma, Step
 from ..arch.isa import Opcode, Region
+from ..ops.npu_ops import Conv2D, DepthwiseConv2D, FullyConnected, NpuOp, Phased
 
 ALIGN = 16
 
@@ -86,4 +87,24 @@ def compress_constants(steps: list[Step], constants: bytes) -> tuple[list[Step],
     return out, bytes(blob)
 
 
-__all__ = ["compress_constants"]
+def weight_bytes(op: NpuOp, channels_per_block: int, decoder: bool) -> tuple[int, int]:
+    """(original, encoded) bytes of ``op``'s weights as its schedule loads them: one transfer
+    per block of ``channels_per_block`` output channels (tile_steps.op_steps; a phased op's per
+    phase), each encoded on its own when the NPU has a decoder and the code is smaller. The
+    requantize records are not weights: they are counted in the memory traffic only."""
+    if isinstance(op, Phased):
+        parts = [weight_bytes(p, channels_per_block, decoder) for p in op.phases]
+        return sum(p[0] for p in parts), sum(p[1] for p in parts)
+    if not isinstance(op, Conv2D | DepthwiseConv2D | FullyConnected):
+        return 0, 0
+    w = np.ascontiguousarray(op.weights, np.int8).view(np.uint8)
+    original = encoded = 0
+    for c0 in range(0, w.shape[0], max(channels_per_block, 1)):
+        block = w[c0 : c0 + channels_per_block].ravel()
+        code = weight_codec.encode(block) if decoder else None
+        original += block.size
+        encoded += block.size if code is None else len(code)
+    return original, encoded
+
+
+__all__ = ["compress_constants", "weight_bytes"]

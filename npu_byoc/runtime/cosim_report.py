@@ -40,7 +40,7 @@ import numpy as np
 
 from ..util import escape
 from ..arch.config import HwConfig
-from ..arch.isa import DMA_OPCODES, Opcode, Region
+from ..arch.isa import DMA_OPCODES, Opcode
 from ..arch import cycles as cycle_model
 from ..arch.memory import MEMORIES, memory, memory_name, sustained_bytes_per_cycle
 from ..ops.npu_ops import (
@@ -50,6 +50,7 @@ from ..ops.npu_ops import (
 from ..codegen.lower import PartitionPlan
 from ..ops.registry import NPU_OPS
 from ..codegen.schedule import schedule_partition
+from ..codegen.weight_compress import weight_bytes
 from ..codegen.tiling import tile_sram_bytes
 
 LONG_RUN = 4096  # bytes: the contiguous run the roofline's sustained bandwidths assume
@@ -120,8 +121,8 @@ class LayerResult:
     const_mem_read_bytes: int = 0  # bytes its DMAs read from the weights' memory (CONST)
     fm_mem_read_bytes: int = 0  # ... read from the feature maps' memory (SCRATCH, IO*)
     fm_mem_write_bytes: int = 0  # ... written to it
-    weight_bytes: int = 0  # bytes its CONST loads put in SRAM (weights, requantize records, tables)
-    weight_bytes_encoded: int = 0  # ... and the bytes they read for them (fewer where the weight decoder decodes them)
+    weight_bytes: int = 0  # its weights' bytes as loaded (per channel block; requantize records not included)
+    weight_bytes_encoded: int = 0  # ... as read from CONST: fewer where the weight decoder decodes them
 
 
 @dataclass
@@ -279,9 +280,10 @@ def layer_results(plan: PartitionPlan, schedule, starts: list[int], n_words: int
         if step.opcode in _DMA:
             key = "fm_mem_write_bytes" if step.direction == Opcode.DMA_OUT else f"{memory_name(step.region)}_read_bytes"
             traffic[k][key] += step.nbytes
-            if step.direction == Opcode.DMA_IN and step.region == Region.CONST:
-                traffic[k]["weight_bytes"] += step.sram_bytes
-                traffic[k]["weight_bytes_encoded"] += step.nbytes
+
+    for k, op in enumerate(plan.ops):
+        original, encoded = weight_bytes(op, schedule.tilings[k].channels, bool(hw.weight_decoder_bytes_per_cycle))
+        traffic[k] |= {"weight_bytes": original, "weight_bytes_encoded": encoded}
     peak = hw.array_rows * hw.array_cols
     wall = status.wall_seconds / max(status.cycles, 1)
     out = []
