@@ -24,7 +24,6 @@ from npu_byoc.arch.isa import DECODE_DMA, Opcode, Reg, Region, Status, opcode_of
 from npu_byoc.codegen.schedule import schedule_partition
 from npu_byoc.codegen.weight_compress import weight_bytes
 from npu_byoc.runtime import golden
-from npu_byoc.runtime.functional import FunctionalNpu
 from npu_byoc.runtime.machine import Machine
 
 from .conftest import model_path, reference
@@ -239,3 +238,19 @@ def test_encoded_weights_are_no_larger_than_vela(compressible_plans, name):
     assert original <= vela["total_original_weights"]  # every kernel; Vela's count adds 1,040 bytes of its own
     assert encoded <= vela["total_npu_encoded_weights"], (encoded, vela)
     assert encoded < 0.55 * original
+
+
+def test_the_rtl_has_no_decoder_yet():
+    """The RTL's command processor rejects the decode opcodes as the models do without a
+    decoder (INVALID_OPCODE at the kick), and the Verilator backend refuses a configuration
+    with one in a sentence, rather than run a stream it would get wrong."""
+    from npu_byoc.runtime import verilator as V
+
+    data = make_tensor("clustered", 200, 1)
+    words, regions = decode_stream(weight_codec.encode(data), data.size)
+    expected = Machine(DEFAULT_CONFIG).run(words, {r: a.copy() for r, a in regions.items()})
+    got = V.VerilatorNpu(DEFAULT_CONFIG).run(words, {r: a.copy() for r, a in regions.items()})
+    assert (got.status, got.word_index) == (expected.status, expected.word_index)
+    assert expected.status == Status.INVALID_OPCODE
+    with pytest.raises(npu_byoc.errors.NpuByocError, match="the RTL has no weight decoder yet"):
+        V.VerilatorNpu(DECODER)
