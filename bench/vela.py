@@ -7,6 +7,10 @@
                                    --vela-config Ethos_U55_High_End_Embedded/Shared_Sram   # Vela's memory, both sides
     .venv/bin/python bench/vela.py --quick                    # smoke run: tiny_cnn_int8 at 16 bytes/cycle
                                                               # (without Vela: our side only, said so)
+    .venv/bin/python bench/vela.py --compressed               # the pruned and clustered fixtures: our encoded
+                                                              # weights beside Vela's, cycles with and without
+                                                              # the weight decoder (C model = cycle model)
+    .venv/bin/python bench/vela.py --compressed --record      # ... and record Vela's figures for the tests
 
 Both sides get the same int8 TFLite file and the same memory system:
 
@@ -160,6 +164,81 @@ def vela_cycles_by_layer(rows: list[dict]) -> dict[str, int]:
     return out
 
 
+COMPRESSIBLE = ("mobilenet_v1_pruned_int8.tflite", "mobilenet_v1_clustered_int8.tflite")
+VELA_WEIGHTS = FIXTURES / "compressible_vela.json"  # Vela's figures for them, recorded with --compressed --record
+DECODER_BYTES = 16  # weight_decoder_bytes_per_cycle of the "with decoder" columns
+
+
+def vela_weights(model: Path, work: Path) -> dict:
+    """Vela's total_original_weights and total_npu_encoded_weights (mlw) for ``model`` on
+    ethos-u55-256 with its default configuration (the weights do not depend on the memory)."""
+    out = work / f"{model.stem}-weights"
+    cmd = [vela_exe(), str(model), "--accelerator-config", "ethos-u55-256", "--output-dir", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"vela failed on {model.name}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    with next(out.glob("*_summary_*.csv")).open() as f:
+        row = next(csv.DictReader(f))
+    return {k: int(row[k]) for k in ("total_original_weights", "total_npu_encoded_weights")}
+
+
+def compressed(args, have_vela: bool) -> int:
+    """Our encoded weights beside Vela's, and our cycles with and without the weight decoder."""
+    import json
+
+    import npu_byoc
+    from npu_byoc.arch import cycles
+    from npu_byoc.codegen.lower import lower_module
+    from npu_byoc.codegen.schedule import schedule_partition
+    from npu_byoc.codegen.weight_compress import weight_bytes
+
+    recorded = json.loads(VELA_WEIGHTS.read_text()) if VELA_WEIGHTS.exists() else {}
+    if args.quick:
+        print(QUICK_BANNER)
+    if not have_vela:
+        print(f"Vela's figures recorded in {VELA_WEIGHTS.name} ({'quick mode' if args.quick else NO_VELA})\n")
+    memories = {"default": {}}
+    for mode in ("Sram_Only", "Shared_Sram"):
+        memories[f"U55 {mode}"] = {"dma_bytes_per_cycle": 8,
+                                   **from_vela_ini(VELA_FIXTURE, "Ethos_U55_High_End_Embedded", mode, 8)}  # fmt: skip
+    weights, timing = [], []
+    with tempfile.TemporaryDirectory(prefix="npu_byoc_vela_") as tmp:
+        for name in COMPRESSIBLE:
+            vela = vela_weights(FIXTURES / name, Path(tmp)) if have_vela else recorded.get(name)
+            if args.record and have_vela:
+                recorded[name] = {**vela, "vela": "ethos-u-vela 5.2.0, --accelerator-config ethos-u55-256"}
+            plans = lower_module(npu_byoc.partition_for_npu(npu_byoc.load_model(FIXTURES / name)))
+            for label, fields in memories.items():
+                raw = configure(**fields)
+                hw = configure(raw, weight_decoder_bytes_per_cycle=DECODER_BYTES)
+                before = after = original = encoded = 0
+                for plan in plans.values():
+                    schedule = schedule_partition(plan, hw)
+                    before += cycles.stream_cycles(schedule_partition(plan, raw).steps, raw)
+                    after += cycles.stream_cycles(schedule.steps, hw)
+                    for op, tiling in zip(plan.ops, schedule.tilings):
+                        o, e = weight_bytes(op, tiling.channels, True)
+                        original, encoded = original + o, encoded + e
+                timing.append((name, label, before, after))
+            weights.append((name, original, encoded, vela, "" if have_vela else " (recorded)"))
+    if args.record and have_vela:
+        VELA_WEIGHTS.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n")
+    print("| model | weights | ours: encoded | ours / original | Vela: total_npu_encoded_weights | Vela / original | "
+          "ours / Vela |")  # fmt: skip
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, original, encoded, vela, note in weights:
+        theirs = (f"{vela['total_npu_encoded_weights']:,}{note} | {vela['total_npu_encoded_weights'] / original:.3f} | "
+                  f"{encoded / vela['total_npu_encoded_weights']:.3f}") if vela else "- | - | -"  # fmt: skip
+        print(f"| {name} | {original:,} | {encoded:,} | {encoded / original:.3f} | {theirs} |")
+    print(f"\nCycles of the NPU partitions (C model = analytic model; the RTL has no decoder yet), without and with "
+          f"a weight decoder of {DECODER_BYTES} bytes per cycle:\n")  # fmt: skip
+    print("| model | memory | weight_decoder=0 | with decoder | after / before |")
+    print("| --- | --- | ---: | ---: | ---: |")
+    for name, label, before, after in timing:
+        print(f"| {name} | {label} | {before:,} | {after:,} | {after / before:.2f} |")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", nargs="*")
@@ -175,7 +254,12 @@ def main(argv=None) -> int:
                         "Ethos_U55_High_End_Embedded/Shared_Sram; our port: the accelerator's AXI width")
     parser.add_argument("--vela-ini", default=str(VELA_FIXTURE), help="Vela's ini (default: tests/fixtures/vela.ini)")
     parser.add_argument("--accelerator", default="ethos-u55-256", help="Vela's --accelerator-config")
+    parser.add_argument("--compressed", action="store_true",
+                        help="the pruned and clustered fixtures: encoded weights beside Vela's, cycles with the decoder")
+    parser.add_argument("--record", action="store_true", help=f"with --compressed: write Vela's figures to {VELA_WEIGHTS.name}")
     args = parser.parse_args(argv)
+    if args.compressed:  # quick or without Vela: Vela's recorded figures, said so
+        return compressed(args, find_vela() is not None and not args.quick)
     runs = setups(args)
     models = args.models or ([QUICK_MODEL] if args.quick else MODELS)
     # The full run compares with Vela, so it needs it (said before any work); the quick run

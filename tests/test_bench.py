@@ -115,6 +115,22 @@ def test_cosim_quick():
     assert "Targets (issue 5):" in out
 
 
+def test_vela_compressed_quick():
+    """The pruned and clustered fixtures: our encoded weights no larger than Vela's (recorded in
+    quick mode), and the cycles lower with the decoder where the weights' flash is the wall."""
+    out = run_quick("vela.py", "--compressed")
+    rows = markdown_rows(out, "| model | weights | ours: encoded")
+    assert {r[0] for r in rows} == {"mobilenet_v1_pruned_int8.tflite", "mobilenet_v1_clustered_int8.tflite"}
+    for model, original, encoded, ratio, vela, vela_ratio, ours_vela in rows:
+        assert number(encoded) <= number(vela.replace(" (recorded)", "")) and number(ours_vela) <= 1
+        assert number(ratio) == pytest.approx(number(encoded) / number(original), abs=0.001)
+    cycles = markdown_rows(out, "| model | memory | weight_decoder=0")
+    assert len(cycles) == 6
+    for model, memory, before, after, ratio in cycles:
+        if memory == "U55 Shared_Sram":
+            assert number(after) < 0.7 * number(before)
+
+
 @pytest.mark.slow
 def test_vela_quick():
     out = run_quick("vela.py", "--per-layer", "tiny_cnn_int8.tflite")

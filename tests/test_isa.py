@@ -148,7 +148,11 @@ def steps_strategy(draw):
     for _ in range(draw(st.integers(0, 12))):
         opcode = draw(st.sampled_from(sorted(KICK_REGS)))
         values = {r: draw(reg_value(r)) for r in KICK_REGS[opcode]}
-        if opcode in isa.DMA_OPCODES:  # the background ones decode as Dma(background=True)
+        if opcode in isa.DECODE_DMA:  # Dma(decoded=...): decoded 0 is a raw copy
+            region, ext, sram, n0, decoded = values.values()
+            out.append(Dma(Opcode.DMA_IN, region, ext, sram, n0, decoded=max(decoded, 1),
+                           background=opcode in isa.ASYNC_DMA))  # fmt: skip
+        elif opcode in isa.DMA_OPCODES:  # the background ones decode as Dma(background=True)
             out.append(Dma(isa.ASYNC_DMA.get(opcode, opcode), *values.values(), background=opcode in isa.ASYNC_DMA))
         else:
             out.append(Kick.make(opcode, values))

@@ -8,37 +8,38 @@
 `define NPU_CONFIG_VH
 
 // ---- Hardware configuration (npu_byoc.arch.config.HwConfig)
-`define NPU_ARRAY_ROWS 8                  // MAC array rows: output channels computed in parallel
-`define NPU_ARRAY_COLS 32                 // MAC array columns: output pixels (or FC rows) computed in parallel
-`define NPU_SRAM_BYTES 262144             // on-chip SRAM in bytes; the compiler tiles layers to fit
-`define NPU_DMA_BYTES_PER_CYCLE 16        // external memory bytes per DMA request (one per cycle on a contiguous row)
-`define NPU_DMA_OVERLAP 1                 // 1 (default): schedules run DMAs in the background while the array computes; 0: in turn (compiler only)
-`define NPU_DMA_QUEUE_DEPTH 8             // background DMA transfers outstanding at most (the descriptor queue)
-`define NPU_CORE_CLOCK_HZ 500000000       // core clock in Hz (reports: milliseconds, inferences per second)
-`define NPU_FM_MEM_BYTES_PER_CYCLE 64     // feature-map memory (SCRATCH, IO*): bytes per memory clock cycle
-`define NPU_FM_MEM_CLOCK_DIVIDER 1        // feature-map memory (SCRATCH, IO*): core cycles per memory clock cycle
-`define NPU_FM_MEM_READ_LATENCY 0         // feature-map memory (SCRATCH, IO*): core cycles from a read burst's request to its data
-`define NPU_FM_MEM_WRITE_LATENCY 0        // feature-map memory (SCRATCH, IO*): core cycles a write burst waits, as a read's latency
-`define NPU_FM_MEM_BURST_BYTES 1          // feature-map memory (SCRATCH, IO*): burst length: a contiguous run shorter than this costs this many bytes
-`define NPU_FM_MEM_MAX_READS 8            // feature-map memory (SCRATCH, IO*): read bursts in flight at most
-`define NPU_FM_MEM_MAX_WRITES 8           // feature-map memory (SCRATCH, IO*): write bursts in flight at most
-`define NPU_CONST_MEM_BYTES_PER_CYCLE 64  // weight memory (CONST): bytes per memory clock cycle
-`define NPU_CONST_MEM_CLOCK_DIVIDER 1     // weight memory (CONST): core cycles per memory clock cycle
-`define NPU_CONST_MEM_READ_LATENCY 0      // weight memory (CONST): core cycles from a read burst's request to its data
-`define NPU_CONST_MEM_WRITE_LATENCY 0     // weight memory (CONST): core cycles a write burst waits, as a read's latency
-`define NPU_CONST_MEM_BURST_BYTES 1       // weight memory (CONST): burst length: a contiguous run shorter than this costs this many bytes
-`define NPU_CONST_MEM_MAX_READS 8         // weight memory (CONST): read bursts in flight at most
-`define NPU_CONST_MEM_MAX_WRITES 8        // weight memory (CONST): write bursts in flight at most
-`define NPU_MAX_KERNEL 11                 // CONV/DWCONV: KERNEL_H, KERNEL_W <= this
-`define NPU_MAX_STRIDE 3                  // CONV/DWCONV: STRIDE_H, STRIDE_W <= this
-`define NPU_MAX_CHANNELS 4096             // CONV/DWCONV/FC: IFM_C, OFM_C <= this
-`define NPU_MAX_POOL_WINDOW 32            // AVGPOOL/MAXPOOL: KERNEL_H, KERNEL_W <= this
-`define NPU_MAX_POOL_STRIDE 8             // AVGPOOL/MAXPOOL: STRIDE_H, STRIDE_W <= this
-`define NPU_MAX_MEAN_ELEMENTS 65536       // MEAN: IFM_H * IFM_W <= this
-`define NPU_MAX_FC_FEATURES 65536         // FC: input and output features <= this
-`define NPU_ACCUMULATOR_BITS 32           // MAC accumulator width (int32, wraps)
-`define NPU_MACS_PER_CYCLE 256            // ARRAY_ROWS * ARRAY_COLS: peak MACs per cycle
-`define NPU_SRAM_ADDR_BITS 18             // bits of an SRAM byte address
+`define NPU_ARRAY_ROWS 8                      // MAC array rows: output channels computed in parallel
+`define NPU_ARRAY_COLS 32                     // MAC array columns: output pixels (or FC rows) computed in parallel
+`define NPU_SRAM_BYTES 262144                 // on-chip SRAM in bytes; the compiler tiles layers to fit
+`define NPU_DMA_BYTES_PER_CYCLE 16            // external memory bytes per DMA request (one per cycle on a contiguous row)
+`define NPU_DMA_OVERLAP 1                     // 1 (default): schedules run DMAs in the background while the array computes; 0: in turn (compiler only)
+`define NPU_DMA_QUEUE_DEPTH 8                 // background DMA transfers outstanding at most (the descriptor queue)
+`define NPU_WEIGHT_DECODER_BYTES_PER_CYCLE 0  // bytes the weight decoder (DMA_IN_DECODE) writes to SRAM per cycle; 0 = no decoder
+`define NPU_CORE_CLOCK_HZ 500000000           // core clock in Hz (reports: milliseconds, inferences per second)
+`define NPU_FM_MEM_BYTES_PER_CYCLE 64         // feature-map memory (SCRATCH, IO*): bytes per memory clock cycle
+`define NPU_FM_MEM_CLOCK_DIVIDER 1            // feature-map memory (SCRATCH, IO*): core cycles per memory clock cycle
+`define NPU_FM_MEM_READ_LATENCY 0             // feature-map memory (SCRATCH, IO*): core cycles from a read burst's request to its data
+`define NPU_FM_MEM_WRITE_LATENCY 0            // feature-map memory (SCRATCH, IO*): core cycles a write burst waits, as a read's latency
+`define NPU_FM_MEM_BURST_BYTES 1              // feature-map memory (SCRATCH, IO*): burst length: a contiguous run shorter than this costs this many bytes
+`define NPU_FM_MEM_MAX_READS 8                // feature-map memory (SCRATCH, IO*): read bursts in flight at most
+`define NPU_FM_MEM_MAX_WRITES 8               // feature-map memory (SCRATCH, IO*): write bursts in flight at most
+`define NPU_CONST_MEM_BYTES_PER_CYCLE 64      // weight memory (CONST): bytes per memory clock cycle
+`define NPU_CONST_MEM_CLOCK_DIVIDER 1         // weight memory (CONST): core cycles per memory clock cycle
+`define NPU_CONST_MEM_READ_LATENCY 0          // weight memory (CONST): core cycles from a read burst's request to its data
+`define NPU_CONST_MEM_WRITE_LATENCY 0         // weight memory (CONST): core cycles a write burst waits, as a read's latency
+`define NPU_CONST_MEM_BURST_BYTES 1           // weight memory (CONST): burst length: a contiguous run shorter than this costs this many bytes
+`define NPU_CONST_MEM_MAX_READS 8             // weight memory (CONST): read bursts in flight at most
+`define NPU_CONST_MEM_MAX_WRITES 8            // weight memory (CONST): write bursts in flight at most
+`define NPU_MAX_KERNEL 11                     // CONV/DWCONV: KERNEL_H, KERNEL_W <= this
+`define NPU_MAX_STRIDE 3                      // CONV/DWCONV: STRIDE_H, STRIDE_W <= this
+`define NPU_MAX_CHANNELS 4096                 // CONV/DWCONV/FC: IFM_C, OFM_C <= this
+`define NPU_MAX_POOL_WINDOW 32                // AVGPOOL/MAXPOOL: KERNEL_H, KERNEL_W <= this
+`define NPU_MAX_POOL_STRIDE 8                 // AVGPOOL/MAXPOOL: STRIDE_H, STRIDE_W <= this
+`define NPU_MAX_MEAN_ELEMENTS 65536           // MEAN: IFM_H * IFM_W <= this
+`define NPU_MAX_FC_FEATURES 65536             // FC: input and output features <= this
+`define NPU_ACCUMULATOR_BITS 32               // MAC accumulator width (int32, wraps)
+`define NPU_MACS_PER_CYCLE 256                // ARRAY_ROWS * ARRAY_COLS: peak MACs per cycle
+`define NPU_SRAM_ADDR_BITS 18                 // bits of an SRAM byte address
 
 // ---- Command-stream encoding (npu_byoc.arch.isa)
 `define NPU_WORD_BITS 32                        // command-stream word (little-endian)
@@ -61,24 +62,26 @@
 `define NPU_STATUS_BITS 4                       // width of a status code
 
 // ---- Opcodes (isa.Opcode)
-`define NPU_OP_NOP 8'h00            // does nothing
-`define NPU_OP_SET_REG 8'h01        // register <- the next word
-`define NPU_OP_DMA_IN 8'h10         // copy N2xN1xN0 bytes from a region (strided) to SRAM (dense)
-`define NPU_OP_DMA_OUT 8'h11        // copy N2xN1xN0 bytes from SRAM (dense) to a region (strided)
-`define NPU_OP_DMA_IN_ASYNC 8'h12   // DMA_IN queued for the DMA engine, run in the background (waits for room in the queue, then for the copy's checks only)
-`define NPU_OP_DMA_OUT_ASYNC 8'h13  // DMA_OUT run in the background, as DMA_IN_ASYNC
-`define NPU_OP_WAIT_DMA 8'h14       // wait until at most DMA_WAIT_PENDING DMA transfers are outstanding (0: every earlier DMA has completed)
-`define NPU_OP_CONV 8'h20           // 2-D convolution + per-channel requantize
-`define NPU_OP_DWCONV 8'h21         // depthwise 2-D convolution (channel multiplier 1) + per-channel requantize
-`define NPU_OP_FC 8'h22             // fully connected: IFM_W rows x weights^T + per-channel requantize
-`define NPU_OP_AVGPOOL 8'h30        // average pool, padding excluded, rounding half away from zero
-`define NPU_OP_MAXPOOL 8'h31        // max pool, padding excluded
-`define NPU_OP_MEAN 8'h32           // mean over H and W + requantize
-`define NPU_OP_ADD 8'h40            // elementwise add with TFLite int8 rescaling
-`define NPU_OP_LUT 8'h41            // 256-entry table lookup: out = table[x + 128]
-`define NPU_OP_MUL 8'h42            // elementwise multiply with TFLite int8 rescaling: (x - zp1)*(y - zp2) rescaled by OFM_MULTIPLIER/SHIFT
-`define NPU_OP_SOFTMAX 8'h43        // softmax over the OFM_C channels of each of the OFM_H*OFM_W pixels, TFLite's int8 reference kernel (output scale 1/256, zero point -128) with the exp of max - x read from the int32 table at LUT_ADDR
-`define NPU_OP_STOP 8'hFF           // end of stream: status OK
+`define NPU_OP_NOP 8'h00                  // does nothing
+`define NPU_OP_SET_REG 8'h01              // register <- the next word
+`define NPU_OP_DMA_IN 8'h10               // copy N2xN1xN0 bytes from a region (strided) to SRAM (dense)
+`define NPU_OP_DMA_OUT 8'h11              // copy N2xN1xN0 bytes from SRAM (dense) to a region (strided)
+`define NPU_OP_DMA_IN_ASYNC 8'h12         // DMA_IN queued for the DMA engine, run in the background (waits for room in the queue, then for the copy's checks only)
+`define NPU_OP_DMA_OUT_ASYNC 8'h13        // DMA_OUT run in the background, as DMA_IN_ASYNC
+`define NPU_OP_WAIT_DMA 8'h14             // wait until at most DMA_WAIT_PENDING DMA transfers are outstanding (0: every earlier DMA has completed)
+`define NPU_OP_DMA_IN_DECODE 8'h15        // read DMA_N0 contiguous encoded bytes from a region and decode them into DMA_DECODE_BYTES dense bytes of SRAM (the weight codec, docs/isa.md); only on an NPU with a weight decoder
+`define NPU_OP_DMA_IN_DECODE_ASYNC 8'h16  // DMA_IN_DECODE run in the background, as DMA_IN_ASYNC (the encoded bytes are checked at issue)
+`define NPU_OP_CONV 8'h20                 // 2-D convolution + per-channel requantize
+`define NPU_OP_DWCONV 8'h21               // depthwise 2-D convolution (channel multiplier 1) + per-channel requantize
+`define NPU_OP_FC 8'h22                   // fully connected: IFM_W rows x weights^T + per-channel requantize
+`define NPU_OP_AVGPOOL 8'h30              // average pool, padding excluded, rounding half away from zero
+`define NPU_OP_MAXPOOL 8'h31              // max pool, padding excluded
+`define NPU_OP_MEAN 8'h32                 // mean over H and W + requantize
+`define NPU_OP_ADD 8'h40                  // elementwise add with TFLite int8 rescaling
+`define NPU_OP_LUT 8'h41                  // 256-entry table lookup: out = table[x + 128]
+`define NPU_OP_MUL 8'h42                  // elementwise multiply with TFLite int8 rescaling: (x - zp1)*(y - zp2) rescaled by OFM_MULTIPLIER/SHIFT
+`define NPU_OP_SOFTMAX 8'h43              // softmax over the OFM_C channels of each of the OFM_H*OFM_W pixels, TFLite's int8 reference kernel (output scale 1/256, zero point -128) with the exp of max - x read from the int32 table at LUT_ADDR
+`define NPU_OP_STOP 8'hFF                 // end of stream: status OK
 
 // ---- Registers (isa.Reg); [signed] registers are read sign-extended
 `define NPU_REG_DMA_EXT_REGION 8'h00    // external region number (Region)
@@ -91,6 +94,7 @@
 `define NPU_REG_DMA_STRIDE1 8'h07       // external byte stride of i1 [signed]
 `define NPU_REG_DMA_STRIDE2 8'h08       // external byte stride of i2 [signed]
 `define NPU_REG_DMA_WAIT_PENDING 8'h09  // WAIT_DMA: DMA transfers that may still be outstanding (0: wait for all)
+`define NPU_REG_DMA_DECODE_BYTES 8'h0A  // DMA_IN_DECODE: bytes the encoded stream decodes into (SRAM side)
 `define NPU_REG_IFM_ADDR 8'h10          // SRAM address of the input tile (dense HxWxC int8)
 `define NPU_REG_IFM_H 8'h11             // input tile height
 `define NPU_REG_IFM_W 8'h12             // input tile width
@@ -138,6 +142,7 @@
 `define NPU_STATUS_MISSING_STOP 4'd9          // the stream ended (or a SET_REG lost its value word) before STOP; the index is the word count
 `define NPU_STATUS_CYCLE_LIMIT 4'd10          // the harness stopped a run that exceeded its command or cycle budget
 `define NPU_STATUS_OUT_OF_MEMORY 4'd11        // the harness had no host memory for the run; the index is the command that needed it
+`define NPU_STATUS_BAD_ENCODING 4'd12         // a DMA_IN_DECODE's encoded bytes are malformed: a bad header, a palette index beyond the palette, or more or fewer bytes than DMA_N0 (an overrun); the index is the DMA's kick
 
 // ---- External memory regions (isa.Region)
 `define NPU_REGION_CONST 4'd0    // weights, requantize tables, LUTs of the partition (read-only)
@@ -154,6 +159,8 @@
     ((op) == `NPU_OP_DMA_IN_ASYNC) || \
     ((op) == `NPU_OP_DMA_OUT_ASYNC) || \
     ((op) == `NPU_OP_WAIT_DMA) || \
+    ((op) == `NPU_OP_DMA_IN_DECODE) || \
+    ((op) == `NPU_OP_DMA_IN_DECODE_ASYNC) || \
     ((op) == `NPU_OP_CONV) || \
     ((op) == `NPU_OP_DWCONV) || \
     ((op) == `NPU_OP_FC) || \
@@ -178,6 +185,7 @@
     ((r) == `NPU_REG_DMA_STRIDE1) || \
     ((r) == `NPU_REG_DMA_STRIDE2) || \
     ((r) == `NPU_REG_DMA_WAIT_PENDING) || \
+    ((r) == `NPU_REG_DMA_DECODE_BYTES) || \
     ((r) == `NPU_REG_IFM_ADDR) || \
     ((r) == `NPU_REG_IFM_H) || \
     ((r) == `NPU_REG_IFM_W) || \

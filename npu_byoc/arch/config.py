@@ -27,6 +27,10 @@ class HwConfig:
     # Background DMA transfers outstanding at most (the DMA engine's descriptor queue, the one
     # being copied included); a background DMA waits for room.
     dma_queue_depth: int = 8
+    # The weight decoder in the DMA's read path (DMA_IN_DECODE, npu_byoc.arch.weight_codec):
+    # the bytes it writes to SRAM per cycle, 0 = no decoder (the compiler keeps every weight
+    # raw; DMA_IN_DECODE is an invalid opcode). Off by default: the RTL has no decoder yet.
+    weight_decoder_bytes_per_cycle: int = 0
     # Core clock in Hz: reports give milliseconds and inferences per second beside cycles.
     core_clock_hz: int = 500_000_000
     # The external memories (npu_byoc.arch.memory, docs/memory.md): fm_mem serves the feature
@@ -82,6 +86,7 @@ FIELD_RANGES: dict[str, tuple[int, int]] = {
     "dma_bytes_per_cycle": (1, 64),
     "dma_overlap": (0, 1),
     "dma_queue_depth": (1, 16),
+    "weight_decoder_bytes_per_cycle": (0, 64),
     "core_clock_hz": (1_000, 4_000_000_000),
     **{f"{mem}_{name}": bounds for mem in ("fm_mem", "const_mem") for name, bounds in (
         ("bytes_per_cycle", (1, 256)),

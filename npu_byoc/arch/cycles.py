@@ -19,6 +19,9 @@ DMA        ``DMA_SETUP_CYCLES + N2·N1·ceil(N0 / D)`` when ``DMA_STRIDE0 == 1``
            first request and done. That is the default memory's; a memory with latency,
            bursts or a lower bandwidth replaces the request count with its cycles
            (npu_byoc.arch.memory: ``DMA_SETUP_CYCLES + d_N``)
+DMA_IN_    ``DMA_SETUP_CYCLES + max(d_N, ceil(DMA_DECODE_BYTES / W))``: d_N of the DMA_N0
+DECODE     encoded bytes read as one contiguous row, W = ``hw.weight_decoder_bytes_per_cycle``
+           (the decoder writes W bytes of SRAM a cycle, streaming beside the read)
 CONV,      ``MAC_SETUP_CYCLES + ceil(OFM_C/C) + R + (B − 1)·max(K, R) + K`` with K the taps of
 DWCONV,    the reduction (CONV ``KH·KW·IFM_C``, DWCONV ``KH·KW``, FC ``IFM_C``) and B the
 FC         blocks of the kick (``mac_blocks``): the ``P·ceil(OFM_C/R)`` items (P output pixels,
@@ -66,8 +69,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from .config import DEFAULT_CONFIG, HwConfig
-from .isa import ASYNC_DMA, DMA_OPCODES, SOFTMAX_TABLE_BYTES, Opcode, Reg
-from .memory import dma_memory_cycles
+from .isa import ASYNC_DMA, DECODE_DMA, DMA_OPCODES, SOFTMAX_TABLE_BYTES, Opcode, Reg
+from .memory import dma_memory_cycles, memory, memory_name, transfer_cycles
 
 DMA_SETUP_CYCLES = 5  # fixed cycles of a DMA: its checks (2), start, the first request's latency, done
 MAC_SETUP_CYCLES = 14  # checks 3, start 1, table-scan pipeline 3, first block 1, array pipeline 2,
@@ -91,6 +94,14 @@ def dma_cycles(n0: int, n1: int = 1, n2: int = 1, stride0: int = 1, hw: HwConfig
     the setup and the memory's cycles (npu_byoc.arch.memory; with its defaults one request per
     cycle, ``N2·N1·ceil(N0/D)`` or ``N2·N1·N0``)."""
     return DMA_SETUP_CYCLES + dma_memory_cycles(n0, n1, n2, stride0, hw, region, write)
+
+
+def decode_dma_cycles(encoded: int, decoded: int, hw: HwConfig = DEFAULT_CONFIG, region: int = 0) -> int:
+    """Cycles of a DMA_IN_DECODE (not counting the fetch of its word): the read of ``encoded``
+    contiguous bytes on the memory of ``region`` and the decoder's ``decoded`` bytes of SRAM
+    writes, streaming side by side, whichever is longer."""
+    read = transfer_cycles(1, encoded, hw.dma_bytes_per_cycle, memory(hw, memory_name(region)), False)
+    return DMA_SETUP_CYCLES + max(read, _ceil_div(decoded, max(hw.weight_decoder_bytes_per_cycle, 1)))
 
 
 def mac_blocks(pixels: int, channel_blocks: int, cols: int, lanes: int = MAC_WEIGHT_LANES) -> int:
@@ -126,6 +137,8 @@ def kick_cycles(opcode: Opcode, regs: Mapping[Reg, int], hw: HwConfig = DEFAULT_
     r = {Reg(k): int(v) for k, v in dict(regs).items()}
     rows, cols = max(hw.array_rows, 1), max(hw.array_cols, 1)
     lanes = cols  # the vector unit has one lane per array column
+    if opcode in DECODE_DMA:
+        return decode_dma_cycles(r[Reg.DMA_N0], r[Reg.DMA_DECODE_BYTES], hw, r.get(Reg.DMA_EXT_REGION, 0))
     if opcode in DMA_OPCODES:
         write = opcode in (Opcode.DMA_OUT, Opcode.DMA_OUT_ASYNC)
         return dma_cycles(r[Reg.DMA_N0], r[Reg.DMA_N1], r[Reg.DMA_N2], r[Reg.DMA_STRIDE0], hw,
@@ -250,6 +263,7 @@ __all__ = [
     "MAC_WEIGHT_LANES",
     "VECTOR_SETUP_CYCLES",
     "dma_cycles",
+    "decode_dma_cycles",
     "mac_blocks",
     "mac_reduction",
     "kick_cycles",

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .isa import (
-    ASYNC_DMA, DMA_OPCODES, HEADER_WORDS, KICK_REGS, MAGIC, REG_SHIFT, SIGNED_REGS, VERSION,
+    ASYNC_DMA, DECODE_DMA, DMA_OPCODES, HEADER_WORDS, KICK_REGS, MAGIC, REG_SHIFT, SIGNED_REGS, VERSION,
     VERSION_MAJOR, VERSION_MINOR, Opcode, Reg, Region, kick_word, opcode_of, reg_of, set_reg_word,
 )  # fmt: skip
 
@@ -45,18 +45,31 @@ class Dma:
     stride1: int = 0
     stride2: int = 0
     background: bool = False  # DMA_IN_ASYNC / DMA_OUT_ASYNC: runs while later commands execute
+    # DMA_IN_DECODE: the n0 contiguous encoded bytes decode into this many SRAM bytes (0: a raw copy)
+    decoded: int = 0
 
     @property
     def opcode(self) -> Opcode:
+        if self.decoded:
+            return Opcode.DMA_IN_DECODE_ASYNC if self.background else Opcode.DMA_IN_DECODE
         if self.background:
             return Opcode.DMA_IN_ASYNC if self.direction == Opcode.DMA_IN else Opcode.DMA_OUT_ASYNC
         return self.direction
 
     @property
     def nbytes(self) -> int:
+        """The bytes the transfer moves in external memory (encoded ones for DMA_IN_DECODE)."""
         return self.n0 * self.n1 * self.n2
 
+    @property
+    def sram_bytes(self) -> int:
+        """The bytes the transfer reads or writes in SRAM."""
+        return self.decoded or self.nbytes
+
     def registers(self) -> tuple[tuple[Reg, int], ...]:
+        if self.decoded:
+            return tuple(zip(KICK_REGS[Opcode.DMA_IN_DECODE],
+                             (self.region, self.ext_addr, self.sram_addr, self.n0, self.decoded)))  # fmt: skip
         values = (self.region, self.ext_addr, self.sram_addr, self.n0, self.n1, self.n2,
                   self.stride0, self.stride1, self.stride2)  # fmt: skip
         return tuple(zip(KICK_REGS[self.direction], values))
@@ -150,6 +163,9 @@ def encode(steps: Iterable[Step]) -> np.ndarray:
 
 def _step_of(opcode: Opcode, file: Mapping[int, int]) -> Step:
     values = [from_word(r, file[r]) for r in KICK_REGS[opcode]]
+    if opcode in DECODE_DMA:
+        region, ext, sram, n0, decoded = values
+        return Dma(Opcode.DMA_IN, region, ext, sram, n0, decoded=decoded, background=opcode in ASYNC_DMA)
     if opcode in DMA_OPCODES:
         return Dma(ASYNC_DMA.get(opcode, opcode), *values, background=opcode in ASYNC_DMA)
     return Kick(opcode, tuple(zip(KICK_REGS[opcode], values)))
@@ -226,7 +242,9 @@ def _summary(opcode: Opcode, v: Mapping[Reg, int]) -> str:
     if opcode in DMA_OPCODES:
         ext = f"{region_name(v[R.DMA_EXT_REGION])}+0x{v[R.DMA_EXT_ADDR]:X}"
         sram = f"sram 0x{v[R.DMA_SRAM_ADDR]:05X}"
-        src, dst = (ext, sram) if ASYNC_DMA.get(opcode, opcode) == Opcode.DMA_IN else (sram, ext)
+        src, dst = (ext, sram) if ASYNC_DMA.get(opcode, opcode) != Opcode.DMA_OUT else (sram, ext)
+        if opcode in DECODE_DMA:
+            return f"{src} -> {dst}  {v[R.DMA_N0]} encoded bytes -> {v[R.DMA_DECODE_BYTES]} bytes"
         if v[R.DMA_N1] == v[R.DMA_N2] == 1 and v[R.DMA_STRIDE0] == 1:
             return f"{src} -> {dst}  {v[R.DMA_N0]} bytes"
         size = f"{v[R.DMA_N2]}x{v[R.DMA_N1]}x{v[R.DMA_N0]}"

@@ -53,6 +53,7 @@ _CONFIG_DOC = {
     "dma_bytes_per_cycle": "external memory bytes per DMA request (one per cycle on a contiguous row)",
     "dma_overlap": "1 (default): schedules run DMAs in the background while the array computes; 0: in turn (compiler only)",
     "dma_queue_depth": "background DMA transfers outstanding at most (the descriptor queue)",
+    "weight_decoder_bytes_per_cycle": "bytes the weight decoder (DMA_IN_DECODE) writes to SRAM per cycle; 0 = no decoder",
     "core_clock_hz": "core clock in Hz (reports: milliseconds, inferences per second)",
     **{f"{mem}_{name}": f"{what}: {doc}" for mem, what in (("fm_mem", "feature-map memory (SCRATCH, IO*)"),
                                                            ("const_mem", "weight memory (CONST)"))

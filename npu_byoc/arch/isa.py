@@ -39,6 +39,8 @@ class Opcode(IntEnum):
     DMA_IN_ASYNC = 0x12  # DMA_IN in the background: the stream goes on once its checks pass
     DMA_OUT_ASYNC = 0x13  # DMA_OUT in the background
     WAIT_DMA = 0x14  # wait until at most DMA_WAIT_PENDING DMA transfers are outstanding
+    DMA_IN_DECODE = 0x15  # DMA_IN of an encoded weight stream, decoded into SRAM (hw.weight_decoder_bytes_per_cycle)
+    DMA_IN_DECODE_ASYNC = 0x16  # DMA_IN_DECODE in the background
     CONV = 0x20  # 2-D convolution + per-channel requantize
     DWCONV = 0x21  # depthwise 2-D convolution + per-channel requantize
     FC = 0x22  # fully connected (matrix x weights^T) + per-channel requantize
@@ -68,6 +70,8 @@ class Reg(IntEnum):
     DMA_STRIDE2 = 0x08
     # WAIT_DMA: wait until at most this many DMA transfers are outstanding (0: all complete).
     DMA_WAIT_PENDING = 0x09
+    # DMA_IN_DECODE: the bytes the DMA_N0 encoded bytes at DMA_EXT_ADDR decode into (weight_codec).
+    DMA_DECODE_BYTES = 0x0A
 
     # Input feature map (dense HWC int8 tile in SRAM).
     IFM_ADDR = 0x10
@@ -134,12 +138,17 @@ class Status(IntEnum):
     MISSING_STOP = 9  # the stream ended without STOP
     CYCLE_LIMIT = 10  # the harness stopped a run that exceeded its cycle budget
     OUT_OF_MEMORY = 11  # the harness had no host memory for the run (never the NPU's own status)
+    BAD_ENCODING = 12  # a DMA_IN_DECODE's encoded bytes are malformed (npu_byoc.arch.weight_codec)
 
 
 # The background DMA commands and the transfer each one performs; the synchronous DMA_IN /
 # DMA_OUT wait until no transfer is outstanding; the engine copies transfers one at a time, in order.
-ASYNC_DMA: dict[Opcode, Opcode] = {Opcode.DMA_IN_ASYNC: Opcode.DMA_IN, Opcode.DMA_OUT_ASYNC: Opcode.DMA_OUT}
-DMA_OPCODES = frozenset({Opcode.DMA_IN, Opcode.DMA_OUT, *ASYNC_DMA})
+ASYNC_DMA: dict[Opcode, Opcode] = {Opcode.DMA_IN_ASYNC: Opcode.DMA_IN, Opcode.DMA_OUT_ASYNC: Opcode.DMA_OUT,
+                                   Opcode.DMA_IN_DECODE_ASYNC: Opcode.DMA_IN_DECODE}  # fmt: skip
+DMA_OPCODES = frozenset({Opcode.DMA_IN, Opcode.DMA_OUT, Opcode.DMA_IN_DECODE, *ASYNC_DMA})
+# The transfers through the weight decoder: opcodes of an NPU built with one only
+# (HwConfig.weight_decoder_bytes_per_cycle > 0; without it they are INVALID_OPCODE).
+DECODE_DMA = frozenset({Opcode.DMA_IN_DECODE, Opcode.DMA_IN_DECODE_ASYNC})
 
 # Registers holding signed values (zero points, clamps, shifts, strides): sign-extended.
 SIGNED_REGS = frozenset(
@@ -205,6 +214,8 @@ _DMA_REGS = (
     Reg.DMA_EXT_REGION, Reg.DMA_EXT_ADDR, Reg.DMA_SRAM_ADDR,
     Reg.DMA_N0, Reg.DMA_N1, Reg.DMA_N2, Reg.DMA_STRIDE0, Reg.DMA_STRIDE1, Reg.DMA_STRIDE2,
 )  # fmt: skip
+# DMA_IN_DECODE: DMA_N0 contiguous encoded bytes in, DMA_DECODE_BYTES dense bytes out.
+_DECODE_REGS = (Reg.DMA_EXT_REGION, Reg.DMA_EXT_ADDR, Reg.DMA_SRAM_ADDR, Reg.DMA_N0, Reg.DMA_DECODE_BYTES)
 _IFM_REGS = (Reg.IFM_ADDR, Reg.IFM_H, Reg.IFM_W, Reg.IFM_C, Reg.IFM_ZERO_POINT)
 _OFM_REGS = (Reg.OFM_ADDR, Reg.OFM_H, Reg.OFM_W, Reg.OFM_C, Reg.OFM_ZERO_POINT, Reg.ACT_MIN, Reg.ACT_MAX)
 _WINDOW_REGS = (
@@ -223,6 +234,8 @@ KICK_REGS: dict[Opcode, tuple[Reg, ...]] = {
     Opcode.DMA_IN_ASYNC: _DMA_REGS,
     Opcode.DMA_OUT_ASYNC: _DMA_REGS,
     Opcode.WAIT_DMA: (Reg.DMA_WAIT_PENDING,),
+    Opcode.DMA_IN_DECODE: _DECODE_REGS,
+    Opcode.DMA_IN_DECODE_ASYNC: _DECODE_REGS,
     Opcode.CONV: _IFM_REGS + _OFM_REGS + _WINDOW_REGS + (Reg.WEIGHT_ADDR, Reg.REQUANT_ADDR),
     Opcode.DWCONV: _IFM_REGS + _OFM_REGS + _WINDOW_REGS + (Reg.WEIGHT_ADDR, Reg.REQUANT_ADDR),
     Opcode.FC: _IFM_REGS + _OFM_REGS + (Reg.WEIGHT_ADDR, Reg.REQUANT_ADDR),
@@ -253,6 +266,10 @@ OPCODE_DOC: dict[Opcode, str] = {
     Opcode.DMA_IN_ASYNC: "DMA_IN queued for the DMA engine, run in the background (waits for room in the queue, "
     "then for the copy's checks only)",
     Opcode.DMA_OUT_ASYNC: "DMA_OUT run in the background, as DMA_IN_ASYNC",
+    Opcode.DMA_IN_DECODE: "read DMA_N0 contiguous encoded bytes from a region and decode them into DMA_DECODE_BYTES "
+    "dense bytes of SRAM (the weight codec, docs/isa.md); only on an NPU with a weight decoder",
+    Opcode.DMA_IN_DECODE_ASYNC: "DMA_IN_DECODE run in the background, as DMA_IN_ASYNC (the encoded bytes are checked "
+    "at issue)",
     Opcode.WAIT_DMA: "wait until at most DMA_WAIT_PENDING DMA transfers are outstanding (0: every earlier DMA has completed)",
     Opcode.CONV: "2-D convolution + per-channel requantize",
     Opcode.DWCONV: "depthwise 2-D convolution (channel multiplier 1) + per-channel requantize",
@@ -278,6 +295,7 @@ REG_DOC: dict[Reg, str] = {
     Reg.DMA_STRIDE0: "external byte stride of i0",
     Reg.DMA_STRIDE1: "external byte stride of i1",
     Reg.DMA_STRIDE2: "external byte stride of i2",
+    Reg.DMA_DECODE_BYTES: "DMA_IN_DECODE: bytes the encoded stream decodes into (SRAM side)",
     Reg.DMA_WAIT_PENDING: "WAIT_DMA: DMA transfers that may still be outstanding (0: wait for all)",
     Reg.IFM_ADDR: "SRAM address of the input tile (dense H×W×C int8)",
     Reg.IFM_H: "input tile height",
@@ -327,6 +345,8 @@ STATUS_DOC: dict[Status, str] = {
     Status.MISSING_STOP: "the stream ended (or a SET_REG lost its value word) before STOP; the index is the word count",
     Status.CYCLE_LIMIT: "the harness stopped a run that exceeded its command or cycle budget",
     Status.OUT_OF_MEMORY: "the harness had no host memory for the run; the index is the command that needed it",
+    Status.BAD_ENCODING: "a DMA_IN_DECODE's encoded bytes are malformed: a bad header, a palette index beyond the "
+    "palette, or more or fewer bytes than DMA_N0 (an overrun); the index is the DMA's kick",
 }
 
 

@@ -88,7 +88,7 @@ def _ofm_bytes(k: Kick) -> int:
 def touched(step: Step) -> tuple[list[Span], list[Span]]:
     """(reads, writes): the SRAM byte ranges a step reads and writes."""
     if isinstance(step, Dma):
-        span = [(step.sram_addr, step.sram_addr + step.nbytes)]
+        span = [(step.sram_addr, step.sram_addr + step.sram_bytes)]
         return ([], span) if step.direction == Opcode.DMA_IN else (span, [])
     if step.opcode == Opcode.WAIT_DMA:
         return [], []
@@ -112,7 +112,7 @@ def _commutes(dma_in: Dma, step: Step) -> bool:
 
 
 def _contiguous(d: Dma) -> bool:
-    return d.n1 == d.n2 == 1 and d.stride0 == 1
+    return d.n1 == d.n2 == 1 and d.stride0 == 1 and not d.decoded  # an encoded transfer decodes alone
 
 
 def _merge(steps: list[Step], step_op: list[int], pad: int) -> tuple[list[Step], list[int]]:

@@ -29,6 +29,7 @@ from ..util import escape
 from ..arch.encoder import Step, disassemble, encode_with_starts
 from .lower import PartitionPlan
 from .residency import Buffer, largest_gap, place
+from .weight_compress import compress_constants
 from .overlap import overlap
 from .tiling import (
     ALIGN, KINDS, SPATIAL_KIND, align, check_geometry, choose_tiling, sram_layout, tile_sram_bytes, work_buffers,
@@ -280,14 +281,17 @@ def _schedule(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer], overla
             raise _Drop(err.ref.offset) from None
         steps += its_steps
         step_op += [k] * len(its_steps)
+    constants = bytes(pool.blob)
+    if hw.weight_decoder_bytes_per_cycle:  # CONST loads that encode smaller are decoded on the way in
+        steps, constants = compress_constants(steps, constants)
     if overlapped:
         steps, step_op = overlap(steps, step_op, ALIGN, hw.dma_queue_depth, hw)
-    region_bytes = {int(Region.CONST): len(pool.blob), int(Region.SCRATCH): plan.scratch_bytes}
+    region_bytes = {int(Region.CONST): len(constants), int(Region.SCRATCH): plan.scratch_bytes}
     for io_tensor in [*plan.inputs, *plan.outputs]:
         region_bytes[io_tensor.ref.region] = io_tensor.ref.nbytes
     layers = [op.name for op in plan.ops]
     resident = {plan.ops[b.start].name: base[b.key] for b in keep.values()}
-    return Schedule(plan.name, bytes(pool.blob), steps, step_op, layers, [p.tiling for p in ops], region_bytes,
+    return Schedule(plan.name, constants, steps, step_op, layers, [p.tiling for p in ops], region_bytes,
                     resident)  # fmt: skip
 
 

@@ -50,6 +50,7 @@ from ..ops.npu_ops import (
 from ..codegen.lower import PartitionPlan
 from ..ops.registry import NPU_OPS
 from ..codegen.schedule import schedule_partition
+from ..codegen.weight_compress import weight_bytes
 from ..codegen.tiling import tile_sram_bytes
 
 LONG_RUN = 4096  # bytes: the contiguous run the roofline's sustained bandwidths assume
@@ -81,6 +82,7 @@ _CLASS_OF_TYPE = {TransposeConv2D: "transpose_conv", DepthwiseConv2D: "depthwise
                   Softmax: "softmax"}  # fmt: skip
 _CLASS_OF_TYPE |= {t: key for t, (key, _) in _SPEC_CLASSES.items() if t not in _CLASS_OF_TYPE}
 _DMA = set(DMA_OPCODES)
+TRAFFIC_KEYS = ("const_mem_read_bytes", "fm_mem_read_bytes", "fm_mem_write_bytes", "weight_bytes", "weight_bytes_encoded")
 _NOT_COMPUTE = {Opcode.NOP, Opcode.SET_REG, Opcode.STOP, Opcode.WAIT_DMA} | _DMA
 
 
@@ -119,6 +121,8 @@ class LayerResult:
     const_mem_read_bytes: int = 0  # bytes its DMAs read from the weights' memory (CONST)
     fm_mem_read_bytes: int = 0  # ... read from the feature maps' memory (SCRATCH, IO*)
     fm_mem_write_bytes: int = 0  # ... written to it
+    weight_bytes: int = 0  # its weights' bytes as loaded (per channel block; requantize records not included)
+    weight_bytes_encoded: int = 0  # ... as read from CONST: fewer where the weight decoder decodes them
 
 
 @dataclass
@@ -205,7 +209,8 @@ class CosimReport:
                          f"cycles / bound = {s['cycles'] / max(s['bound_cycles'], 1):.2f}")  # fmt: skip
         if "milliseconds" in s:
             lines.append(f"  time: {s['milliseconds']:.3f} ms at {s['core_clock_hz'] / 1e6:g} MHz = "
-                         f"{s['inferences_per_second']:.1f} inferences/s; memory: weights read {s['const_mem_read_bytes']} B, "
+                         f"{s['inferences_per_second']:.1f} inferences/s; memory: weights read {s['const_mem_read_bytes']} B "
+                         f"({s['weight_bytes_encoded']} encoded of {s['weight_bytes']}), "
                          f"feature maps read {s['fm_mem_read_bytes']} B and written {s['fm_mem_write_bytes']} B; "
                          f"SRAM peak {s['sram_peak_bytes']} B of {hw['sram_bytes']}")  # fmt: skip
         exact = "bit-exact" if s["max_diff_golden"] == 0 else "MISMATCH"
@@ -270,11 +275,15 @@ def layer_results(plan: PartitionPlan, schedule, starts: list[int], n_words: int
         cyc[n - 1] += status.cycles - last_end  # STOP
         predicted[0] += starts[0] if starts else 0  # the header
         predicted[n - 1] += cycle_model.stream_cycles(schedule.steps, hw) - sum(predicted)  # STOP
-    traffic = [dict.fromkeys(("const_mem_read_bytes", "fm_mem_read_bytes", "fm_mem_write_bytes"), 0) for _ in range(n)]
+    traffic = [dict.fromkeys(TRAFFIC_KEYS, 0) for _ in range(n)]
     for step, k in zip(schedule.steps, schedule.step_op):
         if step.opcode in _DMA:
             key = "fm_mem_write_bytes" if step.direction == Opcode.DMA_OUT else f"{memory_name(step.region)}_read_bytes"
             traffic[k][key] += step.nbytes
+
+    for k, op in enumerate(plan.ops):
+        original, encoded = weight_bytes(op, schedule.tilings[k].channels, bool(hw.weight_decoder_bytes_per_cycle))
+        traffic[k] |= {"weight_bytes": original, "weight_bytes_encoded": encoded}
     peak = hw.array_rows * hw.array_cols
     wall = status.wall_seconds / max(status.cycles, 1)
     out = []
@@ -357,7 +366,7 @@ def summarize(layers: Sequence[LayerResult], hw: HwConfig, wall: float = 0.0, se
     tvm_diffs = [r.max_diff_tvm for r in layers if r.max_diff_tvm is not None]
     summary["max_diff_tvm"] = max(tvm_diffs) if tvm_diffs else None
     summary["layers_over_1_lsb_vs_tvm"] = [r.name for r in layers if (r.max_diff_tvm or 0) > 1]
-    for key in ("const_mem_read_bytes", "fm_mem_read_bytes", "fm_mem_write_bytes"):
+    for key in TRAFFIC_KEYS:
         summary[key] = sum(getattr(r, key) for r in layers)
     summary["sram_peak_bytes"] = max((r.sram_bytes for r in layers), default=0)
     summary["core_clock_hz"] = hw.core_clock_hz

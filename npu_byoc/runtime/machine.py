@@ -12,7 +12,7 @@ registers' values (INVALID_PARAMETER), then each SRAM operand's range in the ord
 operation lists them (ADDRESS_OUT_OF_RANGE), then the output overlapping an input
 (INVALID_PARAMETER), then table contents (a requantize shift out of range: INVALID_PARAMETER).
 DMA: region bound (INVALID_REGION), counts (INVALID_PARAMETER), SRAM range, region range
-(ADDRESS_OUT_OF_RANGE).
+(ADDRESS_OUT_OF_RANGE); DMA_IN_DECODE then the encoded bytes (BAD_ENCODING), all at issue.
 """
 
 from __future__ import annotations
@@ -26,10 +26,11 @@ import math
 import numpy as np
 
 from ..arch import numerics as nx
+from ..arch import weight_codec
 from ..ops import softmax_kernel as softmax
 from ..arch.config import DEFAULT_CONFIG, HwConfig
 from ..arch.isa import (
-    HEADER_WORDS, MAGIC, MAX_REGIONS, REQUANT_RECORD_BYTES, SHIFT_MAX, SHIFT_MIN, SIGNED_REGS,
+    DECODE_DMA, HEADER_WORDS, MAGIC, MAX_REGIONS, REQUANT_RECORD_BYTES, SHIFT_MAX, SHIFT_MIN, SIGNED_REGS,
     SOFTMAX_MAX_CHANNELS, SOFTMAX_TABLE_BYTES, VERSION_MAJOR, VERSION_MINOR, Opcode, Reg, Region, Status,
     opcode_of, reg_of,
 )  # fmt: skip
@@ -130,7 +131,7 @@ class Machine:
         """Execute the command at word i; raises _Fault."""
         word, op = w[i], opcode_of(w[i])
         reserved = word & (0xFFFF if op == Opcode.SET_REG else 0xFFFFFF)
-        if op not in _OPCODES or reserved:
+        if op not in _OPCODES or reserved or (op in DECODE_DMA and not self.hw.weight_decoder_bytes_per_cycle):
             raise _Fault(Status.INVALID_OPCODE, f"0x{word:08X} is not a command")
         op = Opcode(op)
         if op == Opcode.SET_REG:
@@ -210,6 +211,24 @@ class Machine:
                 keep = ext.size - 1 - last_idx
                 ext, data = ext[keep], data[keep]
             buf[ext] = data
+
+    def _dma_decode(self) -> None:
+        """DMA_IN_DECODE: DMA_N0 contiguous encoded bytes decoded into DMA_DECODE_BYTES of SRAM."""
+        r = self.regs
+        region = r[Reg.DMA_EXT_REGION]
+        buf = self.regions.get(region) if region < MAX_REGIONS else None
+        if buf is None:
+            raise _Fault(Status.INVALID_REGION, f"region {region} is not bound")
+        n0, decoded = r[Reg.DMA_N0], r[Reg.DMA_DECODE_BYTES]
+        _param(n0 >= 1 and decoded >= 1, f"DMA_N0 {n0} and DMA_DECODE_BYTES {decoded} must be >= 1")
+        lo, hi = self._sram("DMA block", r[Reg.DMA_SRAM_ADDR], decoded)
+        base = r[Reg.DMA_EXT_ADDR]
+        if base + n0 > buf.size:
+            raise _Fault(Status.ADDRESS_OUT_OF_RANGE, f"region {region} bytes [{base}, {base + n0}) outside its {buf.size} bytes")
+        try:
+            self.sram[lo:hi] = weight_codec.decode(buf[base : base + n0], decoded)
+        except weight_codec.CodecError as err:
+            raise _Fault(Status.BAD_ENCODING, str(err)) from None
 
     def _dma_in(self) -> None:
         self._dma(True)
@@ -446,6 +465,8 @@ _EXECUTE = {
     # (the compiler's overlap pass waits first), so copying at issue is what the hardware does.
     Opcode.DMA_IN_ASYNC: Machine._dma_in,
     Opcode.DMA_OUT_ASYNC: Machine._dma_out,
+    Opcode.DMA_IN_DECODE: Machine._dma_decode,
+    Opcode.DMA_IN_DECODE_ASYNC: Machine._dma_decode,
     Opcode.WAIT_DMA: lambda self: None,  # ordering only: nothing to do when DMAs copy at issue
     Opcode.CONV: Machine._conv,
     Opcode.DWCONV: Machine._dwconv,

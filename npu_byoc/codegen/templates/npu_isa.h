@@ -9,37 +9,38 @@
 #include <stdint.h>
 
 /* ---- Hardware configuration (npu_byoc.arch.config.HwConfig) ---- */
-#define NPU_ARRAY_ROWS 8                  /* MAC array rows: output channels computed in parallel */
-#define NPU_ARRAY_COLS 32                 /* MAC array columns: output pixels (or FC rows) computed in parallel */
-#define NPU_SRAM_BYTES 262144             /* on-chip SRAM in bytes; the compiler tiles layers to fit */
-#define NPU_DMA_BYTES_PER_CYCLE 16        /* external memory bytes per DMA request (one per cycle on a contiguous row) */
-#define NPU_DMA_OVERLAP 1                 /* 1 (default): schedules run DMAs in the background while the array computes; 0: in turn (compiler only) */
-#define NPU_DMA_QUEUE_DEPTH 8             /* background DMA transfers outstanding at most (the descriptor queue) */
-#define NPU_CORE_CLOCK_HZ 500000000       /* core clock in Hz (reports: milliseconds, inferences per second) */
-#define NPU_FM_MEM_BYTES_PER_CYCLE 64     /* feature-map memory (SCRATCH, IO*): bytes per memory clock cycle */
-#define NPU_FM_MEM_CLOCK_DIVIDER 1        /* feature-map memory (SCRATCH, IO*): core cycles per memory clock cycle */
-#define NPU_FM_MEM_READ_LATENCY 0         /* feature-map memory (SCRATCH, IO*): core cycles from a read burst's request to its data */
-#define NPU_FM_MEM_WRITE_LATENCY 0        /* feature-map memory (SCRATCH, IO*): core cycles a write burst waits, as a read's latency */
-#define NPU_FM_MEM_BURST_BYTES 1          /* feature-map memory (SCRATCH, IO*): burst length: a contiguous run shorter than this costs this many bytes */
-#define NPU_FM_MEM_MAX_READS 8            /* feature-map memory (SCRATCH, IO*): read bursts in flight at most */
-#define NPU_FM_MEM_MAX_WRITES 8           /* feature-map memory (SCRATCH, IO*): write bursts in flight at most */
-#define NPU_CONST_MEM_BYTES_PER_CYCLE 64  /* weight memory (CONST): bytes per memory clock cycle */
-#define NPU_CONST_MEM_CLOCK_DIVIDER 1     /* weight memory (CONST): core cycles per memory clock cycle */
-#define NPU_CONST_MEM_READ_LATENCY 0      /* weight memory (CONST): core cycles from a read burst's request to its data */
-#define NPU_CONST_MEM_WRITE_LATENCY 0     /* weight memory (CONST): core cycles a write burst waits, as a read's latency */
-#define NPU_CONST_MEM_BURST_BYTES 1       /* weight memory (CONST): burst length: a contiguous run shorter than this costs this many bytes */
-#define NPU_CONST_MEM_MAX_READS 8         /* weight memory (CONST): read bursts in flight at most */
-#define NPU_CONST_MEM_MAX_WRITES 8        /* weight memory (CONST): write bursts in flight at most */
-#define NPU_MAX_KERNEL 11                 /* CONV/DWCONV: KERNEL_H, KERNEL_W <= this */
-#define NPU_MAX_STRIDE 3                  /* CONV/DWCONV: STRIDE_H, STRIDE_W <= this */
-#define NPU_MAX_CHANNELS 4096             /* CONV/DWCONV/FC: IFM_C, OFM_C <= this */
-#define NPU_MAX_POOL_WINDOW 32            /* AVGPOOL/MAXPOOL: KERNEL_H, KERNEL_W <= this */
-#define NPU_MAX_POOL_STRIDE 8             /* AVGPOOL/MAXPOOL: STRIDE_H, STRIDE_W <= this */
-#define NPU_MAX_MEAN_ELEMENTS 65536       /* MEAN: IFM_H * IFM_W <= this */
-#define NPU_MAX_FC_FEATURES 65536         /* FC: input and output features <= this */
-#define NPU_ACCUMULATOR_BITS 32           /* MAC accumulator width (int32, wraps) */
-#define NPU_MACS_PER_CYCLE 256            /* ARRAY_ROWS * ARRAY_COLS: peak MACs per cycle */
-#define NPU_SRAM_ADDR_BITS 18             /* bits of an SRAM byte address */
+#define NPU_ARRAY_ROWS 8                      /* MAC array rows: output channels computed in parallel */
+#define NPU_ARRAY_COLS 32                     /* MAC array columns: output pixels (or FC rows) computed in parallel */
+#define NPU_SRAM_BYTES 262144                 /* on-chip SRAM in bytes; the compiler tiles layers to fit */
+#define NPU_DMA_BYTES_PER_CYCLE 16            /* external memory bytes per DMA request (one per cycle on a contiguous row) */
+#define NPU_DMA_OVERLAP 1                     /* 1 (default): schedules run DMAs in the background while the array computes; 0: in turn (compiler only) */
+#define NPU_DMA_QUEUE_DEPTH 8                 /* background DMA transfers outstanding at most (the descriptor queue) */
+#define NPU_WEIGHT_DECODER_BYTES_PER_CYCLE 0  /* bytes the weight decoder (DMA_IN_DECODE) writes to SRAM per cycle; 0 = no decoder */
+#define NPU_CORE_CLOCK_HZ 500000000           /* core clock in Hz (reports: milliseconds, inferences per second) */
+#define NPU_FM_MEM_BYTES_PER_CYCLE 64         /* feature-map memory (SCRATCH, IO*): bytes per memory clock cycle */
+#define NPU_FM_MEM_CLOCK_DIVIDER 1            /* feature-map memory (SCRATCH, IO*): core cycles per memory clock cycle */
+#define NPU_FM_MEM_READ_LATENCY 0             /* feature-map memory (SCRATCH, IO*): core cycles from a read burst's request to its data */
+#define NPU_FM_MEM_WRITE_LATENCY 0            /* feature-map memory (SCRATCH, IO*): core cycles a write burst waits, as a read's latency */
+#define NPU_FM_MEM_BURST_BYTES 1              /* feature-map memory (SCRATCH, IO*): burst length: a contiguous run shorter than this costs this many bytes */
+#define NPU_FM_MEM_MAX_READS 8                /* feature-map memory (SCRATCH, IO*): read bursts in flight at most */
+#define NPU_FM_MEM_MAX_WRITES 8               /* feature-map memory (SCRATCH, IO*): write bursts in flight at most */
+#define NPU_CONST_MEM_BYTES_PER_CYCLE 64      /* weight memory (CONST): bytes per memory clock cycle */
+#define NPU_CONST_MEM_CLOCK_DIVIDER 1         /* weight memory (CONST): core cycles per memory clock cycle */
+#define NPU_CONST_MEM_READ_LATENCY 0          /* weight memory (CONST): core cycles from a read burst's request to its data */
+#define NPU_CONST_MEM_WRITE_LATENCY 0         /* weight memory (CONST): core cycles a write burst waits, as a read's latency */
+#define NPU_CONST_MEM_BURST_BYTES 1           /* weight memory (CONST): burst length: a contiguous run shorter than this costs this many bytes */
+#define NPU_CONST_MEM_MAX_READS 8             /* weight memory (CONST): read bursts in flight at most */
+#define NPU_CONST_MEM_MAX_WRITES 8            /* weight memory (CONST): write bursts in flight at most */
+#define NPU_MAX_KERNEL 11                     /* CONV/DWCONV: KERNEL_H, KERNEL_W <= this */
+#define NPU_MAX_STRIDE 3                      /* CONV/DWCONV: STRIDE_H, STRIDE_W <= this */
+#define NPU_MAX_CHANNELS 4096                 /* CONV/DWCONV/FC: IFM_C, OFM_C <= this */
+#define NPU_MAX_POOL_WINDOW 32                /* AVGPOOL/MAXPOOL: KERNEL_H, KERNEL_W <= this */
+#define NPU_MAX_POOL_STRIDE 8                 /* AVGPOOL/MAXPOOL: STRIDE_H, STRIDE_W <= this */
+#define NPU_MAX_MEAN_ELEMENTS 65536           /* MEAN: IFM_H * IFM_W <= this */
+#define NPU_MAX_FC_FEATURES 65536             /* FC: input and output features <= this */
+#define NPU_ACCUMULATOR_BITS 32               /* MAC accumulator width (int32, wraps) */
+#define NPU_MACS_PER_CYCLE 256                /* ARRAY_ROWS * ARRAY_COLS: peak MACs per cycle */
+#define NPU_SRAM_ADDR_BITS 18                 /* bits of an SRAM byte address */
 
 /* ---- Command-stream encoding (npu_byoc.arch.isa) ---- */
 #define NPU_WORD_BITS 32                       /* command-stream word (little-endian) */
@@ -63,24 +64,26 @@
 
 /* ---- Opcodes (isa.Opcode) ---- */
 typedef enum npu_opcode {
-    NPU_OP_NOP = 0x00,            /* does nothing */
-    NPU_OP_SET_REG = 0x01,        /* register <- the next word */
-    NPU_OP_DMA_IN = 0x10,         /* copy N2xN1xN0 bytes from a region (strided) to SRAM (dense) */
-    NPU_OP_DMA_OUT = 0x11,        /* copy N2xN1xN0 bytes from SRAM (dense) to a region (strided) */
-    NPU_OP_DMA_IN_ASYNC = 0x12,   /* DMA_IN queued for the DMA engine, run in the background (waits for room in the queue, then for the copy's checks only) */
-    NPU_OP_DMA_OUT_ASYNC = 0x13,  /* DMA_OUT run in the background, as DMA_IN_ASYNC */
-    NPU_OP_WAIT_DMA = 0x14,       /* wait until at most DMA_WAIT_PENDING DMA transfers are outstanding (0: every earlier DMA has completed) */
-    NPU_OP_CONV = 0x20,           /* 2-D convolution + per-channel requantize */
-    NPU_OP_DWCONV = 0x21,         /* depthwise 2-D convolution (channel multiplier 1) + per-channel requantize */
-    NPU_OP_FC = 0x22,             /* fully connected: IFM_W rows x weights^T + per-channel requantize */
-    NPU_OP_AVGPOOL = 0x30,        /* average pool, padding excluded, rounding half away from zero */
-    NPU_OP_MAXPOOL = 0x31,        /* max pool, padding excluded */
-    NPU_OP_MEAN = 0x32,           /* mean over H and W + requantize */
-    NPU_OP_ADD = 0x40,            /* elementwise add with TFLite int8 rescaling */
-    NPU_OP_LUT = 0x41,            /* 256-entry table lookup: out = table[x + 128] */
-    NPU_OP_MUL = 0x42,            /* elementwise multiply with TFLite int8 rescaling: (x - zp1)*(y - zp2) rescaled by OFM_MULTIPLIER/SHIFT */
-    NPU_OP_SOFTMAX = 0x43,        /* softmax over the OFM_C channels of each of the OFM_H*OFM_W pixels, TFLite's int8 reference kernel (output scale 1/256, zero point -128) with the exp of max - x read from the int32 table at LUT_ADDR */
-    NPU_OP_STOP = 0xFF,           /* end of stream: status OK */
+    NPU_OP_NOP = 0x00,                  /* does nothing */
+    NPU_OP_SET_REG = 0x01,              /* register <- the next word */
+    NPU_OP_DMA_IN = 0x10,               /* copy N2xN1xN0 bytes from a region (strided) to SRAM (dense) */
+    NPU_OP_DMA_OUT = 0x11,              /* copy N2xN1xN0 bytes from SRAM (dense) to a region (strided) */
+    NPU_OP_DMA_IN_ASYNC = 0x12,         /* DMA_IN queued for the DMA engine, run in the background (waits for room in the queue, then for the copy's checks only) */
+    NPU_OP_DMA_OUT_ASYNC = 0x13,        /* DMA_OUT run in the background, as DMA_IN_ASYNC */
+    NPU_OP_WAIT_DMA = 0x14,             /* wait until at most DMA_WAIT_PENDING DMA transfers are outstanding (0: every earlier DMA has completed) */
+    NPU_OP_DMA_IN_DECODE = 0x15,        /* read DMA_N0 contiguous encoded bytes from a region and decode them into DMA_DECODE_BYTES dense bytes of SRAM (the weight codec, docs/isa.md); only on an NPU with a weight decoder */
+    NPU_OP_DMA_IN_DECODE_ASYNC = 0x16,  /* DMA_IN_DECODE run in the background, as DMA_IN_ASYNC (the encoded bytes are checked at issue) */
+    NPU_OP_CONV = 0x20,                 /* 2-D convolution + per-channel requantize */
+    NPU_OP_DWCONV = 0x21,               /* depthwise 2-D convolution (channel multiplier 1) + per-channel requantize */
+    NPU_OP_FC = 0x22,                   /* fully connected: IFM_W rows x weights^T + per-channel requantize */
+    NPU_OP_AVGPOOL = 0x30,              /* average pool, padding excluded, rounding half away from zero */
+    NPU_OP_MAXPOOL = 0x31,              /* max pool, padding excluded */
+    NPU_OP_MEAN = 0x32,                 /* mean over H and W + requantize */
+    NPU_OP_ADD = 0x40,                  /* elementwise add with TFLite int8 rescaling */
+    NPU_OP_LUT = 0x41,                  /* 256-entry table lookup: out = table[x + 128] */
+    NPU_OP_MUL = 0x42,                  /* elementwise multiply with TFLite int8 rescaling: (x - zp1)*(y - zp2) rescaled by OFM_MULTIPLIER/SHIFT */
+    NPU_OP_SOFTMAX = 0x43,              /* softmax over the OFM_C channels of each of the OFM_H*OFM_W pixels, TFLite's int8 reference kernel (output scale 1/256, zero point -128) with the exp of max - x read from the int32 table at LUT_ADDR */
+    NPU_OP_STOP = 0xFF,                 /* end of stream: status OK */
 } npu_opcode_t;
 
 /* ---- Registers (isa.Reg); [signed] registers are read sign-extended ---- */
@@ -95,6 +98,7 @@ typedef enum npu_reg {
     NPU_REG_DMA_STRIDE1 = 0x07,       /* external byte stride of i1 [signed] */
     NPU_REG_DMA_STRIDE2 = 0x08,       /* external byte stride of i2 [signed] */
     NPU_REG_DMA_WAIT_PENDING = 0x09,  /* WAIT_DMA: DMA transfers that may still be outstanding (0: wait for all) */
+    NPU_REG_DMA_DECODE_BYTES = 0x0A,  /* DMA_IN_DECODE: bytes the encoded stream decodes into (SRAM side) */
     NPU_REG_IFM_ADDR = 0x10,          /* SRAM address of the input tile (dense HxWxC int8) */
     NPU_REG_IFM_H = 0x11,             /* input tile height */
     NPU_REG_IFM_W = 0x12,             /* input tile width */
@@ -144,6 +148,7 @@ typedef enum npu_status {
     NPU_STATUS_MISSING_STOP = 9,          /* the stream ended (or a SET_REG lost its value word) before STOP; the index is the word count */
     NPU_STATUS_CYCLE_LIMIT = 10,          /* the harness stopped a run that exceeded its command or cycle budget */
     NPU_STATUS_OUT_OF_MEMORY = 11,        /* the harness had no host memory for the run; the index is the command that needed it */
+    NPU_STATUS_BAD_ENCODING = 12,         /* a DMA_IN_DECODE's encoded bytes are malformed: a bad header, a palette index beyond the palette, or more or fewer bytes than DMA_N0 (an overrun); the index is the DMA's kick */
 } npu_status_t;
 
 /* ---- External memory regions (isa.Region) ---- */
@@ -188,6 +193,8 @@ static inline int npu_opcode_valid(uint32_t opcode)
     case NPU_OP_DMA_IN_ASYNC: return 1;
     case NPU_OP_DMA_OUT_ASYNC: return 1;
     case NPU_OP_WAIT_DMA: return 1;
+    case NPU_OP_DMA_IN_DECODE: return 1;
+    case NPU_OP_DMA_IN_DECODE_ASYNC: return 1;
     case NPU_OP_CONV: return 1;
     case NPU_OP_DWCONV: return 1;
     case NPU_OP_FC: return 1;
@@ -217,6 +224,7 @@ static inline int npu_reg_valid(uint32_t reg)
     case NPU_REG_DMA_STRIDE1: return 1;
     case NPU_REG_DMA_STRIDE2: return 1;
     case NPU_REG_DMA_WAIT_PENDING: return 1;
+    case NPU_REG_DMA_DECODE_BYTES: return 1;
     case NPU_REG_IFM_ADDR: return 1;
     case NPU_REG_IFM_H: return 1;
     case NPU_REG_IFM_W: return 1;
@@ -288,6 +296,8 @@ static inline const char * npu_opcode_name(uint32_t opcode)
     case NPU_OP_DMA_IN_ASYNC: return "DMA_IN_ASYNC";
     case NPU_OP_DMA_OUT_ASYNC: return "DMA_OUT_ASYNC";
     case NPU_OP_WAIT_DMA: return "WAIT_DMA";
+    case NPU_OP_DMA_IN_DECODE: return "DMA_IN_DECODE";
+    case NPU_OP_DMA_IN_DECODE_ASYNC: return "DMA_IN_DECODE_ASYNC";
     case NPU_OP_CONV: return "CONV";
     case NPU_OP_DWCONV: return "DWCONV";
     case NPU_OP_FC: return "FC";
@@ -317,6 +327,7 @@ static inline const char * npu_reg_name(uint32_t reg)
     case NPU_REG_DMA_STRIDE1: return "DMA_STRIDE1";
     case NPU_REG_DMA_STRIDE2: return "DMA_STRIDE2";
     case NPU_REG_DMA_WAIT_PENDING: return "DMA_WAIT_PENDING";
+    case NPU_REG_DMA_DECODE_BYTES: return "DMA_DECODE_BYTES";
     case NPU_REG_IFM_ADDR: return "IFM_ADDR";
     case NPU_REG_IFM_H: return "IFM_H";
     case NPU_REG_IFM_W: return "IFM_W";
@@ -370,6 +381,7 @@ static inline const char * npu_status_name(uint32_t status)
     case NPU_STATUS_MISSING_STOP: return "MISSING_STOP";
     case NPU_STATUS_CYCLE_LIMIT: return "CYCLE_LIMIT";
     case NPU_STATUS_OUT_OF_MEMORY: return "OUT_OF_MEMORY";
+    case NPU_STATUS_BAD_ENCODING: return "BAD_ENCODING";
     default: return "?";
     }
 }

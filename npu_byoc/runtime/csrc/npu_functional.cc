@@ -122,6 +122,9 @@
 #ifndef NPU_FUNCTIONAL_CONST_MEM_MAX_WRITES
 #define NPU_FUNCTIONAL_CONST_MEM_MAX_WRITES NPU_CONST_MEM_MAX_WRITES
 #endif
+#ifndef NPU_FUNCTIONAL_WEIGHT_DECODER_BYTES_PER_CYCLE
+#define NPU_FUNCTIONAL_WEIGHT_DECODER_BYTES_PER_CYCLE NPU_WEIGHT_DECODER_BYTES_PER_CYCLE
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -157,6 +160,7 @@ typedef struct npu_functional_config {
     uint32_t dma_queue_depth;      // 1 .. 16: background DMA transfers outstanding at most
     npu_memory_t fm_mem;           // the feature maps' memory (SCRATCH, IO*)
     npu_memory_t const_mem;        // the weights' memory (CONST)
+    uint32_t weight_decoder_bytes_per_cycle;  // 0 .. 64: SRAM bytes the weight decoder writes a cycle (0: none)
     uint64_t max_commands;    // CYCLE_LIMIT before the command after this many (golden model: 2^22)
     uint64_t max_cycles;      // CYCLE_LIMIT before the first command once the cycles exceed this
 } npu_functional_config_t;
@@ -574,6 +578,7 @@ static uint32_t read_shape(const machine_t *mc, uint32_t reg_h, Shape *out) {
 
 static uint32_t execute(machine_t *mc, uint32_t op);
 static uint32_t kick_dma(machine_t *mc, bool to_sram);
+static uint32_t kick_dma_decode(machine_t *mc);
 static uint32_t kick_mac(machine_t *mc, uint32_t opcode);
 static uint32_t kick_pool(machine_t *mc, bool average);
 static uint32_t kick_mean(machine_t *mc);
@@ -657,8 +662,8 @@ static void machine_run(machine_t *mc, const uint32_t *w, size_t n, npu_result_t
         }
         commands += 1;
         const size_t words = op == NPU_OP_SET_REG ? 2 : 1;
-        const bool async = op == NPU_OP_DMA_IN_ASYNC || op == NPU_OP_DMA_OUT_ASYNC;
-        const bool engine = async || op == NPU_OP_DMA_IN || op == NPU_OP_DMA_OUT;
+        const bool async = op == NPU_OP_DMA_IN_ASYNC || op == NPU_OP_DMA_OUT_ASYNC || op == NPU_OP_DMA_IN_DECODE_ASYNC;
+        const bool engine = async || op == NPU_OP_DMA_IN || op == NPU_OP_DMA_OUT || op == NPU_OP_DMA_IN_DECODE;
         // Commands that need the DMA queue wait for it (docs/isa.md, concurrency): a background
         // DMA for room, WAIT_DMA for DMA_WAIT_PENDING outstanding at most, the rest for none.
         if (async) cycles = max_u64(cycles, drained(&q, depth, depth - 1));
@@ -691,6 +696,9 @@ static uint32_t command(machine_t *mc, const uint32_t *w, size_t n, size_t i, ui
     const uint32_t op = npu_opcode_of(word);
     const uint32_t reserved = word & (op == NPU_OP_SET_REG ? NPU_SET_REG_RESERVED_MASK : NPU_KICK_RESERVED_MASK);
     if (!npu_opcode_valid(op) || reserved != 0) return NPU_STATUS_INVALID_OPCODE;
+    // the decode DMAs exist only on an NPU with a weight decoder
+    if ((op == NPU_OP_DMA_IN_DECODE || op == NPU_OP_DMA_IN_DECODE_ASYNC) && mc->cfg->weight_decoder_bytes_per_cycle == 0)
+        return NPU_STATUS_INVALID_OPCODE;
     *op_out = op;
     if (op == NPU_OP_SET_REG) {
         const uint32_t reg = npu_reg_of(word);
@@ -713,6 +721,8 @@ static uint32_t execute(machine_t *mc, uint32_t op) {
     case NPU_OP_DMA_IN_ASYNC: return kick_dma(mc, true);
     case NPU_OP_DMA_OUT:
     case NPU_OP_DMA_OUT_ASYNC: return kick_dma(mc, false);
+    case NPU_OP_DMA_IN_DECODE:
+    case NPU_OP_DMA_IN_DECODE_ASYNC: return kick_dma_decode(mc);
     case NPU_OP_WAIT_DMA: return kOk;  // ordering only
     case NPU_OP_CONV:
     case NPU_OP_DWCONV:
@@ -804,6 +814,76 @@ static uint32_t kick_dma(machine_t *mc, bool to_sram) {
                 }
             }
         }
+    }
+    return kOk;
+}
+
+// ---------------------------------------------------------------------------------------------
+// DMA_IN_DECODE: the weight codec (npu_byoc/arch/weight_codec.py, docs/isa.md), checked as it
+// decodes; the SRAM is written only once the whole transfer has decoded.
+
+// Bit `i` of the little-endian bit string at `p`.
+static inline uint32_t bit_at(const uint8_t *p, uint64_t i) { return (p[i >> 3] >> (i & 7)) & 1u; }
+
+static uint32_t kick_dma_decode(machine_t *mc) {
+    const uint64_t region = reg_u(mc, NPU_REG_DMA_EXT_REGION);
+    if (region >= NPU_MAX_REGIONS || mc->regions[region].data == NULL) return NPU_STATUS_INVALID_REGION;
+    const uint64_t n0 = reg_u(mc, NPU_REG_DMA_N0), n = reg_u(mc, NPU_REG_DMA_DECODE_BYTES);
+    if (n0 == 0 || n == 0) return NPU_STATUS_INVALID_PARAMETER;
+    Span block;
+    const uint32_t st = sram_span(mc, reg_u(mc, NPU_REG_DMA_SRAM_ADDR), n, &block);
+    if (st != kOk) return st;
+    const uint64_t base = reg_u(mc, NPU_REG_DMA_EXT_ADDR);
+    const Region *buf = &mc->regions[region];
+    if (base + n0 > buf->size) return NPU_STATUS_ADDRESS_OUT_OF_RANGE;  // both below 2^33
+    const uint8_t *enc = buf->data + base;
+    if (n0 < 2) return NPU_STATUS_BAD_ENCODING;
+    const uint32_t mode = enc[0], k = mode >> 4;
+    const bool bitmap = (mode & 1u) != 0;
+    if ((mode & 0x0Eu) != 0 || k > 8) return NPU_STATUS_BAD_ENCODING;
+    const uint64_t palette = k ? ((uint64_t)enc[1]) + 1 : 0;
+    if ((k == 0 && enc[1] != 0) || palette > (((uint64_t)1) << k)) return NPU_STATUS_BAD_ENCODING;
+    uint64_t pos = 2;
+    if (n0 < pos + palette) return NPU_STATUS_BAD_ENCODING;
+    const uint8_t *table = enc + pos;
+    pos += palette;
+    const uint8_t *mask = NULL;
+    uint64_t m = n;  // values: the bytes the bitmap marks non-zero
+    if (bitmap) {
+        const uint64_t nbm = ceil_div(n, 8);
+        if (n0 < pos + nbm) return NPU_STATUS_BAD_ENCODING;
+        mask = enc + pos;
+        m = 0;
+        for (uint64_t i = 0; i < nbm * 8; ++i) {
+            if (bit_at(mask, i) && i >= n) return NPU_STATUS_BAD_ENCODING;  // padding bits set
+            m += bit_at(mask, i);
+        }
+        pos += nbm;
+    }
+    const uint64_t nvalues = k ? ceil_div(m * k, 8) : m;
+    if (n0 != pos + nvalues) return NPU_STATUS_BAD_ENCODING;  // too short (an overrun) or too long
+    const uint8_t *values = enc + pos;
+    for (uint64_t i = m * k; k && i < nvalues * 8; ++i)
+        if (bit_at(values, i)) return NPU_STATUS_BAD_ENCODING;  // index padding bits set
+    for (uint64_t j = 0; k && j < m; ++j) {
+        uint64_t idx = 0;
+        for (uint32_t b = 0; b < k; ++b) idx |= ((uint64_t)bit_at(values, j * k + b)) << b;
+        if (idx >= palette) return NPU_STATUS_BAD_ENCODING;
+    }
+    uint8_t *sram = ((uint8_t *)mc->m->sram.data) + block.lo;
+    for (uint64_t i = 0, j = 0; i < n; ++i) {
+        if (mask != NULL && !bit_at(mask, i)) {
+            sram[i] = 0;
+            continue;
+        }
+        if (k == 0) {
+            sram[i] = values[j];
+        } else {
+            uint64_t idx = 0;
+            for (uint32_t b = 0; b < k; ++b) idx |= ((uint64_t)bit_at(values, j * k + b)) << b;
+            sram[i] = table[idx];
+        }
+        ++j;
     }
     return kOk;
 }
@@ -1221,6 +1301,13 @@ static uint64_t kick_cycles(const machine_t *mc, uint32_t opcode) {
     const uint64_t cols = mc->cfg->array_cols ? mc->cfg->array_cols : 1;
     const uint64_t lanes = cols;
     switch (opcode) {
+    case NPU_OP_DMA_IN_DECODE:
+    case NPU_OP_DMA_IN_DECODE_ASYNC: {  // cycles.decode_dma_cycles: the read and the decoder's writes, side by side
+        const npu_memory_t *mem = reg_u(mc, NPU_REG_DMA_EXT_REGION) == NPU_REGION_CONST ? &mc->cfg->const_mem : &mc->cfg->fm_mem;
+        const uint64_t read = memory_cycles(1, reg_u(mc, NPU_REG_DMA_N0), mc->cfg->dma_bytes_per_cycle, mem, false);
+        const uint64_t rate = mc->cfg->weight_decoder_bytes_per_cycle ? mc->cfg->weight_decoder_bytes_per_cycle : 1;
+        return kDmaSetupCycles + max_u64(read, ceil_div(reg_u(mc, NPU_REG_DMA_DECODE_BYTES), rate));
+    }
     case NPU_OP_DMA_IN:
     case NPU_OP_DMA_OUT:
     case NPU_OP_DMA_IN_ASYNC:
@@ -1330,6 +1417,7 @@ uint32_t npu_submit_budget(const uint32_t *stream, size_t n_words, const npu_buf
         NPU_FUNCTIONAL_DMA_QUEUE_DEPTH,
         {NPU_FUNCTIONAL_FM_MEM_BYTES_PER_CYCLE, NPU_FUNCTIONAL_FM_MEM_CLOCK_DIVIDER, NPU_FUNCTIONAL_FM_MEM_READ_LATENCY, NPU_FUNCTIONAL_FM_MEM_WRITE_LATENCY, NPU_FUNCTIONAL_FM_MEM_BURST_BYTES, NPU_FUNCTIONAL_FM_MEM_MAX_READS, NPU_FUNCTIONAL_FM_MEM_MAX_WRITES},
         {NPU_FUNCTIONAL_CONST_MEM_BYTES_PER_CYCLE, NPU_FUNCTIONAL_CONST_MEM_CLOCK_DIVIDER, NPU_FUNCTIONAL_CONST_MEM_READ_LATENCY, NPU_FUNCTIONAL_CONST_MEM_WRITE_LATENCY, NPU_FUNCTIONAL_CONST_MEM_BURST_BYTES, NPU_FUNCTIONAL_CONST_MEM_MAX_READS, NPU_FUNCTIONAL_CONST_MEM_MAX_WRITES},
+        NPU_FUNCTIONAL_WEIGHT_DECODER_BYTES_PER_CYCLE,
         ((uint64_t)1) << 22,  // the golden model's command budget
         budget(max_cycles),
     };

@@ -1,0 +1,110 @@
+"""Weight compression of a schedule: CONST loads that encode smaller become DMA_IN_DECODE.
+
+Runs on a partition's steps before the overlap pass (which then moves the encoded transfers
+like any other, and never merges one with its neighbours) when the NPU has a weight decoder
+(``hw.weight_decoder_bytes_per_cycle``). Every contiguous DMA_IN from CONST (a channel
+block's weights, its requantize records, a table) is encoded on its own with npu_byoc.arch.weight_codec; it is replaced when the code is
+smaller and stays a raw DMA_IN otherwise. The CONST blob is rebuilt: the bytes still read raw
+(moved together, each at its old alignment modulo 16), then each distinct encoded transfer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from ..arch import weight_codec
+from ..arch.encoder import Dma, Step
+from ..arch.isa import Opcode, Region
+from ..ops.npu_ops import Conv2D, DepthwiseConv2D, FullyConnected, NpuOp, Phased
+
+ALIGN = 16
+
+
+def _is_const_load(step: Step) -> bool:
+    return isinstance(step, Dma) and step.direction == Opcode.DMA_IN and step.region == Region.CONST and not step.decoded
+
+
+def _contiguous(step: Dma) -> bool:
+    return step.n1 == step.n2 == 1 and step.stride0 == 1
+
+
+def _span(step: Dma) -> tuple[int, int]:
+    """[first, last + 1): the CONST bytes a raw transfer reads."""
+    counts, strides = (step.n2, step.n1, step.n0), (step.stride2, step.stride1, step.stride0)
+    first = step.ext_addr + sum(min(0, (c - 1) * s) for c, s in zip(counts, strides))
+    last = step.ext_addr + sum(max(0, (c - 1) * s) for c, s in zip(counts, strides))
+    return first, last + 1
+
+
+def _merged(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(spans):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def _pad_to(blob: bytearray, offset: int) -> None:
+    blob += bytes(offset - len(blob))
+
+
+def compress_constants(steps: list[Step], constants: bytes) -> tuple[list[Step], bytes]:
+    """``steps`` with every CONST load that encodes smaller decoded on the way in, and the new
+    CONST blob they address."""
+    data = np.frombuffer(bytes(constants), np.uint8)
+    codes: dict[tuple[int, int], bytes | None] = {}
+    for step in steps:
+        if _is_const_load(step) and _contiguous(step) and (step.ext_addr, step.n0) not in codes:
+            codes[(step.ext_addr, step.n0)] = weight_codec.encode(data[step.ext_addr : step.ext_addr + step.n0])
+    raw = [s for s in steps if _is_const_load(s) and codes.get((s.ext_addr, s.n0)) is None]
+    blob = bytearray()
+    moved: list[tuple[int, int, int]] = []  # (old start, old end, new start)
+    for lo, hi in _merged([_span(s) for s in raw]):
+        start = -(-len(blob) // ALIGN) * ALIGN + lo % ALIGN
+        _pad_to(blob, start)
+        blob += data[lo:hi].tobytes()
+        moved.append((lo, hi, start))
+    placed: dict[tuple[int, int], int] = {}
+    for key, code in codes.items():
+        if code is not None:
+            placed[key] = -(-len(blob) // ALIGN) * ALIGN
+            _pad_to(blob, placed[key])
+            blob += code
+    out: list[Step] = []
+    for step in steps:
+        if not _is_const_load(step):
+            out.append(step)
+        elif (key := (step.ext_addr, step.n0)) in placed:
+            out.append(replace(step, ext_addr=placed[key], n0=len(codes[key]), decoded=step.n0))
+        else:
+            lo = _span(step)[0]
+            old, _, new = next(m for m in moved if m[0] <= lo < m[1])
+            out.append(replace(step, ext_addr=step.ext_addr + new - old))
+    return out, bytes(blob)
+
+
+def weight_bytes(op: NpuOp, channels_per_block: int, decoder: bool) -> tuple[int, int]:
+    """(original, encoded) bytes of ``op``'s weights as its schedule loads them: one transfer
+    per block of ``channels_per_block`` output channels (tile_steps.op_steps; a phased op's per
+    phase), each encoded on its own when the NPU has a decoder and the code is smaller. The
+    requantize records are not weights: they are counted in the memory traffic only."""
+    if isinstance(op, Phased):
+        parts = [weight_bytes(p, channels_per_block, decoder) for p in op.phases]
+        return sum(p[0] for p in parts), sum(p[1] for p in parts)
+    if not isinstance(op, Conv2D | DepthwiseConv2D | FullyConnected):
+        return 0, 0
+    w = np.ascontiguousarray(op.weights, np.int8).view(np.uint8)
+    original = encoded = 0
+    for c0 in range(0, w.shape[0], max(channels_per_block, 1)):
+        block = w[c0 : c0 + channels_per_block].ravel()
+        code = weight_codec.encode(block) if decoder else None
+        original += block.size
+        encoded += block.size if code is None else len(code)
+    return original, encoded
+
+
+__all__ = ["compress_constants", "weight_bytes"]

@@ -1,0 +1,262 @@
+"""Weight compression (issue 25): the codec (npu_byoc.arch.weight_codec) against hand-derived
+sizes and a round trip over random tensors; the decode DMA on the stream machine and the C
+model (the same bytes, status and word index for good and hostile encoded streams; the
+opcode invalid without a decoder); the compressed fixtures bit-exact with LiteRT; the cycle
+model equal to the C model under two memories, and the cycles dropping where the weights'
+memory is the wall; the encoded bytes against Vela's mlw."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import npu_byoc
+from npu_byoc.arch import cycles, weight_codec
+from npu_byoc.arch.config import DEFAULT_CONFIG, configure
+from npu_byoc.arch.encoder import Dma, encode
+from npu_byoc.arch.isa import DECODE_DMA, Opcode, Reg, Region, Status, opcode_of, set_reg_word
+from npu_byoc.codegen.schedule import schedule_partition
+from npu_byoc.codegen.weight_compress import weight_bytes
+from npu_byoc.runtime import golden
+from npu_byoc.runtime.machine import Machine
+
+from .conftest import model_path, reference
+from .test_functional import run_both
+from .test_memory import VELA_LIKE
+
+DECODER = replace(DEFAULT_CONFIG, weight_decoder_bytes_per_cycle=16)
+COMPRESSIBLE = ("mobilenet_v1_pruned_int8.tflite", "mobilenet_v1_clustered_int8.tflite")
+VELA = Path(__file__).parent / "fixtures" / "models" / "compressible_vela.json"
+
+
+# ---------------------------------------------------------------------------------------------
+# The codec
+
+
+def test_sizes_by_hand():
+    rng = np.random.default_rng(25)
+    # 16 values: a 16-entry palette and 4-bit indices, 2 + 16 + 1000 / 2
+    clustered = rng.choice(rng.integers(1, 256, 16), 1000).astype(np.uint8)
+    clustered[:16] = np.unique(clustered)[0]  # still at most 16 distinct values
+    assert len(weight_codec.encode(clustered)) == 2 + np.unique(clustered).size + 500
+    # 60% zeros, 100 distinct non-zero values: bitmap (125) + the 400 others raw (a 100-entry
+    # palette and 7-bit indices would take 2 + 100 + 125 + 350); with 20 values, 5-bit indices pay
+    pruned = np.zeros(1000, np.uint8)
+    pruned[rng.permutation(1000)[:400]] = rng.permutation(np.arange(1, 101).repeat(4)).astype(np.uint8)
+    assert len(weight_codec.encode(pruned)) == 2 + 125 + 400
+    pruned[pruned > 20] = pruned[pruned > 20] % 20 + 1
+    assert len(weight_codec.encode(pruned)) == 2 + 20 + 125 + 400 * 5 // 8
+    # all zero: the header and the bitmap; one value: a one-entry palette, 1 bit each
+    assert len(weight_codec.encode(np.zeros(1000, np.uint8))) == 2 + 125
+    assert len(weight_codec.encode(np.full(1000, 7, np.uint8))) == 2 + 1 + 125
+    # 256 values, uniformly: nothing is smaller, the transfer stays raw
+    assert weight_codec.encode(np.arange(256, dtype=np.uint8).repeat(4)) is None
+
+
+def tensors():
+    n = st.integers(1, 700)
+    kinds = st.sampled_from(["random", "zeros", "one", "all256", "pruned", "clustered"])
+    return st.tuples(kinds, n, st.integers(0, 2**32 - 1))
+
+
+def make_tensor(kind: str, n: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if kind == "zeros":
+        return np.zeros(n, np.uint8)
+    if kind == "one":
+        return np.full(n, rng.integers(0, 256), np.uint8)
+    if kind == "all256":
+        return rng.permutation(np.arange(256, dtype=np.uint8).repeat(-(-n // 256)))[:n]
+    x = rng.integers(-128, 128, n).astype(np.int8)
+    if kind == "pruned":
+        x[np.abs(x.astype(int)) < 77] = 0
+    elif kind == "clustered":
+        x = rng.choice(rng.integers(-128, 128, 16), n).astype(np.int8)
+    return x.view(np.uint8)
+
+
+@settings(max_examples=300, deadline=None)
+@given(tensors())
+def test_round_trip(t):
+    data = make_tensor(*t)
+    code = weight_codec.encode(data)
+    sizes = [weight_codec.encoded_size(data, b, p) for b in (False, True) for p in (False, True)]
+    if code is None:  # kept raw only when no mode is smaller
+        assert min(sizes) >= data.size
+        return
+    assert len(code) == min(sizes) < data.size
+    np.testing.assert_array_equal(weight_codec.decode(code, data.size), data)
+    for b in (False, True):  # every mode decodes, not only the chosen one
+        for p in (False, True):
+            np.testing.assert_array_equal(weight_codec.decode(weight_codec.encode_mode(data, b, p), data.size), data)
+
+
+# ---------------------------------------------------------------------------------------------
+# The decode DMA on the machine and the C model
+
+
+def decode_stream(code: bytes, n: int, background: bool = False, sram_addr: int = 64):
+    steps = [Dma(Opcode.DMA_IN, int(Region.CONST), 3, sram_addr, len(code), decoded=n, background=background),
+             Dma(Opcode.DMA_OUT, int(Region.SCRATCH), 0, sram_addr, n)]  # fmt: skip
+    const = np.zeros(len(code) + 3, np.uint8)
+    const[3:] = np.frombuffer(code, np.uint8)
+    return encode(steps), {int(Region.CONST): const, int(Region.SCRATCH): np.zeros(max(n, 1), np.uint8)}
+
+
+def test_decode_dma_writes_the_weights():
+    data = make_tensor("pruned", 500, 3)
+    for background in (False, True):
+        words, regions = decode_stream(weight_codec.encode(data), data.size, background)
+        expected, got, out = run_both(words, regions, DECODER)
+        assert expected.ok, expected
+        np.testing.assert_array_equal(out[int(Region.SCRATCH)], data)
+        assert got.cycles == cycles.stream_cycles([Dma(Opcode.DMA_IN, 0, 3, 64, len(weight_codec.encode(data)),
+                                                       decoded=500, background=background),
+                                                   Dma(Opcode.DMA_OUT, 1, 0, 64, 500)], DECODER)  # fmt: skip
+
+
+def hostile(rng: np.random.Generator, code: bytes) -> bytes:
+    b = bytearray(code)
+    how = rng.integers(0, 6)
+    if how == 0:  # reserved mode bits or index bits above 8
+        b[0] = int(rng.choice([b[0] | 0x02, b[0] | 0x08, 0x90 | (b[0] & 1), 0xF0]))
+    elif how == 1:  # a palette larger than its indices reach
+        b[1] = 0xFF
+    elif how == 2:  # truncated: the code overruns DMA_N0
+        b = b[: int(rng.integers(0, len(b)))]
+    elif how == 3:  # trailing bytes
+        b += bytes(int(rng.integers(1, 4)))
+    elif how == 4:  # the last (padding / index) byte all ones
+        b[-1] = 0xFF
+    else:  # a random byte flipped
+        b[int(rng.integers(0, len(b)))] ^= int(rng.integers(1, 256))
+    return bytes(b)
+
+
+def test_hostile_encoded_streams_give_the_same_status():
+    """Bad headers, overruns, padding bits, indices beyond the palette, random flips: the
+    machine and the C model agree on status and word index (BAD_ENCODING at the kick, nothing
+    written), and never hang."""
+    rng = np.random.default_rng(11)
+    statuses = set()
+    for trial in range(300):
+        data = make_tensor(["pruned", "clustered", "zeros", "one"][trial % 4], int(rng.integers(1, 300)), trial)
+        code = weight_codec.encode_mode(data, bool(trial & 4), bool(trial & 8))
+        bad = hostile(rng, code)
+        if not bad:
+            continue
+        words, regions = decode_stream(bad, data.size, background=bool(trial & 16))
+        expected, _, _ = run_both(words, regions, DECODER)
+        statuses.add(expected.status)
+        if expected.status == Status.BAD_ENCODING:
+            kick = [opcode_of(w) for w in words].index(Opcode.DMA_IN_DECODE_ASYNC if trial & 16 else Opcode.DMA_IN_DECODE)
+            machine = Machine(DECODER)
+            assert machine.run(words, {r: a.copy() for r, a in regions.items()}).word_index == kick == expected.word_index
+            assert not machine.sram[64 : 64 + data.size].any()  # nothing of a bad code reaches the SRAM
+    assert Status.BAD_ENCODING in statuses
+
+
+def test_decode_registers_and_no_decoder():
+    data = make_tensor("clustered", 200, 1)
+    code = weight_codec.encode(data)
+    words, regions = decode_stream(code, data.size)
+    # without a weight decoder the opcodes do not exist
+    for op in DECODE_DMA:
+        w = words.copy()
+        w[w == (int(Opcode.DMA_IN_DECODE) << 24)] = int(op) << 24
+        expected, _, _ = run_both(w, regions, DEFAULT_CONFIG)
+        assert expected.status == Status.INVALID_OPCODE
+    # DMA_DECODE_BYTES 0, an SRAM block past the end, a region overrun
+    zero = encode([Dma(Opcode.DMA_IN, 0, 3, 64, len(code), decoded=1)])
+    at = list(zero).index(set_reg_word(Reg.DMA_DECODE_BYTES))
+    zero[at + 1] = 0  # DMA_DECODE_BYTES 0 instead of 1
+    assert run_both(zero, regions, DECODER)[0].status == Status.INVALID_PARAMETER
+    words, regions = decode_stream(code, data.size, sram_addr=DECODER.sram_bytes - data.size + 1)
+    assert run_both(words, regions, DECODER)[0].status == Status.ADDRESS_OUT_OF_RANGE
+    over = encode([Dma(Opcode.DMA_IN, 0, 3, 64, len(code) + 1, decoded=data.size)])
+    assert run_both(over, regions, DECODER)[0].status == Status.ADDRESS_OUT_OF_RANGE
+
+
+# ---------------------------------------------------------------------------------------------
+# The compressed fixtures
+
+
+@pytest.fixture(scope="module")
+def compressible_plans(plans):
+    return {name: plans(name) for name in COMPRESSIBLE}
+
+
+@pytest.mark.parametrize("name", COMPRESSIBLE)
+def test_compressed_fixture_is_bit_exact_with_litert(name):
+    """The model library with the C model of an NPU with a decoder: LiteRT's outputs."""
+    model = npu_byoc.build(npu_byoc.load_model(model_path(name)), "functional", hw=DECODER)
+    ref = reference(name)
+    for inputs, outputs in zip(ref["inputs"], ref["outputs"]):
+        got = model.run(inputs)[0]
+        np.testing.assert_array_equal(got, np.asarray(outputs[0]).reshape(got.shape))
+
+
+@pytest.mark.parametrize("name", COMPRESSIBLE)
+def test_machine_c_model_and_cycles_with_the_decoder(compressible_plans, name):
+    """Under the default memories and Vela's Shared_Sram (weights in a 1 byte a cycle flash):
+    the machine's bytes = the C model's = the golden model's; the C model's cycles = the cycle
+    model's; the cycles drop against the same NPU without a decoder where the flash is the wall."""
+    for base in (DEFAULT_CONFIG, VELA_LIKE):
+        hw, raw = replace(base, weight_decoder_bytes_per_cycle=16), base
+        for plan in compressible_plans[name].values():
+            schedule = schedule_partition(plan, hw)
+            assert any(s.opcode in DECODE_DMA for s in schedule.steps)
+            inputs = [np.random.default_rng(1).integers(-128, 128, io.shape, dtype=np.int8) for io in plan.inputs]
+            regions = golden.allocate_regions(plan, inputs)
+            regions[int(Region.CONST)] = np.frombuffer(schedule.constants, np.uint8).copy()
+            expected, got, out = run_both(schedule.words(), regions, hw)
+            assert expected.ok, expected
+            assert got.cycles == cycles.stream_cycles(schedule.steps, hw)
+            np.testing.assert_array_equal(golden.read_outputs(plan, out)[0], golden.run_plan(plan, inputs)[0])
+            before = cycles.stream_cycles(schedule_partition(plan, raw).steps, raw)
+            if base is VELA_LIKE:
+                assert got.cycles < 0.8 * before, (got.cycles, before)
+
+
+@pytest.mark.parametrize("name", COMPRESSIBLE)
+def test_encoded_weights_are_no_larger_than_vela(compressible_plans, name):
+    """Our encoded weights (per channel block as loaded, the requantize records not included,
+    as Vela's weight_bytes exclude its scales) against Vela 5.2.0's total_npu_encoded_weights
+    for the same file (recorded by bench/vela.py --record-compressed), and the report's sum
+    equal to the schedule's encoded transfers of weights."""
+    vela = json.loads(VELA.read_text())[name]
+    original = encoded = 0
+    for plan in compressible_plans[name].values():
+        schedule = schedule_partition(plan, DECODER, overlapped=False)  # no merged transfers
+        for k, (op, tiling) in enumerate(zip(plan.ops, schedule.tilings)):
+            o, e = weight_bytes(op, tiling.channels, True)
+            original, encoded = original + o, encoded + e
+            steps = [s for s, j in zip(schedule.steps, schedule.step_op) if j == k]
+            weights_at = {s[Reg.WEIGHT_ADDR] for s in steps if s.opcode in (Opcode.CONV, Opcode.DWCONV, Opcode.FC)}
+            loads = [s for s in steps if isinstance(s, Dma) and s.region == Region.CONST and s.sram_addr in weights_at]
+            assert sum(s.nbytes for s in loads) == e and sum(s.sram_bytes for s in loads) == o, op.name
+    assert original <= vela["total_original_weights"]  # every kernel; Vela's count adds 1,040 bytes of its own
+    assert encoded <= vela["total_npu_encoded_weights"], (encoded, vela)
+    assert encoded < 0.55 * original
+
+
+def test_the_rtl_has_no_decoder_yet():
+    """The RTL's command processor rejects the decode opcodes as the models do without a
+    decoder (INVALID_OPCODE at the kick), and the Verilator backend refuses a configuration
+    with one in a sentence, rather than run a stream it would get wrong."""
+    from npu_byoc.runtime import verilator as V
+
+    data = make_tensor("clustered", 200, 1)
+    words, regions = decode_stream(weight_codec.encode(data), data.size)
+    expected = Machine(DEFAULT_CONFIG).run(words, {r: a.copy() for r, a in regions.items()})
+    got = V.VerilatorNpu(DEFAULT_CONFIG).run(words, {r: a.copy() for r, a in regions.items()})
+    assert (got.status, got.word_index) == (expected.status, expected.word_index)
+    assert expected.status == Status.INVALID_OPCODE
+    with pytest.raises(npu_byoc.errors.NpuByocError, match="the RTL has no weight decoder yet"):
+        V.VerilatorNpu(DECODER)
