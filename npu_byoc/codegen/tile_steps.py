@@ -286,7 +286,16 @@ TILE_STEPS = {npu_op: TILE_STEPS_BY_KIND[spec.tiling] for npu_op, spec in NPU_OP
 def constants_of(op: NpuOp, pool: Constants) -> dict[str, tuple[int, int]]:
     """Place the op's constants in the blob: name -> (offset, bytes per output channel)."""
     if isinstance(op, Phased):  # per phase (a transposed conv's sub-kernels, a copy's identity LUT)
-        return {"phases": [constants_of(p, pool) for p in op.phases]}
+        if not op.shares_constants:
+            return {"phases": [constants_of(p, pool) for p in op.phases]}
+        placed: dict = {}  # phases with one weights array and requantize table share their bytes in the blob
+        out = []
+        for p in op.phases:
+            key = (id(p.weights), _requant_table(p)) if isinstance(p, Conv2D) else None
+            if key is None or key not in placed:
+                placed[key] = constants_of(p, pool)
+            out.append(placed[key])
+        return {"phases": out}
     if isinstance(op, ChannelReplicated):  # its CONV kicks' weights (ones) and identity requantize
         return constants_of(op.replicate, pool)
     if isinstance(op, Conv2D | DepthwiseConv2D | FullyConnected):
