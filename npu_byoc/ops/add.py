@@ -95,13 +95,20 @@ def golden_add(op: Add, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return nx.add(x, y, op.ifm_zero_point, op.ifm2_zero_point, op.ofm_zero_point, params, op.act_min, op.act_max)
 
 
+def _describe_replicated(op) -> str:
+    return f"add {shape_text(op)} (the vector replicated over the channels)"
+
+
+def _replicate_limits(op, hw) -> str | None:
+    return mac_channels_reason(op.replicate, hw)  # the replicating CONV's channels
+
+
 def golden_replicated_add(op: ReplicatedAdd, x: np.ndarray, vector: np.ndarray) -> np.ndarray:
     return golden_add(op.binary, x, np.broadcast_to(vector, op.ofm.shape))  # the (H, W, 1) vector over C
 
 
 NPU_OPS = {
     Add: NpuOpSpec(golden_add, "elementwise"),
-    ReplicatedAdd: NpuOpSpec(golden_replicated_add, "replicated", describe=lambda op: f"add {shape_text(op)} "
-                             "(the vector replicated over the channels)", unit_reason=lambda op, hw: mac_channels_reason(
-                                 op.replicate, hw), report_class=("add", "add")),
+    ReplicatedAdd: NpuOpSpec(golden_replicated_add, "replicated", describe=_describe_replicated,
+                            unit_reason=_replicate_limits, report_class=("add", "add")),
 }

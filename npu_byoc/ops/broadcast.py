@@ -100,5 +100,5 @@ def replicated(op: NpuOp, cls: type[ChannelReplicated]) -> NpuOp:
     return cls(op.name, op)
 
 
-__all__ = ["ChannelReplicated", "channel_vector", "replicate_channels", "replicated", "vector_second", "IDENTITY_MULTIPLIER",
-           "IDENTITY_SHIFT"]  # fmt: skip
+__all__ = ["ChannelReplicated", "channel_vector", "replicate_channels", "replicated", "vector_second",
+           "IDENTITY_MULTIPLIER", "IDENTITY_SHIFT"]  # fmt: skip

@@ -79,13 +79,20 @@ def golden_mul(op: Mul, x: np.ndarray, y: np.ndarray) -> np.ndarray:
                   op.act_min, op.act_max)
 
 
+def _describe_replicated(op) -> str:
+    return f"mul {shape_text(op)} (the vector replicated over the channels)"
+
+
+def _replicate_limits(op, hw) -> str | None:
+    return mac_channels_reason(op.replicate, hw)  # the replicating CONV's channels
+
+
 def golden_replicated_mul(op: ReplicatedMul, x: np.ndarray, vector: np.ndarray) -> np.ndarray:
     return golden_mul(op.binary, x, np.broadcast_to(vector, op.ofm.shape))  # the (H, W, 1) vector over C
 
 
 NPU_OPS = {
     Mul: NpuOpSpec(golden_mul, "elementwise"),
-    ReplicatedMul: NpuOpSpec(golden_replicated_mul, "replicated", describe=lambda op: f"mul {shape_text(op)} "
-                             "(the vector replicated over the channels)", unit_reason=lambda op, hw: mac_channels_reason(
-                                 op.replicate, hw), report_class=("mul", "mul")),
+    ReplicatedMul: NpuOpSpec(golden_replicated_mul, "replicated", describe=_describe_replicated,
+                            unit_reason=_replicate_limits, report_class=("mul", "mul")),
 }
