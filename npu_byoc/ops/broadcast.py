@@ -5,8 +5,8 @@ Read through a stride-0 view (ops.lowering.broadcast_view) such an operand has a
 innermost axis, which the DMA copies one byte per cycle. A 1x1 CONV whose weights are all 1 and
 whose requantize is the identity writes the vector repeated over the C channels at the array's
 rate instead: acc = x - zero_point, then multiplier 2^30 with shift 1 (left) is exact
-(SRDHM(2·acc, 2^30) = acc for |acc| < 2^30; here |acc| <= 255), and the same zero point is added back. The
-binary op then reads the replicated copy from SRAM as a full operand, tile by tile
+(SRDHM(2·acc, 2^30) = acc for |acc| < 2^30; here |acc| <= 255), and the same zero point is
+added back. The binary op then reads the replicated copy from SRAM as a full operand, tile by tile
 (:class:`ChannelReplicated`, the tiling kind "replicated" of npu_byoc.codegen).
 
 On convnext_block_int8 (`npu-byoc cosim`) that takes the NPU cycles from 16,111 to 7,469."""
