@@ -1,7 +1,8 @@
 """ADD / MUL with a broadcast beyond the channel vector: a pixel vector [1, H, W, 1], a row, a
 column, a scalar, both operands broadcast, a transformer's per-token vector [1, L, 1] and a
 lower-rank operand. Lowering gives the smaller operand the output's shape with a stride of 0
-along each broadcast axis (ops.lowering.broadcast_view); the DMA repeats its bytes.
+along each broadcast axis (ops.lowering.broadcast_view); the DMA repeats its bytes, except an
+operand repeated over the channels, which a 1x1 CONV replicates in SRAM (ops.broadcast).
 
 Each Relax QDQ module is one NPU partition; its output is TFLite's MUL arithmetic written out
 in numpy (MultiplyByQuantizedMultiplier of the zero-point-corrected product) or the ADD of
@@ -17,11 +18,13 @@ import pytest
 
 import npu_byoc
 from npu_byoc.arch.config import DEFAULT_CONFIG
-from npu_byoc.arch.encoder import Dma
-from npu_byoc.arch.isa import Opcode
+from npu_byoc.arch.encoder import Dma, Kick
+from npu_byoc.arch.isa import Opcode, Reg
 from npu_byoc.codegen.lower import lower_module
 from npu_byoc.codegen.schedule import schedule_partition
+from npu_byoc.ops.broadcast import IDENTITY_MULTIPLIER, IDENTITY_SHIFT, ChannelReplicated, replicate_channels
 from npu_byoc.ops.composites import npu_functions
+from npu_byoc.ops.npu_ops import TensorRef
 from npu_byoc.partition.pipeline import partition_for_npu
 from npu_byoc.runtime import golden
 from npu_byoc.runtime.machine import Machine
@@ -81,14 +84,36 @@ def test_broadcast_runs_on_the_npu_as_tflite_computes_it(kind, op):
     assert np.abs(got.astype(int) - cpu.astype(int)).max() <= 1
 
 
-def test_a_pixel_vector_is_a_stride_0_view_and_a_channel_vector_stays_the_unit_s_broadcast():
-    """The pixel vector's channels repeat through a stride of 0 (the unit sees the output's
-    shape); a [1, 1, 1, C] vector keeps the unit's own IFM2_BROADCAST (no repeated DMA)."""
-    (plan,) = lower_module(partition_for_npu(rb.qdq_add(shape=(1, 6, 5, 8), b_shape=(1, 6, 5, 1), op="multiply"))).values()
-    (op,) = plan.ops
-    assert not op.broadcast and op.ifm2.shape == op.ofm.shape and op.ifm2.box_strides == (5, 1, 0)
+@pytest.mark.parametrize("op", ["multiply", "add"])
+def test_a_pixel_vector_is_replicated_by_the_mac_array_and_a_channel_vector_stays_the_unit_s_broadcast(op):
+    """The pixel vector is read once, as its own (H, W, 1) bytes, and replicated over the
+    channels by a 1x1 CONV into SRAM: no DMA of the stream repeats a byte along its innermost
+    axis (a byte per cycle). A [1, 1, 1, C] vector keeps the unit's own IFM2_BROADCAST."""
+    (plan,) = lower_module(partition_for_npu(rb.qdq_add(shape=(1, 6, 5, 8), b_shape=(1, 6, 5, 1), op=op))).values()
+    (npu_op,) = plan.ops
+    assert isinstance(npu_op, ChannelReplicated) and npu_op.binary.ifm2.box_strides == (5, 1, 0)
+    assert npu_op.vector.shape == (6, 5, 1) and not npu_op.vector.is_slice
+    steps = schedule_partition(plan, DEFAULT_CONFIG).steps
+    assert not [s for s in steps if isinstance(s, Dma) and s.stride0 == 0 and s.n0 > 1]
+    convs = [s for s in steps if isinstance(s, Kick) and s.opcode == Opcode.CONV]
+    assert convs and all(k[Reg.IFM_C] == 1 and k[Reg.OFM_C] == 8 for k in convs)
     (plan,) = lower_module(partition_for_npu(rb.qdq_add(shape=(1, 6, 5, 8), b_shape=(1, 1, 1, 8)))).values()
     assert plan.ops[0].broadcast and plan.ops[0].ifm2.shape == (1, 1, 8)
+
+
+@pytest.mark.parametrize("zero_point", [-128, -3, 0, 77, 127])
+def test_the_replicating_conv_copies_every_int8_value_unchanged(zero_point):
+    """The CONV that replicates a vector (weights 1, requantize multiplier 2^30 shift +1, the
+    same zero point in and out) gives every int8 value back on every channel, by TFLite's
+    MultiplyByQuantizedMultiplier (tests/litert_reference.py) and on the golden model."""
+    values = np.arange(-128, 128, dtype=np.int8).reshape(16, 16, 1)
+    acc = values.astype(np.int64) - zero_point  # the 1x1 conv's sum: one tap of weight 1
+    again = ref.mbqm(acc, IDENTITY_MULTIPLIER, IDENTITY_SHIFT) + zero_point
+    np.testing.assert_array_equal(again, values.astype(np.int64))
+    vector = TensorRef("v", 2, 0, (16, 16, 1))
+    conv = replicate_channels("copy", vector, TensorRef("out", 3, 0, (16, 16, 5)), zero_point)
+    got = golden.KERNELS[type(conv)](conv, values)
+    np.testing.assert_array_equal(got, np.broadcast_to(values, (16, 16, 5)))
 
 
 def test_a_scalar_constant_is_a_table_and_a_row_constant_is_stored_per_channel():
@@ -136,19 +161,21 @@ def rtl():
     return V.VerilatorNpu(DEFAULT_CONFIG)
 
 
-@pytest.mark.parametrize("kind", ["both", "token_vector"])
-def test_stride_0_dmas_on_the_rtl(rtl, kind):
+@pytest.mark.parametrize("kind, op", [("pixel_vector", "multiply"), ("token_vector", "add"), ("row", "multiply")])
+def test_broadcasts_on_the_rtl(rtl, kind, op):
     """The broadcast's stream on the RTL: the golden model's output, and the cycles of the
-    analytic model (a stride-0 innermost axis copies a byte per cycle, cycles.dma_cycles)."""
+    analytic model (a pixel or token vector replicated by a CONV kick, a row repeated by
+    stride-0 outer DMA axes at full speed)."""
     from npu_byoc.arch import cycles
 
     (plan,) = lower_module(partition_for_npu(rb.qdq_add(shape=KINDS[kind][0], b_shape=KINDS[kind][1],
-                                                        op="multiply", **SCALES))).values()  # fmt: skip
+                                                        op=op, **SCALES))).values()  # fmt: skip
     x = _inputs(kind)
     schedule = schedule_partition(plan, DEFAULT_CONFIG)
     dmas = [s for s in schedule.steps if isinstance(s, Dma) and s.direction == Opcode.DMA_IN]
-    assert any(d.stride0 == 0 and d.n0 > 1 for d in dmas)  # a pixel / token value repeated along C
+    assert not any(d.stride0 == 0 and d.n0 > 1 for d in dmas)
+    assert any(0 in (d.stride1, d.stride2) for d in dmas) or isinstance(plan.ops[0], ChannelReplicated)
     regions, statuses = golden.run_stream(rtl, plan, schedule.words(), schedule.constants, x)
     assert statuses[0].ok, statuses
-    np.testing.assert_array_equal(golden.read_outputs(plan, regions)[0], golden.run_plan(plan, x)[0])
+    np.testing.assert_array_equal(golden.read_outputs(plan, regions)[0], _tflite(op, *x))
     assert statuses[0].cycles == cycles.stream_cycles(schedule.steps, DEFAULT_CONFIG)

@@ -270,3 +270,29 @@ def test_softmax_in_an_nchw_partition_runs_over_the_last_axis():
     assert [(d.pattern, d.accepted) for d in log][-1] == ("npu.softmax", True)
     out = Runner(ALL_BACKENDS).run(spec)
     assert out.mismatches == [] and out.placement == "npu"
+
+
+@pytest.mark.parametrize("heads, tokens", [(1, 5), (2, 64), (3, 197), (8, 197)])
+def test_attention_scores_of_every_mha_shape_are_one_npu_softmax(heads, tokens):
+    """A Keras MultiHeadAttention's scores [1, heads, tokens, tokens] softmaxed over the last axis
+    (heads 1..8, up to ViT-Tiny's 197 tokens, 3 heads): one NPU SOFTMAX, tiled by rows of tokens
+    within the SRAM (8 x 197 x 197 is 310 KB), no shape refused. ViT-Tiny's own shape runs on the
+    stream machine equal to the spec (which equals LiteRT: test_spec_equals_litert_reference)."""
+    from npu_byoc.codegen.lower import lower_module
+    from npu_byoc.codegen.schedule import schedule_partition
+    from npu_byoc.runtime import golden
+
+    shape = (1, heads, tokens, tokens)
+    part = npu_byoc.partition_for_npu(rb.qdq_softmax(shape=shape))
+    assert [(d.pattern, d.accepted) for d in partition_log(part)] == [("npu.softmax", True)]
+    (plan,) = lower_module(part).values()
+    (op,) = plan.ops
+    assert op.kind == "softmax" and op.ofm.shape == (heads, tokens, tokens)
+    schedule = schedule_partition(plan, HW)
+    if (heads, tokens) != (3, 197):
+        return
+    x = np.random.default_rng(heads).integers(-128, 128, shape, dtype=np.int8)
+    regions, statuses = golden.run_stream(Machine(HW), plan, schedule.words(), schedule.constants, [x])
+    assert all(s.ok for s in statuses), statuses
+    want = S.run(x.reshape(-1, tokens).astype(np.int64) + 3, S.exp_table(0.125, 1.0)).reshape(shape)
+    np.testing.assert_array_equal(golden.read_outputs(plan, regions)[0], want)

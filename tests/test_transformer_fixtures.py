@@ -35,6 +35,7 @@ import pytest
 
 import npu_byoc
 from npu_byoc.frontends.load import model_info
+from npu_byoc.ops.broadcast import ChannelReplicated
 
 from .conftest import check_onnx_fixture, model_path, npu_layers_against_litert, reference
 
@@ -117,8 +118,9 @@ def test_grouped_conv_npu_layers_bit_exact_with_litert():
 
 
 def _broadcast(op) -> bool:
-    """An elementwise op one of whose operands the DMA repeats (a stride of 0)."""
-    return any(r.box_strides is not None and 0 in r.box_strides for r in op.inputs)
+    """An elementwise op one of whose operands the DMA repeats (a stride of 0) or a CONV kick
+    replicates over the channels (ops.broadcast)."""
+    return isinstance(op, ChannelReplicated) or any(r.box_strides is not None and 0 in r.box_strides for r in op.inputs)
 
 
 @pytest.mark.parametrize("name, broadcasts", [("convnext_block_int8.tflite", 6), ("vit_tiny_int8.tflite", 2), ("kws_transformer_int8.tflite", 2)])

@@ -44,14 +44,14 @@ def _qconv(bb, x, seed, in_c, out_c, kernel, stride, s_in, zp_in, s_out, zp_out)
 
 
 def _model() -> tvm.IRModule:
-    """conv 3x3 -> conv 3x3 stride 4 -> conv 1x1. The middle conv's stride is beyond the NPU's
-    (max_stride 3): its check refuses it, so it must stay on the CPU between two partitions."""
+    """conv 3x3 -> conv 13x13 stride 4 -> conv 1x1. The middle conv's kernel is beyond the NPU's
+    (max_kernel 11): its check refuses it, so it must stay on the CPU between two partitions."""
     x = relax.Var("x", relax.TensorType([1, 8, 8, 4], "int8"))
     bb = relax.BlockBuilder()
     with bb.function("main", [x]):
         with bb.dataflow():
             y = _qconv(bb, x, 0, 4, 8, 3, 1, 0.5, 3, 0.25, -5)
-            y = _qconv(bb, y, 1, 8, 8, 3, 4, 0.25, -5, 0.2, 2)
+            y = _qconv(bb, y, 1, 8, 8, 13, 4, 0.25, -5, 0.2, 2)
             y = _qconv(bb, y, 2, 8, 4, 1, 1, 0.2, 2, 0.1, 0)
             gv = bb.emit_output(y)
         bb.emit_func_output(gv)
@@ -109,7 +109,7 @@ def test_native_flow_runs_the_partitions_and_leaves_the_refused_conv_on_the_cpu(
     mod, x = _model(), _input()
     part = _native_partition(mod)
     assert len(_codegen_functions(part)) == 2
-    assert _main_ops(part).count("relax.nn.conv2d") == 1  # the stride-4 conv, refused by its check
+    assert _main_ops(part).count("relax.nn.conv2d") == 1  # the 13x13 conv, refused by its check
 
     lib = tmp_path / "native.so"
     tvm.compile(relax.transform.RunCodegen()(part), target="llvm").export_library(str(lib), options=EXPORT_OPTIONS)

@@ -37,6 +37,10 @@ synthetic 10-class task, calibrated on its 64 calibration inputs):
     ((0, 1), (0, 1)), Cropping2D(((1, 0), (1, 0))), AveragePooling2D 1/2: a standalone PAD) next
     to the plain one, Concat; an ops.pad filled with 0.5 (PADV2, a fill that is not the zero
     point) before a 3x3 valid conv, global pool, Dense 10.
+``strided_conv_int8.tflite``
+    Strides above the MAC array's (32x32x3): ZeroPadding2D(3) + Conv2D 7x7/4 16 ReLU (8x8), then
+    Conv2D 5x5/4 "same" 24 ReLU and, beside it, ZeroPadding2D((0, 2), (0, 2)) + Conv2D 6x6/4
+    valid 24 ReLU (2x2 each), Add, global pool, Dense 10.
 ``channel_shuffle_qdq.onnx``
     ShuffleNetV2 unit (onnx.helper, NCHW 1x3x8x8): stem conv, channel Split, branch conv1x1 /
     depthwise 3x3 / conv1x1, Concat, channel shuffle as torchvision writes it (rank-5 Reshape
@@ -232,6 +236,23 @@ def make_nasnet_pads(batch_size):
     return keras.Model(x0, L.Dense(10, activation="softmax", name="head")(y))
 
 
+def make_strided_conv(batch_size):
+    """Strides above the MAC array's with overlapping, padded windows: ConvNeXt-V2 / Swin-style
+    stems (ZeroPadding2D(3) + 7x7 stride 4, PyTorch's padding=3), a "same" 5x5 stride 4 (TFLite's
+    asymmetric padding) and an unpadded 6x6 stride 4 (kernel above stride, no padding)."""
+    import keras
+    from keras import layers as L
+
+    x0 = keras.Input(shape=(32, 32, 3), batch_size=batch_size, name="input")
+    x = L.ZeroPadding2D(3, name="stem_pad")(x0)
+    x = L.Conv2D(16, 7, strides=4, activation="relu", name="stem_conv")(x)
+    a = L.Conv2D(24, 5, strides=4, padding="same", activation="relu", name="same_conv")(x)
+    b = L.Conv2D(24, 6, strides=4, activation="relu", name="valid_conv")(L.ZeroPadding2D(((0, 2), (0, 2)), name="valid_pad")(x))
+    x = L.Add(name="merge")([a, b])
+    x = L.GlobalAveragePooling2D(name="pool")(x)
+    return keras.Model(x0, L.Dense(10, activation="softmax", name="head")(x))
+
+
 KERAS = {
     "vit_tiny_int8": (make_vit_tiny, (32, 32, 3), "tiny ViT: patch conv 4x4/4, MultiHeadAttention, LayerNormalization, GELU MLP"),
     "kws_transformer_int8": (make_kws_transformer, (49, 10, 1), "keyword transformer on 49x10 MFCCs, class token"),
@@ -239,6 +260,7 @@ KERAS = {
     "grouped_conv_int8": (make_grouped_conv, (32, 32, 3), "RegNetX-style blocks, Conv2D(groups=4)"),
     "channel_shuffle_int8": (make_channel_shuffle, (8, 8, 3), "channel shuffle of 3 groups (RESHAPE rank 5, TRANSPOSE, RESHAPE)"),
     "nasnet_pads_int8": (make_nasnet_pads, (16, 16, 3), "NASNet's pads: ZeroPadding2D before MaxPool, shifted path, PADV2 fill 0.5"),
+    "strided_conv_int8": (make_strided_conv, (32, 32, 3), "7x7/4 pad 3, 5x5/4 same, 6x6/4 valid convolutions"),
 }
 
 

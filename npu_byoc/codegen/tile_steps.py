@@ -27,6 +27,7 @@ from ..ops.npu_ops import (
     Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mul, NpuOp, Phased, Pool, Softmax, TensorRef, Tiling,
 )  # fmt: skip
 from ..ops.matmul import MatMulHead
+from ..ops.broadcast import ChannelReplicated
 from ..ops.registry import NPU_OPS
 
 SECOND_WEIGHTS, SECOND_REQUANT = "weights (2nd)", "requant (2nd)"  # double-buffered channel blocks
@@ -209,22 +210,25 @@ def _ifm2_regs(op: Add | Mul, io: "TileIo", steps: list[Step], r0: int, nr: int,
             Reg.OFM_ZERO_POINT: op.ofm_zero_point} | _clamp_regs(op)  # fmt: skip
 
 
+def _binary_kick(op: Add | Mul, regs: dict[Reg, int]) -> Kick:
+    """ADD's or MUL's kick: ``regs`` (addresses, shapes, zero points, clamp) and its rescale."""
+    if isinstance(op, Add):
+        return Kick.make(Opcode.ADD, regs | {
+            Reg.LEFT_SHIFT: op.left_shift, Reg.IFM_MULTIPLIER: op.ifm_multiplier, Reg.IFM_SHIFT: op.ifm_shift,
+            Reg.IFM2_MULTIPLIER: op.ifm2_multiplier, Reg.IFM2_SHIFT: op.ifm2_shift,
+            Reg.OFM_MULTIPLIER: op.ofm_multiplier, Reg.OFM_SHIFT: op.ofm_shift,
+        })  # fmt: skip
+    return Kick.make(Opcode.MUL, regs | {Reg.OFM_MULTIPLIER: op.multiplier, Reg.OFM_SHIFT: op.shift})
+
+
 def _elementwise_tile(op, io: "TileIo", r0: int, nr: int, c0: int, nc: int) -> list[Step]:
     W = op.ofm.shape[1]
     steps: list[Step] = []
     ifm = io.load(steps, "ifm", op.ifm, r0, nr, 0, W, c0, nc)
     ofm, store = io.store("ofm", op.ofm, r0, nr, 0, W, c0, nc)
     regs = {Reg.IFM_ADDR: ifm} | _ofm_regs(ofm, nr, W, nc)
-    if isinstance(op, Add):
-        regs |= _ifm2_regs(op, io, steps, r0, nr, c0, nc) | {
-            Reg.LEFT_SHIFT: op.left_shift, Reg.IFM_MULTIPLIER: op.ifm_multiplier, Reg.IFM_SHIFT: op.ifm_shift,
-            Reg.IFM2_MULTIPLIER: op.ifm2_multiplier, Reg.IFM2_SHIFT: op.ifm2_shift,
-            Reg.OFM_MULTIPLIER: op.ofm_multiplier, Reg.OFM_SHIFT: op.ofm_shift,
-        }  # fmt: skip
-        steps.append(Kick.make(Opcode.ADD, regs))
-    elif isinstance(op, Mul):
-        regs |= _ifm2_regs(op, io, steps, r0, nr, c0, nc)
-        steps.append(Kick.make(Opcode.MUL, regs | {Reg.OFM_MULTIPLIER: op.multiplier, Reg.OFM_SHIFT: op.shift}))
+    if isinstance(op, Add | Mul):
+        steps.append(_binary_kick(op, regs | _ifm2_regs(op, io, steps, r0, nr, c0, nc)))
     else:
         steps.append(Kick.make(Opcode.LUT, regs | {Reg.LUT_ADDR: io.sram["lut"]}))
     return steps + store
@@ -265,6 +269,26 @@ def _matmul_weights(op, io: "TileIo", c0: int, nc: int, consts: dict) -> list[St
                      for j in range(nc)]  # fmt: skip
 
 
+def _replicated_tile(op: ChannelReplicated, io: "TileIo", r0: int, nr: int, c0: int, nc: int) -> list[Step]:
+    """ops.broadcast: the vector's rows replicated over channels c0 .. c0 + nc by a 1x1 CONV into
+    the "replicated" buffer, then the binary op's kick reading that buffer as its ifm2."""
+    copy, binary, W = op.replicate, op.binary, op.ofm.shape[1]
+    steps: list[Step] = []
+    vector = io.load(steps, "ifm2", copy.ifm, r0, nr, 0, W, 0, 1)
+    replicated = io.sram["replicated"]
+    regs = {Reg.IFM_ADDR: vector, Reg.IFM_H: nr, Reg.IFM_W: W, Reg.IFM_C: 1,
+            Reg.IFM_ZERO_POINT: copy.ifm_zero_point, Reg.OFM_ZERO_POINT: copy.ofm_zero_point,
+            Reg.WEIGHT_ADDR: io.sram["weights"], Reg.REQUANT_ADDR: io.sram["requant"]}  # fmt: skip
+    regs |= _ofm_regs(replicated, nr, W, nc) | _clamp_regs(copy) | _window_regs((1, 1), (1, 1), (0,) * 4)
+    steps.append(Kick.make(Opcode.CONV, regs))
+    ifm = io.load(steps, "ifm", binary.ifm, r0, nr, 0, W, c0, nc)
+    ofm, store = io.store("ofm", binary.ofm, r0, nr, 0, W, c0, nc)
+    regs = {Reg.IFM_ADDR: ifm, Reg.IFM2_ADDR: replicated, Reg.IFM2_ZERO_POINT: binary.ifm2_zero_point,
+            Reg.IFM2_BROADCAST: 0, Reg.IFM_ZERO_POINT: binary.ifm_zero_point,
+            Reg.OFM_ZERO_POINT: binary.ofm_zero_point} | _ofm_regs(ofm, nr, W, nc) | _clamp_regs(binary)  # fmt: skip
+    return [*steps, _binary_kick(binary, regs), *store]
+
+
 def _phased_tile(op, io, r0, nr, c0, nc) -> list[Step]:
     raise AssertionError("a phased op is scheduled phase by phase (op_steps)")
 
@@ -278,6 +302,7 @@ TILE_STEPS_BY_KIND: dict[str, Callable[[NpuOp, TileIo, int, int, int, int], list
     "softmax": _softmax_tile,
     "phased": _phased_tile,
     "matmul": _matmul_tile,
+    "replicated": _replicated_tile,
 }
 TILE_STEPS = {npu_op: TILE_STEPS_BY_KIND[spec.tiling] for npu_op, spec in NPU_OPS.items()}
 # Weights a kind loads per channel block from its operands rather than from the constants.
@@ -293,7 +318,18 @@ BLOCK_LOADS = {npu_op: BLOCK_LOADS_BY_KIND[spec.tiling] for npu_op, spec in NPU_
 def constants_of(op: NpuOp, pool: Constants) -> dict[str, tuple[int, int]]:
     """Place the op's constants in the blob: name -> (offset, bytes per output channel)."""
     if isinstance(op, Phased):  # per phase (a transposed conv's sub-kernels, a copy's identity LUT)
-        return {"phases": [constants_of(p, pool) for p in op.phases]}
+        if not op.shares_constants:
+            return {"phases": [constants_of(p, pool) for p in op.phases]}
+        placed: dict = {}  # phases with one weights array and requantize table share their bytes in the blob
+        out = []
+        for p in op.phases:
+            key = (id(p.weights), _requant_table(p)) if isinstance(p, Conv2D) else None
+            if key is None or key not in placed:
+                placed[key] = constants_of(p, pool)
+            out.append(placed[key])
+        return {"phases": out}
+    if isinstance(op, ChannelReplicated):  # its CONV kicks' weights (ones) and identity requantize
+        return constants_of(op.replicate, pool)
     if isinstance(op, Conv2D | DepthwiseConv2D | FullyConnected):
         per_channel = int(np.prod(op.weights.shape[1:]))
         return {

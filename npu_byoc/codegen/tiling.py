@@ -121,6 +121,16 @@ def _elementwise_buffers(op, r: int, cb: int) -> dict[str, int]:
     return bufs | {"ofm": r * W * cb}
 
 
+# Replicated (ops.broadcast.ChannelReplicated): the binary op's buffers, the vector's rows (its
+# "ifm2", one channel) and the copy the CONV kick replicates them into, with its ones and records.
+
+
+def _replicated_buffers(op, r: int, cb: int) -> dict[str, int]:
+    W = op.ofm.shape[1]
+    return {"weights": cb, "requant": cb * REQUANT_RECORD_BYTES, "ifm": r * W * cb, "ifm2": r * W,
+            "replicated": r * W * cb, "ofm": r * W * cb}  # fmt: skip
+
+
 # Softmax: rows of pixels; a pixel's channels are one row of the softmax, never split.
 
 
@@ -162,6 +172,8 @@ KINDS_BY_NAME: dict[str, _Kind] = {
                      split_channels=False),  # fmt: skip
     "matmul": _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _matmul_buffers, _describe_elementwise),
     "phased": _Kind(_phase_rows, lambda op: op.ofm.shape[2], _phased_buffers, _describe_elementwise),
+    "replicated": _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _replicated_buffers,
+                        _describe_elementwise),  # fmt: skip
 }
 
 

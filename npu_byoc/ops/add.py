@@ -5,15 +5,20 @@ extraction it shares with MUL is :func:`npu_byoc.ops._qdq._extract_binary`), and
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+import numpy as np
+
 from tvm.relax.dpl import is_op
 
 from . import checks as C
 from ._qdq import _deq, _extract_binary, _qdq_unary
 from ..arch import numerics as nx
+from .broadcast import ChannelReplicated, replicated, vector_second
 from .entry import NpuPattern
 from .lowering import binary_operands
 from .npu_ops import Add, NpuOp, TensorRef
-from .npu_op_spec import NpuOpSpec
+from .npu_op_spec import NpuOpSpec, mac_channels_reason, shape_text
 from .records import QAdd, Reject
 
 
@@ -26,11 +31,12 @@ _extract_add = _extract_binary("add", "adds", QAdd)
 
 def _lower_add(name: str, op: QAdd, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
     a, b, ifm, ifm2, broadcast = binary_operands("add", op, ifms, ofm)
+    a, b, ifm, ifm2 = vector_second(a, b, ifm, ifm2)
     try:
         p = nx.add_params(a.scale, b.scale, op.output.scale)
     except ValueError as err:
         raise Reject(f"add rescaling out of range: {err}") from None
-    return Add(
+    return replicated(Add(
         name=name,
         ifm=ifm,
         ifm2=ifm2,
@@ -48,7 +54,15 @@ def _lower_add(name: str, op: QAdd, ifms: list[TensorRef], ofm: TensorRef) -> Np
         ofm_shift=p.output_shift,
         act_min=op.act_min,
         act_max=op.act_max,
-    )
+    ), ReplicatedAdd)
+
+
+@dataclass(eq=False)
+class ReplicatedAdd(ChannelReplicated):
+    """ADD of an operand broadcast over the channels (a pixel vector, a scalar): per tile the
+    vector replicated over them by the MAC array, then ADD (npu_byoc.ops.broadcast)."""
+
+    kind: str = field(default="add", init=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -81,4 +95,20 @@ def golden_add(op: Add, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return nx.add(x, y, op.ifm_zero_point, op.ifm2_zero_point, op.ofm_zero_point, params, op.act_min, op.act_max)
 
 
-NPU_OPS = {Add: NpuOpSpec(golden_add, "elementwise")}
+def _describe_replicated(op) -> str:
+    return f"add {shape_text(op)} (the vector replicated over the channels)"
+
+
+def _replicate_limits(op, hw) -> str | None:
+    return mac_channels_reason(op.replicate, hw)  # the replicating CONV's channels
+
+
+def golden_replicated_add(op: ReplicatedAdd, x: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    return golden_add(op.binary, x, np.broadcast_to(vector, op.ofm.shape))  # the (H, W, 1) vector over C
+
+
+NPU_OPS = {
+    Add: NpuOpSpec(golden_add, "elementwise"),
+    ReplicatedAdd: NpuOpSpec(golden_replicated_add, "replicated", describe=_describe_replicated,
+                            unit_reason=_replicate_limits, report_class=("add", "add")),
+}

@@ -201,6 +201,14 @@ def _is_grouped(op: QConv2D) -> bool:
     return 1 < op.groups < op.in_channels
 
 
+LARGE_STRIDE = 4  # above the default max_stride: npu.strided_conv2d's (npu_byoc.ops.strided_conv)
+
+
+def _is_strided(op: QConv2D) -> bool:
+    """groups 1 and a stride of LARGE_STRIDE or more: npu.strided_conv2d's."""
+    return op.groups == 1 and max(op.strides) >= LARGE_STRIDE
+
+
 _CONV_CHECKS = (*C.COMMON, *C.WEIGHTED, C.requant_left_shift_fits(_lower_conv), conv_groups, conv_kernel, conv_stride,
                 conv_dilation, conv_padding, conv_channels)
 
@@ -212,7 +220,7 @@ ENTRY = NpuPattern(
     conventions=_CONV_CONVENTIONS,
     extract=_extract_conv2d,
     checks=_CONV_CHECKS,
-    applies=lambda op: not op.depthwise and not _is_grouped(op),
+    applies=lambda op: not op.depthwise and not _is_grouped(op) and not _is_strided(op),
 )
 
 

@@ -4,15 +4,19 @@ shares with ADD is :func:`npu_byoc.ops._qdq._extract_binary`), and lowering to :
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
+import numpy as np
 from tvm.relax.dpl import is_op
 
 from . import checks as C
 from ._qdq import _deq, _extract_binary, _qdq_unary
 from ..arch import numerics as nx
+from .broadcast import ChannelReplicated, replicated, vector_second
 from .entry import NpuPattern
 from .lowering import binary_operands
 from .npu_ops import Mul, NpuOp, TensorRef
-from .npu_op_spec import NpuOpSpec
+from .npu_op_spec import NpuOpSpec, mac_channels_reason, shape_text
 from .records import QMul, Reject
 
 
@@ -25,13 +29,23 @@ _extract_mul = _extract_binary("mul", "multiplies", QMul)
 
 def _lower_mul(name: str, op: QMul, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
     a, b, ifm, ifm2, broadcast = binary_operands("mul", op, ifms, ofm)
+    a, b, ifm, ifm2 = vector_second(a, b, ifm, ifm2)
     try:
         multiplier, shift = nx.mul_params(a.scale, b.scale, op.output.scale)
     except ValueError as err:
         raise Reject(f"mul rescale out of range: {err}") from None
-    return Mul(name=name, ifm=ifm, ifm2=ifm2, ofm=ofm, ifm_zero_point=a.zero_point, ifm2_zero_point=b.zero_point,
-               ofm_zero_point=op.output.zero_point, multiplier=multiplier, shift=shift, act_min=op.act_min,
-               act_max=op.act_max, broadcast=broadcast)  # fmt: skip
+    mul = Mul(name=name, ifm=ifm, ifm2=ifm2, ofm=ofm, ifm_zero_point=a.zero_point, ifm2_zero_point=b.zero_point,
+              ofm_zero_point=op.output.zero_point, multiplier=multiplier, shift=shift, act_min=op.act_min,
+              act_max=op.act_max, broadcast=broadcast)  # fmt: skip
+    return replicated(mul, ReplicatedMul)
+
+
+@dataclass(eq=False)
+class ReplicatedMul(ChannelReplicated):
+    """MUL by an operand broadcast over the channels (a pixel vector, a scalar): per tile the
+    vector replicated over them by the MAC array, then MUL (npu_byoc.ops.broadcast)."""
+
+    kind: str = field(default="mul", init=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -65,4 +79,20 @@ def golden_mul(op: Mul, x: np.ndarray, y: np.ndarray) -> np.ndarray:
                   op.act_min, op.act_max)
 
 
-NPU_OPS = {Mul: NpuOpSpec(golden_mul, "elementwise")}
+def _describe_replicated(op) -> str:
+    return f"mul {shape_text(op)} (the vector replicated over the channels)"
+
+
+def _replicate_limits(op, hw) -> str | None:
+    return mac_channels_reason(op.replicate, hw)  # the replicating CONV's channels
+
+
+def golden_replicated_mul(op: ReplicatedMul, x: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    return golden_mul(op.binary, x, np.broadcast_to(vector, op.ofm.shape))  # the (H, W, 1) vector over C
+
+
+NPU_OPS = {
+    Mul: NpuOpSpec(golden_mul, "elementwise"),
+    ReplicatedMul: NpuOpSpec(golden_replicated_mul, "replicated", describe=_describe_replicated,
+                            unit_reason=_replicate_limits, report_class=("mul", "mul")),
+}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from functools import cached_property
+from typing import ClassVar
 
 import numpy as np
 
@@ -112,7 +113,10 @@ class Phased(NpuOp):
     """An op the NPU runs as a sequence of simpler ops, its ``phases``: each reads a box of the
     op's input and writes a box of its output (TensorRef.box). The scheduler runs the phases
     one after the other in the same buffers; the golden model computes the op whole, by its own
-    definition, so the phases are checked against it."""
+    definition, so the phases are checked against it. ``shares_constants``: phases that hold one
+    weights array (the same object) and requantize table load them from one copy in the blob."""
+
+    shares_constants: ClassVar[bool] = False
 
     @property
     def phases(self) -> list:

@@ -1,7 +1,8 @@
-"""A standalone constant PAD of the spatial axes (TFLite PAD / PADV2, ONNX Pad in QDQ, Relax
-nn.pad) with any fill, no opcode of its own: the NPU writes the output as disjoint boxes, the
-input copied into the interior by the identity LUT and each border strip filled by a LUT whose
-every entry is the fill (reading the input's first pixel again and again: a DMA box of stride 0).
+"""A standalone constant PAD of any axis but the batch of a tensor of rank <= 4 (TFLite PAD /
+PADV2, ONNX Pad in QDQ, Relax nn.pad) with any fill, no opcode of its own: the NPU writes the
+output as disjoint boxes, the input copied into the interior by the identity LUT and each border
+strip (rows, columns, and the channels before and after the input's) filled by a LUT whose every
+entry is the fill (reading the input's first pixel again and again: a DMA box of stride 0).
 A pad filled with the dtype's minimum before a max pool does not come here: it folds into the
 pool's padding (npu_byoc.ops.pool). Everything the compiler knows about it is here: its record,
 its typed op, conventions, extraction, checks, lowering, golden semantics and tiling kind."""
@@ -54,11 +55,12 @@ class QPad(QOp):
 
 @dataclass(eq=False)
 class Pad(Phased):
-    """out = the input with ``padding`` (top, left, bottom, right) rows and columns of ``fill``
-    around it (H x W x C maps). The NPU writes disjoint boxes of the output: the interior, an
-    identity-LUT copy of the input; the top and bottom strips (full width) and the left and
-    right strips (the input's rows), each a LUT of constant ``fill`` reading the input's first
-    pixel through a box of stride 0."""
+    """out = the input with ``padding`` (top, left, bottom, right) rows and columns and
+    ``channels`` (before, after) channels of ``fill`` around it (H x W x C maps). The NPU writes
+    disjoint boxes of the output: the interior, an identity-LUT copy of the input; the top and
+    bottom strips (full width), the left and right strips (the input's rows) and the channels
+    before and after the input's (its pixels), each a LUT of constant ``fill`` reading the input's
+    first pixel through a box of stride 0."""
 
     name: str
     ifm: TensorRef
@@ -67,6 +69,7 @@ class Pad(Phased):
     fill: int
     tiling: Tiling | None = None
     kind: str = field(default="pad", init=False)
+    channels: tuple[int, int] = (0, 0)
 
     @property
     def macs(self) -> int:
@@ -75,18 +78,28 @@ class Pad(Phased):
     @cached_property
     def phases(self) -> list[Lut]:
         t, l, b, r = self.padding
+        before, after = self.channels
         h, w, c = self.ifm.shape
-        wo = self.ofm.shape[1]
+        wo, co = self.ofm.shape[1:]
         table = np.full(256, self.fill, np.int8)
-        out = [Lut(f"{self.name}[interior]", "copy", self.ifm, self.ofm.box(t, l, (h, w, c), name=f"{self.name}[interior]"),
-                   IDENTITY_TABLE)]  # fmt: skip
-        strips = (("top", 0, 0, t, wo), ("bottom", t + h, 0, b, wo), ("left", t, 0, h, l), ("right", t, l + w, h, r))
-        for side, h0, w0, rows, cols in strips:
-            if rows and cols:
+        interior = self.ofm.box(t, l, (h, w, c), name=f"{self.name}[interior]", c0=before)
+        out = [Lut(f"{self.name}[interior]", "copy", self.ifm, interior, IDENTITY_TABLE)]
+        strips = (("top", 0, 0, 0, t, wo, co), ("bottom", t + h, 0, 0, b, wo, co), ("left", t, 0, 0, h, l, co),
+                  ("right", t, l + w, 0, h, r, co), ("channels before", t, l, 0, h, w, before),
+                  ("channels after", t, l, before + c, h, w, after))  # fmt: skip
+        for side, h0, w0, c0, rows, cols, n in strips:
+            if rows and cols and n:
                 name = f"{self.name}[{side}]"
-                src = self.ifm.box(0, 0, (rows, cols, c), (0, 0), name)
-                out.append(Lut(name, "fill", src, self.ofm.box(h0, w0, (rows, cols, c), name=name), table))
+                out.append(Lut(name, "fill", self._fill_source(rows, cols, n, name),
+                               self.ofm.box(h0, w0, (rows, cols, n), name=name, c0=c0), table))  # fmt: skip
         return out
+
+    def _fill_source(self, rows: int, cols: int, n: int, name: str) -> TensorRef:
+        """What a fill strip's LUT reads (any bytes: every entry of its table is the fill): the
+        input's first pixel repeated, its first n channels (all at its first byte when n > C)."""
+        s_c = self.ifm.strides[2] if n <= self.ifm.shape[2] else 0
+        return TensorRef(name, self.ifm.region, self.ifm.offset, (rows, cols, n), self.ifm.layout, self.ifm.pitch,
+                         (0, 0, s_c))  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------
@@ -145,16 +158,16 @@ def pad_same_quantization(op: QPad, hw: HwConfig) -> str | None:
     return None
 
 
-def pad_spatial(op: QPad, hw: HwConfig) -> str | None:
-    """A rank-4 tensor padded on its spatial axes only (H, W of NHWC or of NCHW), widths >= 0."""
+def pad_axes(op: QPad, hw: HwConfig) -> str | None:
+    """A tensor of rank 1 to 4 padded on any axis but the batch (the first of a rank-3 or rank-4 tensor), widths >= 0."""
     w = op.widths
-    if len(w) != 8:
-        return f"PAD of a rank-{len(w) // 2} tensor: the NPU pads the spatial axes of a rank-4 tensor"
+    rank = len(w) // 2
+    if not 1 <= rank <= 4:
+        return f"PAD of a rank-{rank} tensor: the NPU pads tensors of rank 1 to 4"
     if min(w) < 0:
         return f"PAD widths {list(w)}: negative widths (cropping) are not a pad"
-    padded = {k for k in range(4) if w[2 * k] or w[2 * k + 1]}
-    if not any(padded <= set(axes) for axes in _SPATIAL.values()):
-        return f"PAD widths {list(w)} pad the batch or channel axis: the NPU pads the spatial axes (H, W)"
+    if rank >= 3 and (w[0] or w[1]):
+        return f"PAD widths {list(w)} pad the batch axis: the NPU runs image by image"
     return None
 
 
@@ -162,31 +175,43 @@ def pad_spatial(op: QPad, hw: HwConfig) -> str | None:
 # Lowering
 
 
-def _spatial_layout(widths) -> str | None:
-    """The layout whose spatial axes are the only ones ``widths`` pad (NCHW first: a pad of
-    axis 2 alone is H of NCHW and W of NHWC, the same copy either way)."""
-    padded = {k for k in range(4) if widths[2 * k] or widths[2 * k + 1]}
-    return next((lay for lay in ("NCHW", "NHWC") if padded <= set(_SPATIAL[lay])), None)
+def _npu_axes(rank: int, layout: str) -> tuple[int | None, ...]:
+    """The NPU axis (0 = H, 1 = W, 2 = C; None: the batch) of each axis of a rank-``rank``
+    tensor laid out as ``layout`` (limits.hwc's mapping)."""
+    return {4: {"NHWC": (None, 0, 1, 2), "NCHW": (None, 2, 0, 1)}, 3: {"NHWC": (None, 1, 2), "NCHW": (None, 2, 1)},
+            2: {"NHWC": (1, 2), "NCHW": (1, 2)}, 1: {"NHWC": (2,), "NCHW": (2,)}}[rank][layout]  # fmt: skip
+
+
+def _spatial_layout(widths) -> str:
+    """The layout a pad lowered alone (the dry run) maps: NCHW when it pads only NCHW's spatial
+    axes (a pad of axis 2 alone is H of NCHW and W of NHWC, the same copy either way), else NHWC."""
+    padded = {k for k in range(len(widths) // 2) if widths[2 * k] or widths[2 * k + 1]}
+    return "NCHW" if len(widths) == 8 and padded <= set(_SPATIAL["NCHW"]) else "NHWC"
 
 
 def _lower_pad(name: str, op: QPad, ifms: list[TensorRef], ofm: TensorRef) -> Pad:
     widths = op.widths
-    layout = op.layout
-    if layout is None:  # lowered alone (the dry run: tensors mapped as NCHW): the layout the widths fit
-        layout = _spatial_layout(widths) or "NCHW"
+    rank = len(widths) // 2
+    layout = op.layout if rank in (3, 4) else "NHWC"
+    if op.layout is None:  # lowered alone (the dry run: tensors mapped as NCHW): the layout the widths fit
+        layout = _spatial_layout(widths)
         if layout == "NHWC":
-            ifms = [TensorRef(ifms[0].name, ifms[0].region, 0, hwc((1, *op.input.shape[1:]), layout), layout)]
-            ofm = TensorRef(ofm.name, ofm.region, 0, hwc((1, *op.output.shape[1:]), layout), layout)
-    h, w = _SPATIAL[layout]
-    if any(widths[2 * k] or widths[2 * k + 1] for k in range(4) if k not in (h, w)):
-        raise Reject(f"PAD widths {list(widths)} pad the channel axis of a {layout} partition: "
-                     "the NPU pads the spatial axes (H, W)")  # fmt: skip
-    padding = (widths[2 * h], widths[2 * w], widths[2 * h + 1], widths[2 * w + 1])
+            one = (lambda s: (1, *s[1:])) if rank >= 3 else tuple  # one image
+            ifms = [TensorRef(ifms[0].name, ifms[0].region, 0, hwc(one(op.input.shape), layout), layout)]
+            ofm = TensorRef(ofm.name, ofm.region, 0, hwc(one(op.output.shape), layout), layout)
+    pads = [[0, 0], [0, 0], [0, 0]]  # (before, after) of H, W, C
+    for k, axis in enumerate(_npu_axes(rank, layout)):
+        if axis is None and (widths[2 * k] or widths[2 * k + 1]):
+            raise Reject(f"PAD widths {list(widths)} pad the batch axis: the NPU runs image by image")
+        if axis is not None:
+            pads[axis] = [widths[2 * k], widths[2 * k + 1]]
+    (top, bottom), (left, right), channels = pads
+    padding = (top, left, bottom, right)
     fill = op.fill - 128 if op.output.source_dtype == "uint8" else op.fill  # as the bytes are flipped
-    pad = Pad(name, ifms[0], ofm, padding, fill)
-    (h_in, w_in, c_in), (top, left, bottom, right) = ifms[0].shape, padding
-    if (h_in + top + bottom, w_in + left + right, c_in) != tuple(ofm.shape):
-        raise Reject(f"PAD of {ifms[0].shape} by {padding} does not give {ofm.shape}")
+    pad = Pad(name, ifms[0], ofm, padding, fill, channels=tuple(channels))
+    grown = tuple(n + a + b for n, (a, b) in zip(ifms[0].shape, pads))
+    if grown != tuple(ofm.shape):
+        raise Reject(f"PAD of {ifms[0].shape} by {[tuple(p) for p in pads]} does not give {ofm.shape}")
     return pad
 
 
@@ -196,7 +221,7 @@ def _lower_pad(name: str, op: QPad, ifms: list[TensorRef], ofm: TensorRef) -> Pa
 
 def golden_pad(op: Pad, x: np.ndarray) -> np.ndarray:
     t, l, b, r = op.padding
-    return np.pad(x, ((t, b), (l, r), (0, 0)), constant_values=np.int8(op.fill))
+    return np.pad(x, ((t, b), (l, r), op.channels), constant_values=np.int8(op.fill))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -205,11 +230,12 @@ def golden_pad(op: Pad, x: np.ndarray) -> np.ndarray:
 
 ENTRY = NpuPattern(
     name="npu.pad",
-    summary="constant PAD of the spatial axes, any fill: an identity copy into the interior, constant-LUT border strips",
+    summary="constant PAD of any axis but the batch (rank <= 4), any fill: an identity copy into the interior, "
+            "constant-LUT border strips",
     anchor_ops=("relax.nn.pad",),
     conventions=_pad_conventions(),
     extract=_extract_pad,
-    checks=(*C.COMMON, pad_same_quantization, pad_spatial),
+    checks=(*C.COMMON, pad_same_quantization, pad_axes),
     applies=lambda op: op.convention != "constant" and op.input.dtype in _INT_ACTIVATIONS,
     moves_data=True,
 )

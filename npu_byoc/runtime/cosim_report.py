@@ -57,7 +57,7 @@ LONG_RUN = 4096  # bytes: the contiguous run the roofline's sustained bandwidths
 
 OP_CLASSES = ("conv", "pointwise", "transpose_conv", "depthwise", "fc", "pool", "mean", "add", "mul", "lut", "gather",
               "resize", "softmax")
-MAC_CLASSES = ("conv", "pointwise", "transpose_conv", "depthwise", "fc", "grouped_conv", "matmul")
+MAC_CLASSES = ("conv", "pointwise", "transpose_conv", "depthwise", "fc", "grouped_conv", "matmul", "strided_conv")
 CLASS_NAMES = {
     "conv": "standard conv",
     "pointwise": "pointwise conv (1x1)",
