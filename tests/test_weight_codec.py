@@ -235,7 +235,7 @@ def test_encoded_weights_are_no_larger_than_vela(compressible_plans, name):
     for plan in compressible_plans[name].values():
         schedule = schedule_partition(plan, DECODER, overlapped=False)  # no merged transfers
         for k, (op, tiling) in enumerate(zip(plan.ops, schedule.tilings)):
-            o, e = weight_bytes(op, tiling.channels, True)
+            o, e = weight_bytes(op, tiling.channels, DECODER)
             original, encoded = original + o, encoded + e
             steps = [s for s, j in zip(schedule.steps, schedule.step_op) if j == k]
             weights_at = {s[Reg.WEIGHT_ADDR] for s in steps if s.opcode in (Opcode.CONV, Opcode.DWCONV, Opcode.FC)}
@@ -244,6 +244,24 @@ def test_encoded_weights_are_no_larger_than_vela(compressible_plans, name):
     assert original <= vela["total_original_weights"]  # every kernel; Vela's count adds 1,040 bytes of its own
     assert encoded <= vela["total_npu_encoded_weights"], (encoded, vela)
     assert encoded < 0.55 * original
+
+
+def test_a_slow_decoder_behind_a_fast_memory_is_not_used(compressible_plans):
+    """A decoder of 1 byte per cycle behind the default 8-byte-per-cycle memory would load
+    every block slower than its raw bytes: the compiler keeps them raw (the schedule, its
+    constants and its cycles are the decoder-less ones), and the report counts no saving.
+    Behind a U55-like flash (1 byte per cycle for weights) a 4-byte decoder pays."""
+    slow = replace(DEFAULT_CONFIG, weight_decoder_bytes_per_cycle=1)
+    for plan in compressible_plans[COMPRESSIBLE[0]].values():
+        with_slow, without = schedule_partition(plan, slow), schedule_partition(plan, DEFAULT_CONFIG)
+        assert not [s for s in with_slow.steps if s.opcode in DECODE_DMA]
+        assert with_slow.constants == without.constants
+        assert cycles.stream_cycles(with_slow.steps, slow) == cycles.stream_cycles(without.steps, DEFAULT_CONFIG)
+        for op, tiling in zip(plan.ops, with_slow.tilings):
+            original, encoded = weight_bytes(op, tiling.channels, slow)
+            assert encoded == original, op.name
+        flash = replace(VELA_LIKE, weight_decoder_bytes_per_cycle=4)
+        assert [s for s in schedule_partition(plan, flash).steps if s.opcode in DECODE_DMA]
 
 
 def test_the_rtl_has_no_decoder_yet():

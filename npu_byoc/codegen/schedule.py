@@ -282,8 +282,8 @@ def _schedule(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer], overla
         steps += its_steps
         step_op += [k] * len(its_steps)
     constants = bytes(pool.blob)
-    if hw.weight_decoder_bytes_per_cycle:  # CONST loads that encode smaller are decoded on the way in
-        steps, constants = compress_constants(steps, constants)
+    if hw.weight_decoder_bytes_per_cycle:  # CONST loads that load faster encoded are decoded on the way in
+        steps, constants = compress_constants(steps, constants, hw)
     if overlapped:
         steps, step_op = overlap(steps, step_op, ALIGN, hw.dma_queue_depth, hw)
     region_bytes = {int(Region.CONST): len(constants), int(Region.SCRATCH): plan.scratch_bytes}

@@ -3,8 +3,10 @@
 Runs on a partition's steps before the overlap pass (which then moves the encoded transfers
 like any other, and never merges one with its neighbours) when the NPU has a weight decoder
 (``hw.weight_decoder_bytes_per_cycle``). Every contiguous DMA_IN from CONST (a channel
-block's weights, its requantize records, a table) is encoded on its own with npu_byoc.arch.weight_codec; it is replaced when the code is
-smaller and stays a raw DMA_IN otherwise. The CONST blob is rebuilt: the bytes still read raw
+block's weights, its requantize records, a table) is encoded on its own with
+npu_byoc.arch.weight_codec; it is replaced when the decoded transfer is no slower than the raw one
+(``worth_decoding``: a slow decoder behind a fast memory would cost cycles for fewer bytes) and
+stays a raw DMA_IN otherwise. The CONST blob is rebuilt: the bytes still read raw
 (moved together, each at its old alignment modulo 16), then each distinct encoded transfer.
 """
 
@@ -15,11 +17,23 @@ from dataclasses import replace
 import numpy as np
 
 from ..arch import weight_codec
+from ..arch.config import HwConfig
+from ..arch.cycles import decode_dma_cycles, dma_cycles
 from ..arch.encoder import Dma, Step
 from ..arch.isa import Opcode, Region
 from ..ops.npu_ops import Conv2D, DepthwiseConv2D, FullyConnected, NpuOp, Phased
 
 ALIGN = 16
+
+
+def worth_decoding(code: bytes | None, decoded: int, hw: HwConfig) -> bool:
+    """Whether ``code`` (None: the codec found nothing smaller) of ``decoded`` CONST bytes loads
+    through the decoder in no more cycles than the raw bytes do on the const memory: fewer bytes
+    read are worth having when they cost no time (the decoder's register write aside)."""
+    if code is None or not hw.weight_decoder_bytes_per_cycle:
+        return False
+    raw = dma_cycles(decoded, hw=hw, region=int(Region.CONST))
+    return decode_dma_cycles(len(code), decoded, hw, int(Region.CONST)) <= raw
 
 
 def _is_const_load(step: Step) -> bool:
@@ -52,14 +66,15 @@ def _pad_to(blob: bytearray, offset: int) -> None:
     blob += bytes(offset - len(blob))
 
 
-def compress_constants(steps: list[Step], constants: bytes) -> tuple[list[Step], bytes]:
-    """``steps`` with every CONST load that encodes smaller decoded on the way in, and the new
+def compress_constants(steps: list[Step], constants: bytes, hw: HwConfig) -> tuple[list[Step], bytes]:
+    """``steps`` with every CONST load that is worth decoding decoded on the way in, and the new
     CONST blob they address."""
     data = np.frombuffer(bytes(constants), np.uint8)
     codes: dict[tuple[int, int], bytes | None] = {}
     for step in steps:
         if _is_const_load(step) and _contiguous(step) and (step.ext_addr, step.n0) not in codes:
-            codes[(step.ext_addr, step.n0)] = weight_codec.encode(data[step.ext_addr : step.ext_addr + step.n0])
+            code = weight_codec.encode(data[step.ext_addr : step.ext_addr + step.n0])
+            codes[(step.ext_addr, step.n0)] = code if worth_decoding(code, step.n0, hw) else None
     raw = [s for s in steps if _is_const_load(s) and codes.get((s.ext_addr, s.n0)) is None]
     blob = bytearray()
     moved: list[tuple[int, int, int]] = []  # (old start, old end, new start)
@@ -87,13 +102,13 @@ def compress_constants(steps: list[Step], constants: bytes) -> tuple[list[Step],
     return out, bytes(blob)
 
 
-def weight_bytes(op: NpuOp, channels_per_block: int, decoder: bool) -> tuple[int, int]:
+def weight_bytes(op: NpuOp, channels_per_block: int, hw: HwConfig) -> tuple[int, int]:
     """(original, encoded) bytes of ``op``'s weights as its schedule loads them: one transfer
     per block of ``channels_per_block`` output channels (tile_steps.op_steps; a phased op's per
-    phase), each encoded on its own when the NPU has a decoder and the code is smaller. The
+    phase), each encoded on its own when it is worth decoding (``worth_decoding``). The
     requantize records are not weights: they are counted in the memory traffic only."""
     if isinstance(op, Phased):
-        parts = [weight_bytes(p, channels_per_block, decoder) for p in op.phases]
+        parts = [weight_bytes(p, channels_per_block, hw) for p in op.phases]
         return sum(p[0] for p in parts), sum(p[1] for p in parts)
     if not isinstance(op, Conv2D | DepthwiseConv2D | FullyConnected):
         return 0, 0
@@ -101,10 +116,10 @@ def weight_bytes(op: NpuOp, channels_per_block: int, decoder: bool) -> tuple[int
     original = encoded = 0
     for c0 in range(0, w.shape[0], max(channels_per_block, 1)):
         block = w[c0 : c0 + channels_per_block].ravel()
-        code = weight_codec.encode(block) if decoder else None
+        code = weight_codec.encode(block) if hw.weight_decoder_bytes_per_cycle else None
         original += block.size
-        encoded += block.size if code is None else len(code)
+        encoded += len(code) if worth_decoding(code, block.size, hw) else block.size
     return original, encoded
 
 
-__all__ = ["compress_constants", "weight_bytes"]
+__all__ = ["compress_constants", "weight_bytes", "worth_decoding"]

@@ -282,7 +282,7 @@ def layer_results(plan: PartitionPlan, schedule, starts: list[int], n_words: int
             traffic[k][key] += step.nbytes
 
     for k, op in enumerate(plan.ops):
-        original, encoded = weight_bytes(op, schedule.tilings[k].channels, bool(hw.weight_decoder_bytes_per_cycle))
+        original, encoded = weight_bytes(op, schedule.tilings[k].channels, hw)
         traffic[k] |= {"weight_bytes": original, "weight_bytes_encoded": encoded}
     peak = hw.array_rows * hw.array_cols
     wall = status.wall_seconds / max(status.cycles, 1)
