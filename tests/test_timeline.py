@@ -73,3 +73,14 @@ def test_dma_copies_overlap_compute(timeline):
     kicks = [(e["ts"], e["ts"] + e["dur"]) for e in slices(trace, "MAC array")]
     copies = [(e["ts"], e["ts"] + e["dur"]) for e in slices(trace, "DMA in")]
     assert any(c0 < k1 and k0 < c1 for c0, c1 in copies for k0, k1 in kicks)
+
+
+def test_every_dma_opcode_has_a_dma_track():
+    """The decode DMAs of a weight decoder included: a timeline of a stream holding one must not
+    raise KeyError (it did for the synchronous DMA_IN_DECODE)."""
+    from npu_byoc.arch.isa import DMA_OPCODES, Opcode
+    from npu_byoc.runtime import cosim_timeline
+
+    assert {op: cosim_timeline._DIRECTION[op] for op in DMA_OPCODES} == {
+        op: "DMA out" if "OUT" in op.name else "DMA in" for op in DMA_OPCODES}
+    assert cosim_timeline._DIRECTION[Opcode.DMA_IN_DECODE] == "DMA in"

@@ -37,8 +37,8 @@ PID = 1
 TRACKS = {"command processor": 1, "DMA in": 2, "DMA out": 3, "MAC array": 4, "vector unit": 5}
 MAC_OPCODES = frozenset({Opcode.CONV, Opcode.DWCONV, Opcode.FC})
 _NOT_COMPUTE = frozenset({Opcode.NOP, Opcode.SET_REG, Opcode.STOP, Opcode.WAIT_DMA}) | DMA_OPCODES
-_DIRECTION = {Opcode.DMA_IN: "DMA in", Opcode.DMA_OUT: "DMA out",
-              **{a: "DMA in" if s == Opcode.DMA_IN else "DMA out" for a, s in ASYNC_DMA.items()}}  # fmt: skip
+_DIRECTION = {Opcode.DMA_IN: "DMA in", Opcode.DMA_OUT: "DMA out", Opcode.DMA_IN_DECODE: "DMA in",
+              **{a: "DMA out" if s == Opcode.DMA_OUT else "DMA in" for a, s in ASYNC_DMA.items()}}  # fmt: skip
 
 
 @dataclass
