@@ -13,15 +13,15 @@ from collections.abc import Callable
 
 from . import (
     add, channel_shuffle, concat, conv2d, depthwise, fully_connected, gather, grouped_conv, lut, mean, mul, pad,
-    patchify, pool, reshape, resize, softmax, transpose, transpose_conv,
+    patchify, pool, reshape, resize, softmax, squared_difference, transpose, transpose_conv,
 )  # fmt: skip
 from .npu_op_spec import NpuOpSpec
 from .npu_ops import NpuOp, Phased, TensorRef
 from .records import QOp
 
 REGISTRY = (
-    conv2d, transpose_conv, depthwise, grouped_conv, fully_connected, pool, mean, add, mul, lut, softmax, gather, resize,
-    reshape, concat, transpose, channel_shuffle, patchify, pad,
+    conv2d, transpose_conv, depthwise, grouped_conv, fully_connected, pool, mean, add, mul, squared_difference, lut,
+    softmax, gather, resize, reshape, concat, transpose, channel_shuffle, patchify, pad,
 )  # fmt: skip
 
 
