@@ -255,3 +255,48 @@ def test_model_is_litert_exactly(backend):
 @pytest.mark.slow
 def test_model_on_the_rtl_is_litert_exactly():
     _assert_litert_exact("verilator")
+
+
+# =============================================================================================
+# issue 24's fixtures: every LayerNorm SQUARED_DIFFERENCE on the NPU, LiteRT's tensor exactly
+
+
+def _model_squared_differences(name: str) -> list[tuple[str, str, str]]:
+    """(input 1, input 2, output) tensor names of each SQUARED_DIFFERENCE in the .tflite (the
+    first of a fused tensor's ';'-joined names)."""
+    tflite = pytest.importorskip("tflite")
+    model = tflite.Model.GetRootAsModel(model_path(name).read_bytes(), 0)
+    sub = model.Subgraphs(0)
+    out = []
+    for i in range(sub.OperatorsLength()):
+        op = sub.Operators(i)
+        if model.OperatorCodes(op.OpcodeIndex()).BuiltinCode() == tflite.BuiltinOperator.SQUARED_DIFFERENCE:
+            names = [sub.Tensors(op.Inputs(k)).Name() for k in range(2)] + [sub.Tensors(op.Outputs(0)).Name()]
+            out.append(tuple(n.decode().split(";")[0] for n in names))  # the first name, as tensors.npz keys it
+    return out
+
+
+@pytest.mark.parametrize("name, count", [("vit_tiny_int8.tflite", 5), ("kws_transformer_int8.tflite", 5),
+                                         ("convnext_block_int8.tflite", 3)])  # fmt: skip
+def test_transformer_fixture_squared_differences_are_litert_s_layer_by_layer(name, count):
+    """Each SQUARED_DIFFERENCE as the compiler lowered it (its operands ordered, its multipliers),
+    run by its golden semantics on LiteRT's recorded input tensors (the per-token or per-pixel
+    mean broadcast as numpy does), gives LiteRT's recorded output tensor exactly."""
+    from npu_byoc.codegen.lower import lower_module
+    from npu_byoc.ops.squared_difference import SquaredDifference, golden_squared_difference
+
+    mod = npu_byoc.partition_for_npu(npu_byoc.load_model(model_path(name)))
+    rows = [o for o in npu_byoc.coverage_report(mod).ops if o.op == "SQUARED_DIFFERENCE"]
+    assert len(rows) == count and all(o.pattern == "npu.squared_difference" for o in rows), rows
+    lowered = {op.name: op for plan in lower_module(mod).values() for op in plan.ops if isinstance(op, SquaredDifference)}
+    recorded = np.load(model_path(name).with_name(name.replace(".tflite", ".tensors.npz")))
+    tensors = {k.split(";")[0]: recorded[k] for k in recorded.files if k != "__index__"}
+    checked = 0
+    for a_name, b_name, out_name in _model_squared_differences(name):
+        a, b, want = tensors[a_name], tensors[b_name], tensors[out_name]
+        if a.shape != want.shape:  # the compiler's first operand has the output's shape
+            a, b = b, a
+        got = golden_squared_difference(lowered[out_name], a, b)
+        np.testing.assert_array_equal(got, want, err_msg=f"{name}: {out_name}")
+        checked += 1
+    assert checked == count
