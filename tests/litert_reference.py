@@ -153,6 +153,32 @@ def add_func(a, b, zp1, zp2, zp_out, p) -> np.ndarray:
     return np.clip(mbqm(wrap32(x1 + x2), mo, so) + zp_out, -128, 127)
 
 
+# ------------------------------------------------------------------ squared_difference.cc (int8)
+def squared_difference_prepare(s1, s2, s_out) -> tuple[int, ...] | None:
+    """``Prepare``'s int8 branch: ``left_shift = 7``, ``twice_max_input_scale = 2 * std::max(float,
+    float)`` (a float32 product, widened), ``real_input_multiplier = float / double``,
+    ``real_output = (twice_max * twice_max) / ((1 << 14) * float)`` (a double square over a
+    float32 product). All three through ``QuantizeMultiplierSmallerThanOneExp`` (the output's
+    too, unlike ADD's); None where one fails its (0, 1) check."""
+    twice_max = float(F32(2) * F32(max(F32(s1), F32(s2))))
+    reals = (float(F32(s1)) / twice_max, float(F32(s2)) / twice_max,
+             (twice_max * twice_max) / float(F32(F32(1 << 14) * F32(s_out))))  # fmt: skip
+    if not all(0.0 < r < 1.0 for r in reals):
+        return None
+    return (7, *quantize_multiplier(reals[0]), *quantize_multiplier(reals[1]), *quantize_multiplier(reals[2]))
+
+
+def squared_difference_func(a, b, zp1, zp2, zp_out, p) -> np.ndarray:
+    """``SquaredDifference(int8_t, int8_t, params)``: each input shifted by 2^left_shift and
+    rescaled (MultiplyByQuantizedMultiplierSmallerThanOneExp), subtracted, the unrounded
+    difference squared in int32, rescaled, plus zp_out, clamped to int8."""
+    left_shift, m1, s1, m2, s2, mo, so = p
+    x1 = mbqm((np.asarray(a, np.int64) - zp1) * (1 << left_shift), m1, s1)
+    x2 = mbqm((np.asarray(b, np.int64) - zp2) * (1 << left_shift), m2, s2)
+    diff = x1 - x2
+    return np.clip(mbqm(wrap32(diff * diff), mo, so) + zp_out, -128, 127)
+
+
 # ------------------------------------------------------------------ reduce.cc, internal/reference/reduce.h
 def mean_prepare(s_in, s_out, n: int) -> tuple[int, int]:
     """``PrepareMeanOrSum`` (double quotient of the float fields), then the 1/n folded in by

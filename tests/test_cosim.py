@@ -281,3 +281,19 @@ def test_memory_report():
     assert s["milliseconds"] == pytest.approx(s["cycles"] / 500e3)
     assert s["inferences_per_second"] == pytest.approx(500e6 / s["cycles"])
     assert f"{s['milliseconds']:.3f} ms at 500 MHz" in report.to_text(layers=False)
+
+
+def test_an_nchw_sequence_layer_value_is_read_channel_last():
+    """An NCHW partition holds a rank-3 sequence [N, C, L] channel-last (L x C): the layer values
+    cosim feeds TVM's per-layer reference are the model's [1, C, L], the inverse of compare's
+    reading of TVM's tensors (before, a SQUARED_DIFFERENCE inside the ViT's LayerNorm partition
+    showed 158 LSB against TVM and the variance MEAN it feeds 102: its input misread)."""
+    from npu_byoc.runtime.compare import _layer_flat
+
+    rng = np.random.default_rng(3)
+    model = rng.integers(-128, 128, (1, 5, 7)).astype(np.int8)  # [N, C, L]
+    stored = np.moveaxis(model[0], 0, -1)[None]  # H x W x C = 1 x L x C, as the NPU stores it
+    np.testing.assert_array_equal(C._to_model_shape(stored, (1, 5, 7), nchw=True), model)
+    np.testing.assert_array_equal(_layer_flat(model, True), stored.reshape(-1))
+    np.testing.assert_array_equal(C._to_model_shape(stored, (1, 7, 5), nchw=False), stored.reshape(1, 7, 5))
+

@@ -155,11 +155,11 @@ def test_functional_runs_the_whole_mobilenet_partition(plans):
 
 @pytest.fixture(scope="module")
 def tiny(plans):
-    """The tiny CNN's partitions and the MUL fixture's (every opcode between them), scheduled
-    for the default SRAM with sequential DMA, so that each op's steps stand alone (op_streams
-    makes the background DMA variants itself)."""
+    """The tiny CNN's partitions, the MUL fixture's and the SQUARED_DIFFERENCE one's (every opcode
+    between them), scheduled for the default SRAM with sequential DMA, so that each op's steps
+    stand alone (op_streams makes the background DMA variants itself)."""
     out = []
-    for model in ("tiny_cnn_int8.tflite", "op_mul_int8.tflite"):
+    for model in ("tiny_cnn_int8.tflite", "op_mul_int8.tflite", "sqdiff_int8.tflite"):
         for name, plan in plans(model).items():
             schedule = schedule_partition(plan, DEFAULT, overlapped=False)
             out.append((plan, schedule, bind(plan, schedule, random_inputs(plan, seed=2))))
@@ -183,7 +183,7 @@ def op_streams(tiny):
                     stream = steps[:i] + [bg, WAIT] + steps[i + 1 :]
                     found.setdefault(bg.opcode, (stream, i, regions))
                     found.setdefault(Opcode.WAIT_DMA, (stream, i + 1, regions))
-    assert set(found) == {op for op, regs in KICK_REGS.items() if regs}, "the tiny CNN and the MUL fixture no longer kick every opcode"
+    assert set(found) == {op for op, regs in KICK_REGS.items() if regs}, "the tiny CNN, MUL and SQUARED_DIFFERENCE fixtures no longer kick every opcode"
     return found
 
 

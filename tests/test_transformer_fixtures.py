@@ -15,8 +15,9 @@ target; the issue's goal is 0 LSB on TFLite):
   run on the NPU and are LiteRT's arithmetic exactly, layer by layer (test_broadcast_layers_...);
 * the stride-4 patch convs (ViT's patch embedding, ConvNeXt's stem) run on the NPU as
   space-to-depth copies and a 1x1 conv, LiteRT's output tensor exactly (tests/test_patchify.py);
-* what stays on the CPU and came through TVM's own TFLite converters (SQUARED_DIFFERENCE, RSQRT)
-  runs dequantize ->
+* LayerNorm's SQUARED_DIFFERENCE runs on the NPU (npu.squared_difference), LiteRT's arithmetic
+  exactly layer by layer (tests/test_squared_difference.py);
+* what stays on the CPU and came through TVM's own TFLite converters (RSQRT) runs dequantize ->
   float op -> quantize: float32 rounding instead of LiteRT's integer requantize, 1 LSB per
   layer now and then, a few LSB at the output of a 2-block transformer;
 * LayerNorm's MEAN over a token's features (the last axis of a rank-3 [N, L, C] sequence) stays
@@ -43,8 +44,8 @@ from .conftest import check_onnx_fixture, model_path, npu_layers_against_litert,
 TFLITE = {
     "vit_tiny_int8.tflite": 1,  # TVM's CPU build alone: 2
     # TVM's CPU build alone: 5. With LayerNorm's broadcast MUL / ADD on the NPU (each exact, the
-    # per-layer test below), the float SQUARED_DIFFERENCE / RSQRT / channel MEAN left on the CPU
-    # feed them values 1 LSB off LiteRT's now and then, which the exact MULs scale: 6.
+    # per-layer test below), the float RSQRT / channel MEAN left on the CPU feed them values 1 LSB
+    # off LiteRT's now and then, which the exact MULs scale: 6 (SQUARED_DIFFERENCE on the NPU too).
     "kws_transformer_int8.tflite": 6,
     # npu.mean refuses its channel MEANs (4-D): on the CPU; TVM's CPU build alone: 2; with the stem
     # conv and the broadcast MULs on the NPU (each exact layer by layer) the float LayerNorm left on

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Build the scale-tie fixtures of issue 24 in ``tests/fixtures/models/``, with LiteRT references.
+"""Build the scale-tie fixtures of issue 24 (and its SQUARED_DIFFERENCE fixture) in
+``tests/fixtures/models/``, with LiteRT references.
 
 Each model sits on a scale where the order of LiteRT's float32 / double operations decides an
 output (docs/numerics.md §8b, §12). TensorFlow's converter builds it (full-integer int8), then
@@ -20,6 +21,13 @@ tools/make_models.py: input_k, output_k, reference, meta). Three samples per mod
     −128: LiteRT's ``CalculateActivationRangeQuantized`` divides 6 by it in float32 (253.5, a
     tie, rounded away from zero) and clamps at 126; TVM's importer rounds the double quotient
     253.4999967 to 253 and clamps at 125. Input [1, 8, 8, 4], 16 output channels, random int8.
+``sqdiff_int8``
+    LayerNorm's variance term as TFLite writes it, ``tf.math.squared_difference`` (int8
+    SQUARED_DIFFERENCE: ``squared_difference.cc``'s left shift 7 and three multipliers from
+    float32 / double scales, docs/numerics.md §8d) at the converter's own scales: ``x − y``
+    [1, 8, 8, 48] of one shape, ``x − m`` with a per-pixel mean m [1, 8, 8, 1], ``x − c`` with a
+    channel vector c [1, 1, 1, 48], and a sequence ``t − u`` [1, 12, 40] with a per-token
+    mean u [1, 12, 1]. Random int8 samples.
 
     pip install -e .[models]          # tensorflow-cpu, ai-edge-litert
     python tools/make_scale_ties.py [--out DIR] [--only NAME]
@@ -148,7 +156,27 @@ def build_relu6_tie() -> tuple[bytes, dict, str]:
     return buf, data, "1x1 CONV_2D + fused RELU6, output scale float32(6/253.5): LiteRT clamps at 126, TVM's import at 125"
 
 
-MODELS = {"mul_tie_int8": build_mul_tie, "relu6_tie_int8": build_relu6_tie}
+def build_sqdiff() -> tuple[bytes, dict, str]:
+    import tensorflow as tf
+
+    shapes = {"x": (1, 8, 8, 48), "y": (1, 8, 8, 48), "m": (1, 8, 8, 1), "c": (1, 1, 1, 48), "t": (1, 12, 40),
+              "u": (1, 12, 1)}  # fmt: skip
+    sd = tf.math.squared_difference
+    buf = convert(lambda x, y, m, c, t, u: (sd(x, y), sd(x, m), sd(x, c), sd(t, u)), shapes)
+    _check_ops(buf, ["SQUARED_DIFFERENCE"] * 4)
+    data = _random_int8(np.random.default_rng(8), shapes)
+    return buf, data, "int8 SQUARED_DIFFERENCE: same shape, per-pixel, channel-vector and per-token broadcasts"
+
+
+def _check_ops(buf: bytes, ops: list[str]) -> None:
+    from tensorflow.lite.python import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(buf, 0))
+    got = [model.operatorCodes[o.opcodeIndex].builtinCode for o in model.subgraphs[0].operators]
+    assert got == [getattr(schema.BuiltinOperator, op) for op in ops], f"expected {ops}, the converter gave {got}"
+
+
+MODELS = {"mul_tie_int8": build_mul_tie, "relu6_tie_int8": build_relu6_tie, "sqdiff_int8": build_sqdiff}
 
 
 def main(argv=None) -> int:

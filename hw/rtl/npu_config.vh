@@ -81,6 +81,7 @@
 `define NPU_OP_LUT 8'h41                  // 256-entry table lookup: out = table[x + 128]
 `define NPU_OP_MUL 8'h42                  // elementwise multiply with TFLite int8 rescaling: (x - zp1)*(y - zp2) rescaled by OFM_MULTIPLIER/SHIFT
 `define NPU_OP_SOFTMAX 8'h43              // softmax over the OFM_C channels of each of the OFM_H*OFM_W pixels, TFLite's int8 reference kernel (output scale 1/256, zero point -128) with the exp of max - x read from the int32 table at LUT_ADDR
+`define NPU_OP_SQDIFF 8'h44               // elementwise squared difference with TFLite int8 rescaling (LiteRT's squared_difference.cc): both inputs rescaled as ADD's, subtracted, squared in int32, rescaled by OFM_MULTIPLIER/SHIFT
 `define NPU_OP_STOP 8'hFF                 // end of stream: status OK
 
 // ---- Registers (isa.Reg); [signed] registers are read sign-extended
@@ -100,9 +101,9 @@
 `define NPU_REG_IFM_W 8'h12             // input tile width
 `define NPU_REG_IFM_C 8'h13             // input tile channels
 `define NPU_REG_IFM_ZERO_POINT 8'h14    // input zero point (-128..127) [signed]
-`define NPU_REG_IFM2_ADDR 8'h15         // SRAM address of the second input tile (ADD, MUL; OFM shape, or OFM_C bytes if IFM2_BROADCAST)
+`define NPU_REG_IFM2_ADDR 8'h15         // SRAM address of the second input tile (ADD, MUL, SQDIFF; OFM shape, or OFM_C bytes if IFM2_BROADCAST)
 `define NPU_REG_IFM2_ZERO_POINT 8'h16   // second input zero point (-128..127) [signed]
-`define NPU_REG_IFM2_BROADCAST 8'h17    // ADD, MUL: 0 = second input has the OFM shape; 1 = it is OFM_C bytes, repeated at every pixel
+`define NPU_REG_IFM2_BROADCAST 8'h17    // ADD, MUL, SQDIFF: 0 = second input has the OFM shape; 1 = it is OFM_C bytes, repeated at every pixel
 `define NPU_REG_OFM_ADDR 8'h20          // SRAM address of the output tile (dense HxWxC int8)
 `define NPU_REG_OFM_H 8'h21             // output tile height
 `define NPU_REG_OFM_W 8'h22             // output tile width
@@ -120,13 +121,13 @@
 `define NPU_REG_PAD_RIGHT 8'h37         // virtual columns right of the tile
 `define NPU_REG_WEIGHT_ADDR 8'h40       // SRAM address of the int8 weights (CONV OHWI, DWCONV CxKHxKW, FC OxI)
 `define NPU_REG_REQUANT_ADDR 8'h41      // SRAM address (4-aligned) of OFM_C records (bias, multiplier, shift), int32 LE
-`define NPU_REG_IFM_MULTIPLIER 8'h50    // ADD: first input multiplier [signed]
-`define NPU_REG_IFM_SHIFT 8'h51         // ADD: first input shift (-31..30, positive = left) [signed]
-`define NPU_REG_IFM2_MULTIPLIER 8'h52   // ADD: second input multiplier [signed]
-`define NPU_REG_IFM2_SHIFT 8'h53        // ADD: second input shift (-31..30) [signed]
-`define NPU_REG_OFM_MULTIPLIER 8'h54    // ADD, MEAN, MUL: output multiplier [signed]
-`define NPU_REG_OFM_SHIFT 8'h55         // ADD, MEAN, MUL: output shift (-31..30) [signed]
-`define NPU_REG_LEFT_SHIFT 8'h56        // ADD: left shift of both inputs (0..31; 20 for int8) [signed]
+`define NPU_REG_IFM_MULTIPLIER 8'h50    // ADD, SQDIFF: first input multiplier [signed]
+`define NPU_REG_IFM_SHIFT 8'h51         // ADD, SQDIFF: first input shift (-31..30, positive = left) [signed]
+`define NPU_REG_IFM2_MULTIPLIER 8'h52   // ADD, SQDIFF: second input multiplier [signed]
+`define NPU_REG_IFM2_SHIFT 8'h53        // ADD, SQDIFF: second input shift (-31..30) [signed]
+`define NPU_REG_OFM_MULTIPLIER 8'h54    // ADD, SQDIFF, MEAN, MUL: output multiplier [signed]
+`define NPU_REG_OFM_SHIFT 8'h55         // ADD, SQDIFF, MEAN, MUL: output shift (-31..30) [signed]
+`define NPU_REG_LEFT_SHIFT 8'h56        // ADD, SQDIFF: left shift of both inputs (0..31; ADD 20, SQDIFF 7 for int8) [signed]
 `define NPU_REG_LUT_ADDR 8'h60          // SRAM address of the table: LUT 256 int8 entries; SOFTMAX 256 int32 LE entries (4-aligned)
 
 // ---- Status codes (isa.Status)
@@ -171,6 +172,7 @@
     ((op) == `NPU_OP_LUT) || \
     ((op) == `NPU_OP_MUL) || \
     ((op) == `NPU_OP_SOFTMAX) || \
+    ((op) == `NPU_OP_SQDIFF) || \
     ((op) == `NPU_OP_STOP) \
   )
 // the register address exists

@@ -184,10 +184,10 @@ module npu_kick_check #(
           in_addr[0] = 64'(ifm_addr);
           in_len[0] = ifm_bytes;
           s1_out_len <= 64'(ifm_c);
-        end else if (opcode == `NPU_OP_ADD || opcode == `NPU_OP_MUL) begin
+        end else if (opcode == `NPU_OP_ADD || opcode == `NPU_OP_MUL || opcode == `NPU_OP_SQDIFF) begin
           ok = nonzero3(ofm_h, ofm_w, ofm_c) && is_int8(ifm_zero_point) && is_int8(ifm2_zero_point)
             && is_int8(ofm_zero_point) && clamp_ok && shift_ok(ofm_shift) && ifm2_broadcast <= 32'd1;
-          if (opcode == `NPU_OP_ADD)
+          if (opcode != `NPU_OP_MUL)  // ADD's datapath (ADD, SQDIFF): the input rescaling
             ok = ok && $signed(left_shift) >= 0 && $signed(left_shift) <= 31
               && shift_ok(ifm_shift) && shift_ok(ifm2_shift);
           in_addr[0] = 64'(ifm_addr);

@@ -416,7 +416,7 @@ module npu_top #(
       .out_data(out_data)
   );
 
-  // ---- vector unit: AVGPOOL, MAXPOOL, MEAN, ADD, MUL, LUT
+  // ---- vector unit: AVGPOOL, MAXPOOL, MEAN, ADD, SQDIFF, MUL, LUT, SOFTMAX
   npu_vec #(.AW(AW), .V(C)) vec (
       .clk(clk),
       .rst_n(rst_n),

@@ -1,14 +1,16 @@
-// npu_vec.v -- the vector unit: AVGPOOL, MAXPOOL, MEAN, ADD, MUL, LUT and SOFTMAX on VEC_BYTES lanes
-// (docs/isa.md §3, docs/numerics.md §4-8).
+// npu_vec.v -- the vector unit: AVGPOOL, MAXPOOL, MEAN, ADD, SQDIFF, MUL, LUT and SOFTMAX on VEC_BYTES
+// lanes (docs/isa.md §3, docs/numerics.md §4-8d).
 //
 // A three-stage pipeline: the issue stage walks the operation's loops and reads VEC_BYTES
-// consecutive bytes of SRAM per cycle (ADD, MUL: two operands), the SRAM registers the data, and
+// consecutive bytes of SRAM per cycle (ADD, SQDIFF, MUL: two operands), the SRAM registers the data, and
 // the consume stage computes every lane and writes up to VEC_BYTES output bytes.
 //
 //   ADD, MUL,  the tiles are dense and of one shape: 32 bytes per cycle, flat
-//   LUT        (LUT first loads its 256-entry table into registers: 8 cycles)
-//   ADD, MUL   with IFM2_BROADCAST: per output pixel and group of 32 channels, one cycle; the
-//   broadcast  second operand is the group of the OFM_C-byte channel vector
+//   SQDIFF,    (LUT first loads its 256-entry table into registers: 8 cycles)
+//   LUT
+//   ADD, MUL,  with IFM2_BROADCAST: per output pixel and group of 32 channels, one cycle; the
+//   SQDIFF     second operand is the group of the OFM_C-byte channel vector
+//   broadcast
 //   MEAN       per group of 32 channels, one pixel per cycle; the last pixel's cycle
 //              requantizes the lanes (MBQM) and writes the group
 //   AVGPOOL,   per output pixel and group of 32 channels, one window tap per cycle (taps in the
@@ -132,13 +134,13 @@ module npu_vec #(
   endfunction
 
   wire is_pool = op == `NPU_OP_AVGPOOL || op == `NPU_OP_MAXPOOL;
-  wire is_binary = op == `NPU_OP_ADD || op == `NPU_OP_MUL;
+  wire is_binary = op == `NPU_OP_ADD || op == `NPU_OP_MUL || op == `NPU_OP_SQDIFF;
   wire bcast = ifm2_broadcast != 32'd0;  // checked to be 0 or 1; stable during the kick
 
-  // ADD/MUL (broadcast) and SOFTMAX loop over OFM pixels and channel groups, MEAN and the pools over the IFM's
+  // ADD/SQDIFF/MUL (broadcast) and SOFTMAX loop over OFM pixels and channel groups, MEAN and the pools over the IFM's
   function automatic logic ofm_walk(input logic [7:0] fn_op);
     begin
-      ofm_walk = fn_op == `NPU_OP_ADD || fn_op == `NPU_OP_MUL || fn_op == `NPU_OP_SOFTMAX;
+      ofm_walk = fn_op == `NPU_OP_ADD || fn_op == `NPU_OP_MUL || fn_op == `NPU_OP_SQDIFF || fn_op == `NPU_OP_SOFTMAX;
     end
   endfunction
 
@@ -404,13 +406,16 @@ module npu_vec #(
           endcase
         end else if (op == `NPU_OP_LUT) begin
           for (int i = 0; i < V; i++) l_out[i] = table_q[rd_a_data[i] ^ 8'h80];  // index x + 128
-        end else if (op == `NPU_OP_ADD) begin
-          for (int i = 0; i < V; i++) begin : add_lane
+        end else if (op == `NPU_OP_ADD || op == `NPU_OP_SQDIFF) begin
+          for (int i = 0; i < V; i++) begin : add_lane  // ADD: a + b; SQDIFF: (a - b)^2, int32 wrapping
             logic signed [31:0] a;
             logic signed [31:0] b;
+            logic signed [31:0] d;
             a = mbqm((32'($signed(rd_a_data[i])) - $signed(ifm_zero_point)) << left_shift, ifm_multiplier, ifm_shift);
             b = mbqm((32'($signed(rd_b_data[i])) - $signed(ifm2_zero_point)) << left_shift, ifm2_multiplier, ifm2_shift);
-            l_out[i] = add_zero_point_clamp(mbqm(a + b, ofm_multiplier, ofm_shift), ofm_zero_point, act_min, act_max);
+            d = a - b;
+            l_out[i] = add_zero_point_clamp(mbqm(op == `NPU_OP_SQDIFF ? d * d : a + b, ofm_multiplier, ofm_shift),
+                                            ofm_zero_point, act_min, act_max);
           end
         end else if (op == `NPU_OP_MUL) begin
           for (int i = 0; i < V; i++) begin : mul_lane

@@ -32,9 +32,10 @@ FC         blocks of the kick (``mac_blocks``): the ``P·ceil(OFM_C/R)`` items (
 AVGPOOL,   ``VECTOR_SETUP_CYCLES + OFM_H·OFM_W·ceil(OFM_C/C)·KERNEL_H·KERNEL_W``
 MAXPOOL
 MEAN       ``VECTOR_SETUP_CYCLES + IFM_H·IFM_W·ceil(IFM_C/C)``
-ADD, MUL   ``VECTOR_SETUP_CYCLES + ceil(OFM_H·OFM_W·OFM_C / C)``; with IFM2_BROADCAST
+ADD, MUL,  ``VECTOR_SETUP_CYCLES + ceil(OFM_H·OFM_W·OFM_C / C)``; with IFM2_BROADCAST
            ``VECTOR_SETUP_CYCLES + OFM_H·OFM_W·ceil(OFM_C/C)`` (pixel by pixel, the channel
            vector read again at each)
+SQDIFF
 LUT        ``VECTOR_SETUP_CYCLES + ceil(256/C) + ceil(OFM_H·OFM_W·OFM_C / C)`` (the table is
            loaded into registers first)
 SOFTMAX    ``VECTOR_SETUP_CYCLES + ceil(1024/C) + OFM_H·OFM_W·(3·ceil(OFM_C/C) + 4)``: the int32
@@ -155,7 +156,7 @@ def kick_cycles(opcode: Opcode, regs: Mapping[Reg, int], hw: HwConfig = DEFAULT_
         return VECTOR_SETUP_CYCLES + r[Reg.OFM_H] * r[Reg.OFM_W] * _ceil_div(r[Reg.OFM_C], lanes) * window
     if opcode == Opcode.MEAN:
         return VECTOR_SETUP_CYCLES + r[Reg.IFM_H] * r[Reg.IFM_W] * _ceil_div(r[Reg.IFM_C], lanes)
-    if opcode in (Opcode.ADD, Opcode.MUL):
+    if opcode in (Opcode.ADD, Opcode.MUL, Opcode.SQDIFF):
         if r.get(Reg.IFM2_BROADCAST, 0):
             return VECTOR_SETUP_CYCLES + r[Reg.OFM_H] * r[Reg.OFM_W] * _ceil_div(r[Reg.OFM_C], lanes)
         return VECTOR_SETUP_CYCLES + _ceil_div(r[Reg.OFM_H] * r[Reg.OFM_W] * r[Reg.OFM_C], lanes)

@@ -23,7 +23,8 @@ from enum import IntEnum
 MAGIC = 0x3155504E  # "NPU1" read as a little-endian word
 VERSION_MAJOR = 1
 VERSION_MINOR = 2  # 1.1: DMA_IN_ASYNC, DMA_OUT_ASYNC, WAIT_DMA (DMA overlapped with compute); MUL, IFM2_BROADCAST
-#                   1.2: SOFTMAX
+#                   1.2: SOFTMAX; SQDIFF; DMA_IN_DECODE(_ASYNC) with a weight decoder (an NPU without
+#                        one of these: INVALID_OPCODE)
 VERSION = (VERSION_MAJOR << 16) | VERSION_MINOR
 HEADER_WORDS = 3
 
@@ -51,6 +52,7 @@ class Opcode(IntEnum):
     LUT = 0x41  # 256-entry table lookup
     MUL = 0x42  # elementwise multiply with rescaling
     SOFTMAX = 0x43  # int8 softmax over C (TFLite's integer reference kernel) from a 256-entry int32 exp table
+    SQDIFF = 0x44  # elementwise squared difference: ADD's input rescaling, a subtract, a square, the output rescale
     STOP = 0xFF
 
 
@@ -79,10 +81,10 @@ class Reg(IntEnum):
     IFM_W = 0x12
     IFM_C = 0x13
     IFM_ZERO_POINT = 0x14
-    # Second input (ADD, MUL): same shape as the OFM, or a channel vector (IFM2_BROADCAST).
+    # Second input (ADD, MUL, SQDIFF): same shape as the OFM, or a channel vector (IFM2_BROADCAST).
     IFM2_ADDR = 0x15
     IFM2_ZERO_POINT = 0x16
-    # ADD, MUL: 0 = IFM2 has the OFM shape; 1 = IFM2 is one OFM_C channel vector, read again
+    # ADD, MUL, SQDIFF: 0 = IFM2 has the OFM shape; 1 = IFM2 is one OFM_C channel vector, read again
     # at every output pixel (squeeze-excite's [1,1,1,C] operand).
     IFM2_BROADCAST = 0x17
 
@@ -111,7 +113,7 @@ class Reg(IntEnum):
     WEIGHT_ADDR = 0x40
     REQUANT_ADDR = 0x41
 
-    # Rescaling (ADD, MEAN): TFLite multiplier / shift pairs.
+    # Rescaling (ADD, SQDIFF, MEAN): TFLite multiplier / shift pairs.
     IFM_MULTIPLIER = 0x50
     IFM_SHIFT = 0x51
     IFM2_MULTIPLIER = 0x52
@@ -257,6 +259,7 @@ KICK_REGS: dict[Opcode, tuple[Reg, ...]] = {
     ),  # fmt: skip
     Opcode.SOFTMAX: (Reg.IFM_ADDR, Reg.OFM_ADDR, Reg.OFM_H, Reg.OFM_W, Reg.OFM_C, Reg.LUT_ADDR),
 }
+KICK_REGS[Opcode.SQDIFF] = KICK_REGS[Opcode.ADD]  # the ADD datapath's registers: only the combine differs
 
 OPCODE_DOC: dict[Opcode, str] = {
     Opcode.NOP: "does nothing",
@@ -282,6 +285,8 @@ OPCODE_DOC: dict[Opcode, str] = {
     Opcode.MUL: "elementwise multiply with TFLite int8 rescaling: (x − zp1)·(y − zp2) rescaled by OFM_MULTIPLIER/SHIFT",
     Opcode.SOFTMAX: "softmax over the OFM_C channels of each of the OFM_H·OFM_W pixels, TFLite's int8 reference "
     "kernel (output scale 1/256, zero point −128) with the exp of max − x read from the int32 table at LUT_ADDR",
+    Opcode.SQDIFF: "elementwise squared difference with TFLite int8 rescaling (LiteRT's squared_difference.cc): "
+    "both inputs rescaled as ADD's, subtracted, squared in int32, rescaled by OFM_MULTIPLIER/SHIFT",
     Opcode.STOP: "end of stream: status OK",
 }
 
@@ -302,9 +307,9 @@ REG_DOC: dict[Reg, str] = {
     Reg.IFM_W: "input tile width",
     Reg.IFM_C: "input tile channels",
     Reg.IFM_ZERO_POINT: "input zero point (−128..127)",
-    Reg.IFM2_ADDR: "SRAM address of the second input tile (ADD, MUL; OFM shape, or OFM_C bytes if IFM2_BROADCAST)",
+    Reg.IFM2_ADDR: "SRAM address of the second input tile (ADD, MUL, SQDIFF; OFM shape, or OFM_C bytes if IFM2_BROADCAST)",
     Reg.IFM2_ZERO_POINT: "second input zero point (−128..127)",
-    Reg.IFM2_BROADCAST: "ADD, MUL: 0 = second input has the OFM shape; 1 = it is OFM_C bytes, repeated at every pixel",
+    Reg.IFM2_BROADCAST: "ADD, MUL, SQDIFF: 0 = second input has the OFM shape; 1 = it is OFM_C bytes, repeated at every pixel",
     Reg.OFM_ADDR: "SRAM address of the output tile (dense H×W×C int8)",
     Reg.OFM_H: "output tile height",
     Reg.OFM_W: "output tile width",
@@ -322,13 +327,13 @@ REG_DOC: dict[Reg, str] = {
     Reg.PAD_RIGHT: "virtual columns right of the tile",
     Reg.WEIGHT_ADDR: "SRAM address of the int8 weights (CONV OHWI, DWCONV C×KH×KW, FC O×I)",
     Reg.REQUANT_ADDR: "SRAM address (4-aligned) of OFM_C records (bias, multiplier, shift), int32 LE",
-    Reg.IFM_MULTIPLIER: "ADD: first input multiplier",
-    Reg.IFM_SHIFT: "ADD: first input shift (−31..30, positive = left)",
-    Reg.IFM2_MULTIPLIER: "ADD: second input multiplier",
-    Reg.IFM2_SHIFT: "ADD: second input shift (−31..30)",
-    Reg.OFM_MULTIPLIER: "ADD, MEAN, MUL: output multiplier",
-    Reg.OFM_SHIFT: "ADD, MEAN, MUL: output shift (−31..30)",
-    Reg.LEFT_SHIFT: "ADD: left shift of both inputs (0..31; 20 for int8)",
+    Reg.IFM_MULTIPLIER: "ADD, SQDIFF: first input multiplier",
+    Reg.IFM_SHIFT: "ADD, SQDIFF: first input shift (−31..30, positive = left)",
+    Reg.IFM2_MULTIPLIER: "ADD, SQDIFF: second input multiplier",
+    Reg.IFM2_SHIFT: "ADD, SQDIFF: second input shift (−31..30)",
+    Reg.OFM_MULTIPLIER: "ADD, SQDIFF, MEAN, MUL: output multiplier",
+    Reg.OFM_SHIFT: "ADD, SQDIFF, MEAN, MUL: output shift (−31..30)",
+    Reg.LEFT_SHIFT: "ADD, SQDIFF: left shift of both inputs (0..31; ADD 20, SQDIFF 7 for int8)",
     Reg.LUT_ADDR: "SRAM address of the table: LUT 256 int8 entries; SOFTMAX 256 int32 LE entries (4-aligned)",
 }
 

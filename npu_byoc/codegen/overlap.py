@@ -61,7 +61,7 @@ def _mac_reads(k: Kick) -> list[tuple[Reg, int]]:
 
 
 def _binary_reads(k: Kick) -> list[tuple[Reg, int]]:
-    """ADD, MUL: IFM2 is one OFM_C channel vector when IFM2_BROADCAST."""
+    """ADD, MUL, SQDIFF: IFM2 is one OFM_C channel vector when IFM2_BROADCAST."""
     ifm2 = k[Reg.OFM_C] if k[Reg.IFM2_BROADCAST] else _hwc(k, "OFM")
     return [(Reg.IFM_ADDR, _hwc(k, "OFM")), (Reg.IFM2_ADDR, ifm2)]
 
@@ -76,6 +76,7 @@ _READS = {
     Opcode.MEAN: lambda k: [(Reg.IFM_ADDR, _hwc(k, "IFM"))],
     Opcode.ADD: _binary_reads,
     Opcode.MUL: _binary_reads,
+    Opcode.SQDIFF: _binary_reads,
     Opcode.LUT: lambda k: [(Reg.IFM_ADDR, _hwc(k, "OFM")), (Reg.LUT_ADDR, 256)],
     Opcode.SOFTMAX: lambda k: [(Reg.IFM_ADDR, _hwc(k, "OFM")), (Reg.LUT_ADDR, SOFTMAX_TABLE_BYTES)],
 }

@@ -29,6 +29,7 @@ from ..ops.npu_ops import (
 from ..ops.matmul import MatMulHead
 from ..ops.broadcast import ChannelReplicated
 from ..ops.registry import NPU_OPS
+from ..ops.squared_difference import SquaredDifference
 
 SECOND_WEIGHTS, SECOND_REQUANT = "weights (2nd)", "requant (2nd)"  # double-buffered channel blocks
 SECOND_IFM = "ifm (2nd)"  # double-buffered row tiles of a staged input
@@ -202,18 +203,22 @@ def _mean_tile(op, io: "TileIo", r0: int, nr: int, c0: int, nc: int) -> list[Ste
     return [*steps, Kick.make(Opcode.MEAN, regs), *store]
 
 
-def _ifm2_regs(op: Add | Mul, io: "TileIo", steps: list[Step], r0: int, nr: int, c0: int, nc: int) -> dict[Reg, int]:
-    """The second operand's registers (ADD, MUL): its tile, or its channel slice when broadcast."""
+def _ifm2_regs(op, io: "TileIo", steps: list[Step], r0: int, nr: int, c0: int, nc: int) -> dict[Reg, int]:
+    """The second operand's registers (ADD, SQDIFF, MUL): its tile, or its channel slice when broadcast."""
     box = (0, 1, 0, 1, c0, nc) if op.broadcast else (r0, nr, 0, op.ofm.shape[1], c0, nc)
     return {Reg.IFM2_ADDR: io.load(steps, "ifm2", op.ifm2, *box), Reg.IFM2_ZERO_POINT: op.ifm2_zero_point,
             Reg.IFM2_BROADCAST: int(op.broadcast), Reg.IFM_ZERO_POINT: op.ifm_zero_point,
             Reg.OFM_ZERO_POINT: op.ofm_zero_point} | _clamp_regs(op)  # fmt: skip
 
 
-def _binary_kick(op: Add | Mul, regs: dict[Reg, int]) -> Kick:
-    """ADD's or MUL's kick: ``regs`` (addresses, shapes, zero points, clamp) and its rescale."""
-    if isinstance(op, Add):
-        return Kick.make(Opcode.ADD, regs | {
+# The ops on ADD's datapath (LEFT_SHIFT and three multiplier / shift pairs) and their opcodes.
+_RESCALED = {Add: Opcode.ADD, SquaredDifference: Opcode.SQDIFF}
+
+
+def _binary_kick(op: Add | SquaredDifference | Mul, regs: dict[Reg, int]) -> Kick:
+    """ADD's, SQDIFF's or MUL's kick: ``regs`` (addresses, shapes, zero points, clamp) and its rescale."""
+    if type(op) in _RESCALED:  # ADD's datapath: both inputs rescaled, then combined
+        return Kick.make(_RESCALED[type(op)], regs | {
             Reg.LEFT_SHIFT: op.left_shift, Reg.IFM_MULTIPLIER: op.ifm_multiplier, Reg.IFM_SHIFT: op.ifm_shift,
             Reg.IFM2_MULTIPLIER: op.ifm2_multiplier, Reg.IFM2_SHIFT: op.ifm2_shift,
             Reg.OFM_MULTIPLIER: op.ofm_multiplier, Reg.OFM_SHIFT: op.ofm_shift,
@@ -227,7 +232,7 @@ def _elementwise_tile(op, io: "TileIo", r0: int, nr: int, c0: int, nc: int) -> l
     ifm = io.load(steps, "ifm", op.ifm, r0, nr, 0, W, c0, nc)
     ofm, store = io.store("ofm", op.ofm, r0, nr, 0, W, c0, nc)
     regs = {Reg.IFM_ADDR: ifm} | _ofm_regs(ofm, nr, W, nc)
-    if isinstance(op, Add | Mul):
+    if type(op) in _RESCALED or isinstance(op, Mul):
         steps.append(_binary_kick(op, regs | _ifm2_regs(op, io, steps, r0, nr, c0, nc)))
     else:
         steps.append(Kick.make(Opcode.LUT, regs | {Reg.LUT_ADDR: io.sram["lut"]}))

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from ..errors import LoweringError
 from ..arch.config import HwConfig
 from ..arch.isa import REQUANT_RECORD_BYTES, SOFTMAX_TABLE_BYTES
-from ..ops.npu_ops import Add, Conv2D, DepthwiseConv2D, Lut, Mul, NpuOp, Pool, Softmax, Tiling, Phased
+from ..ops.npu_ops import Conv2D, DepthwiseConv2D, Lut, NpuOp, Pool, Softmax, Tiling, Phased
 from ..ops.registry import NPU_OPS
 
 ALIGN = 16  # SRAM buffers and constants start on 16-byte boundaries (REQUANT_ADDR needs 4)
@@ -109,14 +109,14 @@ def _mean_buffers(op, r: int, cb: int) -> dict[str, int]:
     return {"ifm": H * W * cb, "ofm": cb}
 
 
-# Elementwise: Add, Mul, Lut (no halo). A broadcast ifm2 is the tile's channel slice.
+# Elementwise: Add, Mul, SquaredDifference, Lut (no halo). A broadcast ifm2 is the tile's channel slice.
 
 
 def _elementwise_buffers(op, r: int, cb: int) -> dict[str, int]:
     W = op.ofm.shape[1]
     bufs = {"lut": LUT_BYTES} if isinstance(op, Lut) else {}
     bufs |= {"ifm": r * W * cb}
-    if isinstance(op, Add | Mul):
+    if hasattr(op, "ifm2"):  # two operands
         bufs["ifm2"] = cb if op.broadcast else r * W * cb
     return bufs | {"ofm": r * W * cb}
 

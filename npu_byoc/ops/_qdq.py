@@ -454,21 +454,23 @@ def _carried(tensor) -> QTensor:
     return QTensor(shape=shape_of(tensor), dtype=dtype_of(tensor), scale=None, zero_point=0)
 
 
-def _extract_binary(word: str, verb: str, record: type):
+def _extract_binary(word: str, verb: str, record: type, operands: Callable = lambda body, bindings: body.args):
     """add / multiply of two dequantized int8 tensors -> QAdd / QMul. One may be a constant of
     the model (a BatchNorm's scale or offset left after a concat): it becomes input_b, carried
-    as ``constant`` with its shape padded to the output's rank as numpy broadcasts it."""
+    as ``constant`` with its shape padded to the output's rank as numpy broadcasts it.
+    ``operands(body, bindings)``: the two dequantized operands of the float computation before
+    the output's quantize (its arguments; a squared difference's subtract's)."""
 
     def extract(root, bindings):
         tail = _Tail(root, bindings)
-        a, b = (resolve(x, bindings) for x in tail.body.args)
+        a, b = (resolve(x, bindings) for x in operands(tail.body, bindings))
         for role, d in (("first", a), ("second", b)):
             if op_name(d) != "relax.dequantize":
                 raise Reject(f"{role} operand of {word} is not a quantized tensor")
         constants = [_constant_value(d, bindings) for d in (a, b)]
         if all(c is not None for c in constants):
             raise Reject(f"both operands of {word} are constants: nothing for the NPU to {verb.removesuffix('s')}")
-        if constants[0] is not None:  # ADD and MUL commute exactly (TFLite rescales both alike)
+        if constants[0] is not None:  # ADD, MUL, SQUARED_DIFFERENCE commute exactly (both rescaled alike)
             (a, b), constants = (b, a), constants[::-1]
         out = tail.output(bindings)
         qa = _activation(a, bindings, "input a", a.args[0])

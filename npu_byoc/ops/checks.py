@@ -202,10 +202,15 @@ def binary_broadcast(op: QOp, hw: HwConfig) -> str | None:
     vector (the unit's IFM2_BROADCAST), or any other broadcast (a pixel vector [1, H, W, 1], a
     row, a scalar, both operands) that the DMA repeats with a stride of 0 (ops.lowering.broadcast_view)."""
     word = "add" if isinstance(op, QAdd) else "mul"
-    a, b, out = op.input_a.shape, op.input_b.shape, op.output.shape
     if getattr(op, "constant", None) is not None and op.constant.size == 1:
         # the table entry (npu.lut's add / mul of a constant) computes it in one pass, in place
         return f"{word} of a constant scalar: a 256-entry table computes it (npu.lut)"
+    return broadcast_reason(op, word)
+
+
+def broadcast_reason(op: QOp, word: str) -> str | None:
+    """Why the two operands of an elementwise op do not broadcast to its output's shape, or None."""
+    a, b, out = op.input_a.shape, op.input_b.shape, op.output.shape
     try:
         if tuple(np.broadcast_shapes(tuple(a), tuple(b))) == tuple(out):
             return None

@@ -37,7 +37,8 @@ def left_shift_wrap(npu_op) -> str | None:
     """Where a lowered op's requantize can wrap: the worst-case int32 accumulator (conv,
     depthwise, each transposed-conv phase or conv group: sum |w| · max|x − zp| + |bias|; MEAN: n · max|x − zp|)
     times 2^shift for a positive (left) shift reaches 2^31. None: no input can wrap it. Fully
-    connected multiplies by a double below 1 and ADD / MUL shifts are bounded: never."""
+    connected multiplies by a double below 1 and ADD / SQUARED_DIFFERENCE / MUL shifts are
+    bounded: never."""
 
     if isinstance(npu_op, Phased):  # each phase (output phase, group) sums only its own taps
         return next(filter(None, map(left_shift_wrap, npu_op.phases)), None)

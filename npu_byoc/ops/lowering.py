@@ -59,11 +59,11 @@ def with_phases(op: Phased, prefix: str) -> Phased:
 
 
 def binary_operands(word: str, op: QAdd | QMul, ifms: list[TensorRef], ofm: TensorRef):
-    """(first, second, their refs, broadcast): the second is the channel vector of a broadcast
-    (the operands swapped if the model gives it first; ADD and MUL commute exactly). Any other
-    broadcast (a pixel vector, a row, a scalar, both operands broadcast) is a stride-0 view of
-    the smaller operand with the output's shape: the DMA repeats its bytes, the unit sees two
-    full tensors (:func:`broadcast_view`)."""
+    """(first, second, their refs, broadcast) of a two-operand record (ADD, MUL, SQUARED_DIFFERENCE):
+    the second is the channel vector of a broadcast (the operands swapped if the model gives it
+    first; the three commute exactly). Any other broadcast (a pixel vector, a row, a scalar, both
+    operands broadcast) is a stride-0 view of the smaller operand with the output's shape: the
+    DMA repeats its bytes, the unit sees two full tensors (:func:`broadcast_view`)."""
     (a, b), (ra, rb) = (op.input_a, op.input_b), ifms
     if ra.shape != ofm.shape:
         (a, b), (ra, rb) = (b, a), (rb, ra)

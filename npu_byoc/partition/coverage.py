@@ -289,7 +289,7 @@ def _no_pattern_reason(op, bindings: dict) -> str:
             continue
         if _has_quantized_input(call, bindings):
             return f"{op.op} does not match any convention of {_ANCHORS[name]}"
-        if quantized:  # SQUARED_DIFFERENCE: a multiply of a subtract, not of int8 operands
+        if quantized:  # e.g. a multiply of a subtract, not of int8 operands (an excluded SQUARED_DIFFERENCE)
             steps = ", ".join(n.removeprefix("relax.") for n in names if n and n not in _QDQ)
             return f"no NPU unit for {op.op} on int8 tensors (TVM computes it in float as {steps})"
         if dtype_of(call) == "float32":

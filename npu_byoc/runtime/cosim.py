@@ -193,11 +193,17 @@ def _images(calls: list[_LayerCall]) -> int:
 
 
 def _to_model_shape(hwc: np.ndarray, shape: tuple[int, ...], nchw: bool) -> np.ndarray:
-    """An H x W x C feature map (the NPU's view) in the layout and shape of the model tensor."""
+    """An H x W x C feature map (the NPU's view) in the layout and shape of the model tensor
+    (an NCHW partition's rank-3 sequence [N, C, L] is stored channel-last, as L x C: compare's
+    _layer_flat reads TVM's tensors the same way)."""
     if len(shape) == 4:
         h, w, c = hwc.shape
         if tuple(shape) == (1, c, h, w) and (nchw or tuple(shape) != (1, h, w, c)):
             return np.ascontiguousarray(hwc.transpose(2, 0, 1))[None]
+    if len(shape) == 3 and nchw:
+        h, w, c = hwc.shape
+        if tuple(shape) == (1, c, h * w):
+            return np.ascontiguousarray(hwc.reshape(h * w, c).T)[None]
     return hwc.reshape(shape)
 
 

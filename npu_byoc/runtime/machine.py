@@ -27,6 +27,7 @@ import numpy as np
 
 from ..arch import numerics as nx
 from ..arch import weight_codec
+from ..arch import numerics_sqdiff as sqd
 from ..ops import softmax_kernel as softmax
 from ..arch.config import DEFAULT_CONFIG, HwConfig
 from ..arch.isa import (
@@ -385,9 +386,16 @@ class Machine:
         self._tile(out, (ifm[2],))[...] = np.clip(y, lo, hi)
 
     # -----------------------------------------------------------------------------------------
-    # Elementwise: ADD, MUL, LUT
+    # Elementwise: ADD, SQDIFF, MUL, LUT
 
     def _add(self) -> None:
+        self._rescaled(nx.add)
+
+    def _sqdiff(self) -> None:
+        self._rescaled(sqd.squared_difference)
+
+    def _rescaled(self, kernel) -> None:
+        """ADD's datapath (ADD, SQDIFF): both inputs shifted and rescaled, combined by ``kernel``."""
         r = self.regs
         shape = self._shape("OFM")
         self._check_int8(Reg.IFM_ZERO_POINT, Reg.IFM2_ZERO_POINT, Reg.OFM_ZERO_POINT)
@@ -397,7 +405,7 @@ class Machine:
         a, b, out = self._binary_operands(shape)
         params = nx.AddParams(r[Reg.LEFT_SHIFT], r[Reg.IFM_MULTIPLIER], shifts[0], r[Reg.IFM2_MULTIPLIER], shifts[1],
                               r[Reg.OFM_MULTIPLIER], shifts[2])  # fmt: skip
-        y = nx.add(a, b, r[Reg.IFM_ZERO_POINT], r[Reg.IFM2_ZERO_POINT], r[Reg.OFM_ZERO_POINT], params, *act)
+        y = kernel(a, b, r[Reg.IFM_ZERO_POINT], r[Reg.IFM2_ZERO_POINT], r[Reg.OFM_ZERO_POINT], params, *act)
         self._tile(out, shape)[...] = y
 
     def _mul(self) -> None:
@@ -412,7 +420,7 @@ class Machine:
         self._tile(out, shape)[...] = y
 
     def _binary_operands(self, shape: tuple[int, int, int]):
-        """ADD / MUL: the IFM and IFM2 tiles (IFM2 a (1, 1, C) vector when IFM2_BROADCAST) and
+        """ADD / SQDIFF / MUL: the IFM and IFM2 tiles (IFM2 a (1, 1, C) vector when IFM2_BROADCAST) and
         the OFM span, after the broadcast flag, range and overlap checks."""
         r = self.regs
         broadcast = r[Reg.IFM2_BROADCAST]
@@ -478,6 +486,7 @@ _EXECUTE = {
     Opcode.LUT: Machine._lut,
     Opcode.MUL: Machine._mul,
     Opcode.SOFTMAX: Machine._softmax,
+    Opcode.SQDIFF: Machine._sqdiff,
 }
 
 

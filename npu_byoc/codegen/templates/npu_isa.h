@@ -83,6 +83,7 @@ typedef enum npu_opcode {
     NPU_OP_LUT = 0x41,                  /* 256-entry table lookup: out = table[x + 128] */
     NPU_OP_MUL = 0x42,                  /* elementwise multiply with TFLite int8 rescaling: (x - zp1)*(y - zp2) rescaled by OFM_MULTIPLIER/SHIFT */
     NPU_OP_SOFTMAX = 0x43,              /* softmax over the OFM_C channels of each of the OFM_H*OFM_W pixels, TFLite's int8 reference kernel (output scale 1/256, zero point -128) with the exp of max - x read from the int32 table at LUT_ADDR */
+    NPU_OP_SQDIFF = 0x44,               /* elementwise squared difference with TFLite int8 rescaling (LiteRT's squared_difference.cc): both inputs rescaled as ADD's, subtracted, squared in int32, rescaled by OFM_MULTIPLIER/SHIFT */
     NPU_OP_STOP = 0xFF,                 /* end of stream: status OK */
 } npu_opcode_t;
 
@@ -104,9 +105,9 @@ typedef enum npu_reg {
     NPU_REG_IFM_W = 0x12,             /* input tile width */
     NPU_REG_IFM_C = 0x13,             /* input tile channels */
     NPU_REG_IFM_ZERO_POINT = 0x14,    /* input zero point (-128..127) [signed] */
-    NPU_REG_IFM2_ADDR = 0x15,         /* SRAM address of the second input tile (ADD, MUL; OFM shape, or OFM_C bytes if IFM2_BROADCAST) */
+    NPU_REG_IFM2_ADDR = 0x15,         /* SRAM address of the second input tile (ADD, MUL, SQDIFF; OFM shape, or OFM_C bytes if IFM2_BROADCAST) */
     NPU_REG_IFM2_ZERO_POINT = 0x16,   /* second input zero point (-128..127) [signed] */
-    NPU_REG_IFM2_BROADCAST = 0x17,    /* ADD, MUL: 0 = second input has the OFM shape; 1 = it is OFM_C bytes, repeated at every pixel */
+    NPU_REG_IFM2_BROADCAST = 0x17,    /* ADD, MUL, SQDIFF: 0 = second input has the OFM shape; 1 = it is OFM_C bytes, repeated at every pixel */
     NPU_REG_OFM_ADDR = 0x20,          /* SRAM address of the output tile (dense HxWxC int8) */
     NPU_REG_OFM_H = 0x21,             /* output tile height */
     NPU_REG_OFM_W = 0x22,             /* output tile width */
@@ -124,13 +125,13 @@ typedef enum npu_reg {
     NPU_REG_PAD_RIGHT = 0x37,         /* virtual columns right of the tile */
     NPU_REG_WEIGHT_ADDR = 0x40,       /* SRAM address of the int8 weights (CONV OHWI, DWCONV CxKHxKW, FC OxI) */
     NPU_REG_REQUANT_ADDR = 0x41,      /* SRAM address (4-aligned) of OFM_C records (bias, multiplier, shift), int32 LE */
-    NPU_REG_IFM_MULTIPLIER = 0x50,    /* ADD: first input multiplier [signed] */
-    NPU_REG_IFM_SHIFT = 0x51,         /* ADD: first input shift (-31..30, positive = left) [signed] */
-    NPU_REG_IFM2_MULTIPLIER = 0x52,   /* ADD: second input multiplier [signed] */
-    NPU_REG_IFM2_SHIFT = 0x53,        /* ADD: second input shift (-31..30) [signed] */
-    NPU_REG_OFM_MULTIPLIER = 0x54,    /* ADD, MEAN, MUL: output multiplier [signed] */
-    NPU_REG_OFM_SHIFT = 0x55,         /* ADD, MEAN, MUL: output shift (-31..30) [signed] */
-    NPU_REG_LEFT_SHIFT = 0x56,        /* ADD: left shift of both inputs (0..31; 20 for int8) [signed] */
+    NPU_REG_IFM_MULTIPLIER = 0x50,    /* ADD, SQDIFF: first input multiplier [signed] */
+    NPU_REG_IFM_SHIFT = 0x51,         /* ADD, SQDIFF: first input shift (-31..30, positive = left) [signed] */
+    NPU_REG_IFM2_MULTIPLIER = 0x52,   /* ADD, SQDIFF: second input multiplier [signed] */
+    NPU_REG_IFM2_SHIFT = 0x53,        /* ADD, SQDIFF: second input shift (-31..30) [signed] */
+    NPU_REG_OFM_MULTIPLIER = 0x54,    /* ADD, SQDIFF, MEAN, MUL: output multiplier [signed] */
+    NPU_REG_OFM_SHIFT = 0x55,         /* ADD, SQDIFF, MEAN, MUL: output shift (-31..30) [signed] */
+    NPU_REG_LEFT_SHIFT = 0x56,        /* ADD, SQDIFF: left shift of both inputs (0..31; ADD 20, SQDIFF 7 for int8) [signed] */
     NPU_REG_LUT_ADDR = 0x60,          /* SRAM address of the table: LUT 256 int8 entries; SOFTMAX 256 int32 LE entries (4-aligned) */
 } npu_reg_t;
 
@@ -205,6 +206,7 @@ static inline int npu_opcode_valid(uint32_t opcode)
     case NPU_OP_LUT: return 1;
     case NPU_OP_MUL: return 1;
     case NPU_OP_SOFTMAX: return 1;
+    case NPU_OP_SQDIFF: return 1;
     case NPU_OP_STOP: return 1;
     default: return 0;
     }
@@ -308,6 +310,7 @@ static inline const char * npu_opcode_name(uint32_t opcode)
     case NPU_OP_LUT: return "LUT";
     case NPU_OP_MUL: return "MUL";
     case NPU_OP_SOFTMAX: return "SOFTMAX";
+    case NPU_OP_SQDIFF: return "SQDIFF";
     case NPU_OP_STOP: return "STOP";
     default: return "?";
     }

@@ -582,7 +582,7 @@ static uint32_t kick_dma_decode(machine_t *mc);
 static uint32_t kick_mac(machine_t *mc, uint32_t opcode);
 static uint32_t kick_pool(machine_t *mc, bool average);
 static uint32_t kick_mean(machine_t *mc);
-static uint32_t kick_add(machine_t *mc);
+static uint32_t kick_rescaled(machine_t *mc, bool sqdiff);
 static uint32_t kick_mul(machine_t *mc);
 static uint32_t kick_lut(machine_t *mc);
 static uint32_t kick_softmax(machine_t *mc);
@@ -730,7 +730,8 @@ static uint32_t execute(machine_t *mc, uint32_t op) {
     case NPU_OP_AVGPOOL: return kick_pool(mc, true);
     case NPU_OP_MAXPOOL: return kick_pool(mc, false);
     case NPU_OP_MEAN: return kick_mean(mc);
-    case NPU_OP_ADD: return kick_add(mc);
+    case NPU_OP_ADD: return kick_rescaled(mc, false);
+    case NPU_OP_SQDIFF: return kick_rescaled(mc, true);
     case NPU_OP_MUL: return kick_mul(mc);
     case NPU_OP_LUT: return kick_lut(mc);
     case NPU_OP_SOFTMAX: return kick_softmax(mc);
@@ -1141,9 +1142,10 @@ static uint32_t kick_mean(machine_t *mc) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// ADD
+// ADD (reference_integer_ops::AddFunc) and SQDIFF (LiteRT's int8 SquaredDifference): one datapath,
+// both inputs shifted and rescaled; ADD sums them, SQDIFF squares their difference.
 
-static uint32_t kick_add(machine_t *mc) {
+static uint32_t kick_rescaled(machine_t *mc, bool sqdiff) {
     Shape shp;
     uint32_t st;
     if ((st = binary_registers(mc, &shp)) != kOk) return st;
@@ -1175,14 +1177,15 @@ static uint32_t kick_add(machine_t *mc) {
         const int32_t sb = wrap_i32(((uint64_t)(as_i8(b[k % b_mod]) - zp2)) << ls);
         const int32_t ra = mbqm(sa, m1, s1);
         const int32_t rb = mbqm(sb, m2, s2);
-        const int32_t raw = wrap_i32_signed(((int64_t)ra) + rb);
+        const int32_t diff = wrap_i32_signed(((int64_t)ra) - rb);
+        const int32_t raw = sqdiff ? wrap_i32_signed(((int64_t)diff) * diff) : wrap_i32_signed(((int64_t)ra) + rb);
         const int64_t v = ((int64_t)(mbqm(raw, mo, so))) + zp_out;
         out[k] = as_u8(clamp_i32(v, act_min, act_max));
     }
     return kOk;
 }
 
-// ADD, MUL: the OFM shape, the three zero points and the clamp.
+// ADD, SQDIFF, MUL: the OFM shape, the three zero points and the clamp.
 static uint32_t binary_registers(const machine_t *mc, Shape *out) {
     uint32_t st;
     if ((st = read_shape(mc, NPU_REG_OFM_H, out)) != kOk) return st;
@@ -1192,7 +1195,7 @@ static uint32_t binary_registers(const machine_t *mc, Shape *out) {
     return check_clamp(mc);
 }
 
-// ADD, MUL: IFM2_BROADCAST is 0 (IFM2 has the OFM shape) or 1 (IFM2 is OFM_C bytes); then the
+// ADD, SQDIFF, MUL: IFM2_BROADCAST is 0 (IFM2 has the OFM shape) or 1 (IFM2 is OFM_C bytes); then the
 // operand ranges in order (IFM, IFM2, OFM) and the output overlapping an input.
 static uint32_t binary_operands(machine_t *mc, uint64_t nbytes, uint64_t channels, Span *a, Span *b, Span *out) {
     const uint64_t broadcast = reg_u(mc, NPU_REG_IFM2_BROADCAST);
@@ -1337,6 +1340,7 @@ static uint64_t kick_cycles(const machine_t *mc, uint32_t opcode) {
         return kVectorSetupCycles + reg_u(mc, NPU_REG_IFM_H) * reg_u(mc, NPU_REG_IFM_W) * ceil_div(reg_u(mc, NPU_REG_IFM_C), lanes);
     case NPU_OP_ADD:
     case NPU_OP_MUL:
+    case NPU_OP_SQDIFF:
         if (reg_u(mc, NPU_REG_IFM2_BROADCAST))  // pixel by pixel, the channel vector read again at each
             return kVectorSetupCycles + reg_u(mc, NPU_REG_OFM_H) * reg_u(mc, NPU_REG_OFM_W) * ceil_div(reg_u(mc, NPU_REG_OFM_C), lanes);
         return kVectorSetupCycles + ceil_div(reg_u(mc, NPU_REG_OFM_H) * reg_u(mc, NPU_REG_OFM_W) * reg_u(mc, NPU_REG_OFM_C), lanes);
