@@ -218,17 +218,20 @@ def test_kick_checks_on_all_three(rtl, change, status):
 
 def test_every_squared_difference_is_offloaded_in_its_broadcast_form():
     """The same-shape op on two full tiles, the channel vector on IFM2_BROADCAST, the per-pixel
-    and per-token means as stride-0 views of the output's shape (the DMA repeats them)."""
+    and per-token means (vectors repeated over the channels) replicated by the MAC array
+    (ops.broadcast) from stride-0 views of the output's shape."""
     from npu_byoc.codegen.lower import lower_module
-    from npu_byoc.ops.squared_difference import SquaredDifference
+    from npu_byoc.ops.squared_difference import ReplicatedSquaredDifference, SquaredDifference
 
     mod = npu_byoc.partition_for_npu(npu_byoc.load_model(model_path(MODEL)))
     report = npu_byoc.coverage_report(mod)
     assert [(o.op, o.pattern) for o in report.ops] == [("SQUARED_DIFFERENCE", "npu.squared_difference")] * 4
     ops = [op for plan in lower_module(mod).values() for op in plan.ops]
-    assert len(ops) == 4 and all(isinstance(op, SquaredDifference) and op.left_shift == 7 for op in ops)
-    forms = sorted((op.broadcast, any(0 in (r.box_strides or ()) for r in op.inputs)) for op in ops)
-    assert forms == [(False, False), (False, True), (False, True), (True, False)]
+    binaries = [op.binary if isinstance(op, ReplicatedSquaredDifference) else op for op in ops]
+    assert len(ops) == 4 and all(isinstance(b, SquaredDifference) and b.left_shift == 7 for b in binaries)
+    forms = sorted((isinstance(op, ReplicatedSquaredDifference), b.broadcast,
+                    any(0 in (r.box_strides or ()) for r in b.inputs)) for op, b in zip(ops, binaries))  # fmt: skip
+    assert forms == [(False, False, False), (False, True, False), (True, False, True), (True, False, True)]
 
 
 _built: dict = {}
@@ -283,12 +286,15 @@ def test_transformer_fixture_squared_differences_are_litert_s_layer_by_layer(nam
     run by its golden semantics on LiteRT's recorded input tensors (the per-token or per-pixel
     mean broadcast as numpy does), gives LiteRT's recorded output tensor exactly."""
     from npu_byoc.codegen.lower import lower_module
-    from npu_byoc.ops.squared_difference import SquaredDifference, golden_squared_difference
+    from npu_byoc.ops.squared_difference import (
+        ReplicatedSquaredDifference, SquaredDifference, golden_squared_difference)
 
     mod = npu_byoc.partition_for_npu(npu_byoc.load_model(model_path(name)))
     rows = [o for o in npu_byoc.coverage_report(mod).ops if o.op == "SQUARED_DIFFERENCE"]
     assert len(rows) == count and all(o.pattern == "npu.squared_difference" for o in rows), rows
-    lowered = {op.name: op for plan in lower_module(mod).values() for op in plan.ops if isinstance(op, SquaredDifference)}
+    ops = [op for plan in lower_module(mod).values() for op in plan.ops]
+    ops = [op.binary if isinstance(op, ReplicatedSquaredDifference) else op for op in ops]  # the op it wraps
+    lowered = {op.name: op for op in ops if isinstance(op, SquaredDifference)}
     recorded = np.load(model_path(name).with_name(name.replace(".tflite", ".tensors.npz")))
     tensors = {k.split(";")[0]: recorded[k] for k in recorded.files if k != "__index__"}
     checked = 0

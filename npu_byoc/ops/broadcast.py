@@ -45,7 +45,7 @@ def replicate_channels(name: str, vector: TensorRef, out: TensorRef, zero_point:
 
 @dataclass(eq=False)
 class ChannelReplicated(NpuOp):
-    """An ADD or MUL (``binary``) whose ``ifm2`` repeats a vector over the channels (a stride-0
+    """An ADD, MUL or SQUARED_DIFFERENCE (``binary``) whose ``ifm2`` repeats a vector over the channels (a stride-0
     view). Each tile (tiling kind "replicated") reads the vector's rows, replicates them into an
     SRAM buffer with :attr:`replicate`'s CONV kick and runs ``binary`` on that buffer: the vector
     never crosses the DMA at a byte per cycle, nor the replicated copy at all. Its inputs are
@@ -53,7 +53,7 @@ class ChannelReplicated(NpuOp):
     A subclass per binary op names its golden model."""
 
     name: str
-    binary: NpuOp  # Add or Mul, ifm2 the stride-0 view of the vector
+    binary: NpuOp  # Add, Mul or SquaredDifference, ifm2 the stride-0 view of the vector
     tiling: Tiling | None = None
     kind: str = field(default="channel_replicated", init=False)
 
@@ -85,15 +85,16 @@ class ChannelReplicated(NpuOp):
 
 
 def vector_second(a, b, ifm: TensorRef, ifm2: TensorRef) -> tuple:
-    """(a, b, ifm, ifm2) with an operand repeated over the channels second (ADD and MUL commute
-    exactly: each operand has its own zero point and rescale), so :func:`replicated` finds it."""
+    """(a, b, ifm, ifm2) with an operand repeated over the channels second (ADD, MUL and
+    SQUARED_DIFFERENCE commute exactly: each operand has its own zero point and rescale, and
+    (a - b)^2 = (b - a)^2), so :func:`replicated` finds it."""
     if channel_vector(ifm) is not None and channel_vector(ifm2) is None:
         return b, a, ifm2, ifm
     return a, b, ifm, ifm2
 
 
 def replicated(op: NpuOp, cls: type[ChannelReplicated]) -> NpuOp:
-    """``op`` (an ADD or MUL whose broadcast operand, if any, is its ``ifm2``) as ``cls`` when that
+    """``op`` (an ADD, MUL or SQUARED_DIFFERENCE whose broadcast operand, if any, is its ``ifm2``) as ``cls`` when that
     operand repeats a vector over the channels; else ``op`` itself."""
     if channel_vector(op.ifm2) is None or channel_vector(op.ifm) is not None:
         return op

@@ -5,7 +5,9 @@ frontend writes it in float as ``dequantize(a), dequantize(b) → subtract → m
 quantize``; SUB then MUL on the NPU would round twice and not be LiteRT's result, so it is one
 op on its own opcode (SQDIFF, ADD's datapath). The second operand is usually broadcast (the
 per-token or per-pixel mean, (1, T, 1) or (1, H, W, 1)): a channel vector takes the unit's
-IFM2_BROADCAST, any other broadcast a stride-0 DMA view (ops.lowering.binary_operands)."""
+IFM2_BROADCAST, a vector repeated over the channels (a pixel or token vector) is replicated
+over them by the MAC array (ops.broadcast), any other broadcast a stride-0 DMA view
+(ops.lowering.binary_operands)."""
 
 from __future__ import annotations
 
@@ -20,10 +22,11 @@ from ..arch import numerics as nx
 from ..arch import numerics_sqdiff as sqd
 from ..arch.config import HwConfig
 from ..util.relax_utils import resolve
+from .broadcast import ChannelReplicated, replicated, vector_second
 from .entry import NpuPattern
 from .lowering import binary_operands
 from .npu_ops import NpuOp, TensorRef, Tiling, _Binary
-from .npu_op_spec import NpuOpSpec
+from .npu_op_spec import NpuOpSpec, mac_channels_reason, shape_text
 from .records import QOp, Reject, _QBinary
 
 
@@ -94,17 +97,26 @@ def operands_broadcast(op: QOp, hw: HwConfig) -> str | None:
 def _lower(name: str, op: QSquaredDifference, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
     # (a − b)² = (b − a)² exactly: swapping the operands swaps their multipliers and negates d
     a, b, ifm, ifm2, broadcast = binary_operands("squared difference", op, ifms, ofm)
+    a, b, ifm, ifm2 = vector_second(a, b, ifm, ifm2)
     try:
         p = sqd.squared_difference_params(a.scale, b.scale, op.output.scale)
     except ValueError as err:
         raise Reject(f"squared difference rescaling out of range: {err}") from None
-    return SquaredDifference(
+    return replicated(SquaredDifference(
         name=name, ifm=ifm, ifm2=ifm2, broadcast=broadcast, ofm=ofm, ifm_zero_point=a.zero_point,
         ifm2_zero_point=b.zero_point, ofm_zero_point=op.output.zero_point, left_shift=p.left_shift,
         ifm_multiplier=p.input1_multiplier, ifm_shift=p.input1_shift, ifm2_multiplier=p.input2_multiplier,
         ifm2_shift=p.input2_shift, ofm_multiplier=p.output_multiplier, ofm_shift=p.output_shift,
         act_min=op.act_min, act_max=op.act_max,
-    )  # fmt: skip
+    ), ReplicatedSquaredDifference)  # fmt: skip
+
+
+@dataclass(eq=False)
+class ReplicatedSquaredDifference(ChannelReplicated):
+    """SQUARED_DIFFERENCE from a vector broadcast over the channels (LayerNorm's per-pixel or
+    per-token mean): per tile the vector replicated over them by the MAC array, then SQDIFF."""
+
+    kind: str = field(default="squared_difference", init=False)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,7 +152,22 @@ def golden_squared_difference(op: SquaredDifference, x: np.ndarray, y: np.ndarra
                                   op.act_min, op.act_max)  # fmt: skip
 
 
+def golden_replicated(op: ReplicatedSquaredDifference, x: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    return golden_squared_difference(op.binary, x, np.broadcast_to(vector, op.ofm.shape))  # (H, W, 1) over C
+
+
+def _describe_replicated(op) -> str:
+    return f"squared difference {shape_text(op)} (the vector replicated over the channels)"
+
+
+def _replicate_limits(op, hw) -> str | None:
+    return mac_channels_reason(op.replicate, hw)  # the replicating CONV's channels
+
+
 NPU_OPS = {
     SquaredDifference: NpuOpSpec(golden_squared_difference, "elementwise",
                                  report_class=("squared_difference", "squared difference")),
+    ReplicatedSquaredDifference: NpuOpSpec(golden_replicated, "replicated", describe=_describe_replicated,
+                                           unit_reason=_replicate_limits,
+                                           report_class=("squared_difference", "squared difference")),
 }  # fmt: skip
