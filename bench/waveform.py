@@ -4,18 +4,20 @@
     .venv/bin/python bench/waveform.py --layers 0,30 --format vcd
     .venv/bin/python bench/waveform.py --quick             # smoke run: tiny_cnn, its first layer
 
-For the model's first NPU partition (its stream as production runs it, the first image), each
-run on the RTL is timed (best of ``--repeat``):
+For the model's first NPU partition (its stream as production runs it, the first image), runs
+on the RTL are timed (best of ``--repeat``, the runs of a row taken in turn). A layer is the
+cycles [first, end) of its window (what ``--trace-layers`` dumps), and every figure of it is a
+difference of two runs of the same stream on the same harness, stopped at cycle ``end`` and at
+cycle ``first`` (``max_cycles``):
 
-  untraced        the whole stream on the untraced build (the co-simulation's own run; timed
-                  again in turn with each window)
-  traced, off     the whole stream on the traced build (``--trace``), no window: what compiling
-                  tracing in costs by itself
-  traced, window  the traced build dumping the layer's words only (what ``--trace-layers`` runs)
-  layer           the layer's share of the untraced run (its cycles / the stream's cycles)
-  trace cost      traced-window − untraced: the time the waveform adds
-  ratio           (layer + trace cost) / layer: the layer simulated with its waveform, in units
-                  of the layer simulated without (issue 26 asks for <= 3)
+  layer           the untraced build over the layer's cycles: the co-simulation of the layer
+  layer traced    the traced build over the same cycles, dumping them (the file opened before)
+  in window       layer traced / layer: what dumping costs per simulated cycle
+  trace adds      the whole stream with the window dumped on the traced build minus the whole
+                  stream on the untraced build: all the waveform costs a co-simulation, the
+                  traced build's run outside the window and opening and closing the file included
+  all in          (layer + trace adds) / layer: the layer with its waveform, everything
+                  counted, in units of the layer without (issue 26 asks for <= 3)
 
 Both Verilator builds are made (or loaded from the cache) before timing. The times are this
 process's CPU time (user + system, the file's writes included; ``--clock wall`` for wall time):
@@ -98,22 +100,31 @@ def main(argv=None) -> int:
     run_off = lambda r: traced.run(words, r, trace=True)  # noqa: E731
     (t_plain, t_off), status = best([run_plain, run_off], regions, args.repeat, clock)
     print(f"{path.name}, partition {plan.name}: {len(plan.ops)} layers, {status.cycles} cycles; untraced "
-          f"{t_plain:.4f} s ({args.clock}), traced build without a window {t_off:.4f} s ({t_off / t_plain:.2f}x)")
+          f"{t_plain * 1e3:.2f} ms ({args.clock}), traced build without a window {t_off * 1e3:.2f} ms "
+          f"({t_off / t_plain:.3f}x)")  # fmt: skip
     print()
-    print("| # | layer | cycles | layer s | traced, window s | trace cost s | ratio | file MB |")
-    print("|---:|---|---:|---:|---:|---:|---:|---:|")
+    print("| # | layer | cycles | layer ms | layer traced ms | in window | trace adds ms | all in | file MB |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as tmp:
         for k in (int(v) for v in args.layers.split(",")):
             span = word_window(schedule.steps, schedule.step_op, starts, len(words), [k])
             first, end = cycle_window(status.trace, schedule.steps, schedule.step_op, [k], status.cycles)
             out = Path(tmp) / f"layer{k}.{args.format}"
-            window = lambda r: traced.run(words, r, trace=True, waveform_path=out, waveform_words=span)  # noqa: E731
-            (t_plain, t_win), _ = best([run_plain, window], regions, args.repeat, clock)
-            layer = t_plain * (end - first) / status.cycles
-            cost = t_win - t_plain
-            name = plan.ops[k].name[-40:]
-            print(f"| {k} | {name} | {end - first} | {layer:.4f} | {t_win:.4f} | {cost:.4f} | "
-                  f"{(layer + cost) / layer:.1f} | {out.stat().st_size / 1e6:.1f} |")
+
+            def plain_to(cycles):
+                return lambda r: plain.run(words, r, max_cycles=cycles)
+
+            def traced_to(cycles):
+                return lambda r: traced.run(words, r, waveform_path=out, waveform_words=span, max_cycles=cycles)
+
+            whole = lambda r: traced.run(words, r, trace=True, waveform_path=out, waveform_words=span)  # noqa: E731
+            (p0, p1, w0, w1, t_plain, t_win), _ = best(
+                [plain_to(first), plain_to(end), traced_to(first), traced_to(end), run_plain, whole],
+                regions, args.repeat, clock)  # fmt: skip
+            layer, dumped, adds = p1 - p0, w1 - w0, t_win - t_plain
+            print(f"| {k} | {plan.ops[k].name[-40:]} | {end - first} | {layer * 1e3:.2f} | {dumped * 1e3:.2f} | "
+                  f"{dumped / layer:.1f} | {adds * 1e3:.2f} | {(layer + adds) / layer:.1f} | "
+                  f"{out.stat().st_size / 1e6:.1f} |")  # fmt: skip
     return 0
 
 

@@ -8,6 +8,7 @@
     npu-byoc compare MODEL --input x.npy [--reference ref.npy] [--format text|json]
     npu-byoc cosim MODEL --input x.npy [--reference ref.npy] [--report r.json] [--csv l.csv] [--plot u.png]
                                                     [--timeline t.json] [--trace w.vcd --trace-layers NAME[,NAME]]
+                                                    [--trace w.vcd --trace-words [PARTITION:]A:B]
                                                     [--exclude OP_OR_LAYER]
     npu-byoc partition MODEL [-o FILE]              the partitioned Relax module (TVMScript)
     npu-byoc patterns [--format text|md]            the NPU pattern table
@@ -185,6 +186,10 @@ def cmd_run(args) -> int:
 
     hw = _hw(args)
     mod, inputs = _load_with_inputs(args, args.input)
+    if args.backend == "cpu":  # nothing is partitioned, but a typo in --exclude is still one
+        from .partition.pipeline import check_exclude
+
+        check_exclude(mod, _exclude(args))
     model = build(mod if args.backend == "cpu" else _partitioned(args, mod, hw), args.backend, hw=hw)
     _save_outputs(model.run(inputs), args.output)
     return 0
@@ -202,19 +207,22 @@ def cmd_compare(args) -> int:
 
 
 def _waveform(args):
-    """The --trace / --trace-layers window (None without --trace)."""
-    from .runtime.waveform import WaveformWindow, waveform_format
+    """The --trace window: --trace-layers or --trace-words (None without --trace)."""
+    from .runtime.waveform import WaveformWindow, WordRange, waveform_format
 
     if not args.trace:
-        if args.trace_layers:
-            raise NpuByocError("--trace-layers: give the waveform file with --trace FILE.vcd (or .fst)")
+        for given, flag in ((args.trace_layers, "--trace-layers"), (args.trace_words, "--trace-words")):
+            if given:
+                raise NpuByocError(f"{flag}: give the waveform file with --trace FILE.vcd (or .fst)")
         return None
     waveform_format(args.trace)
-    layers = tuple(n for text in args.trace_layers or [] for n in text.split(",") if n)
-    if not layers:
-        raise NpuByocError("--trace: name the layers to dump with --trace-layers NAME[,NAME] (a whole model's "
-                           "waveform is too large)")  # fmt: skip
-    return WaveformWindow(Path(args.trace), layers)
+    layers = tuple(args.trace_layers or ())  # names (a name may hold commas) or NAME,NAME: resolved by the plans
+    if layers and args.trace_words:
+        raise NpuByocError("--trace-layers and --trace-words: give one of them")
+    if not layers and not args.trace_words:
+        raise NpuByocError("--trace: name the window with --trace-layers NAME[,NAME] or --trace-words A:B (a whole "
+                           "model's waveform is too large)")  # fmt: skip
+    return WaveformWindow(Path(args.trace), layers, WordRange.parse(args.trace_words) if args.trace_words else None)
 
 
 def cmd_cosim(args) -> int:
@@ -387,7 +395,11 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--trace", metavar="FILE.vcd|FILE.fst", help="write the waveform of the --trace-layers "
                     "(every RTL signal, one sample per cycle) here (docs/waveforms.md)")
     cs.add_argument("--trace-layers", action="append", metavar="NAME[,NAME]",
-                    help="the layers whose cycles --trace dumps (names as in the report; one partition)")
+                    help="the layers whose cycles --trace dumps (names as in the report; one partition; "
+                    "repeatable: one name a time for a name with a comma)")
+    cs.add_argument("--trace-words", metavar="[PARTITION:]A:B",
+                    help="or the commands whose stream words lie in [A, B) (the timeline's and the report's word "
+                    "numbers), each with its register writes")
     cs.add_argument("--summary-only", action="store_true", help="print the summary, not the per-layer table")
     cs.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     cs.set_defaults(func=cmd_cosim)

@@ -58,3 +58,32 @@ def test_excluded_ops_run_on_the_cpu_and_the_output_stays_exact(tmp_path, monkey
     report = npu_byoc.coverage_report(part)
     assert report.summary["partitions"] > 1
     assert sorted(o.op for o in report.ops if not o.offloaded) == ["ADD", "MAX_POOL_2D", "SOFTMAX"]
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", str(TINY), "--input", "x.npy", "--backend", "cpu", "--exclude", "SOFTMAXX"],  # partitions nothing
+    ["sweep", "tiny_cnn", "--jobs", "1", "--no-progress", "--exclude", "SOFTMAXX"],
+])  # fmt: skip
+def test_commands_that_do_not_partition_for_the_output_check_the_names_too(tmp_path, capsys, monkeypatch, argv):
+    monkeypatch.chdir(tmp_path)
+    np.save("x.npy", np.load(TINY.with_suffix(".input.npy")))
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "exclude 'SOFTMAXX'" in err and "tiny_cnn_int8.tflite" in err, err
+
+
+def test_sweep_partitions_every_point_without_the_excluded_ops(tmp_path, monkeypatch):
+    """tiny_cnn's SOFTMAX and its one MAX_POOL_2D leave the NPU in the sweep's point as in the
+    coverage report; the point is cached under a key of its own (the same point without
+    --exclude is another)."""
+    from npu_byoc.tools.sweep import run_sweep, store
+
+    monkeypatch.setattr(store, "_path", lambda key: tmp_path / f"{key}.json")
+    plain = run_sweep([TINY], {}).points[0]
+    kept = run_sweep([TINY], {}, exclude=["SOFTMAX", MAXPOOL])
+    point = kept.points[0]
+    assert kept.exclude == ["SOFTMAX", MAXPOOL] and json.loads(kept.to_json())["exclude"] == ["SOFTMAX", MAXPOOL]
+    assert point["ops_total"] == plain["ops_total"] and point["ops_offloaded"] == plain["ops_offloaded"] - 2
+    assert point["partitions"] == 2 and plain["partitions"] == 1  # the max pool splits the stream in two
+    assert len(list(tmp_path.glob("*.json"))) == 2
+    assert "kept on the CPU (--exclude): SOFTMAX, " + MAXPOOL in kept.to_text()

@@ -55,9 +55,10 @@ def mobilenet(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def mobilenet_rtl(mobilenet) -> Path:
-    """The same library on the Verilated RTL (`make rtl`), built once per session."""
+    """The same library on the Verilated RTL (`make -j2 rtl`: one object per C++ file, compiled in
+    parallel), built once per session."""
     v = find_verilator()
-    _make(mobilenet, "rtl", f"VERILATOR={v.exe}", f"VERILATOR_ROOT={v.root}")
+    _make(mobilenet, "-j2", "rtl", f"VERILATOR={v.exe}", f"VERILATOR_ROOT={v.root}")
     return mobilenet / "model_run_rtl"
 
 
@@ -91,6 +92,10 @@ def test_mobilenet_v2_on_the_rtl_is_bit_exact(mobilenet, mobilenet_rtl, tmp_path
     np.testing.assert_array_equal(got.reshape(y.shape), y)
     _, c_printed = _run(mobilenet / "model_run", x, tmp_path)
     assert rtl_printed == c_printed  # "model_run: OK, N NPU cycles"
+    verilated = sorted(p.stem for p in (mobilenet / "obj_rtl").glob("*.cpp"))
+    assert len(verilated) > 2 and sorted(p.stem for p in (mobilenet / "obj_rtl").glob("*.o")) == verilated
+    assert {p.name for p in (mobilenet / "obj_rtl" / "rt").glob("*.o")} == {
+        "verilated.o", "verilated_threads.o", "npu_verilator.o"}  # fmt: skip
 
 
 # Small fixtures for what MobileNetV2 does not have: several partitions (one stream each, in

@@ -9,9 +9,14 @@ import re
 import numpy as np
 import pytest
 
+from pathlib import Path
+
+from npu_byoc.arch.isa import Opcode
 from npu_byoc.cli import main
+from npu_byoc.errors import NpuByocError
 from npu_byoc.frontends.bundled import bundled_model
 from npu_byoc.runtime import verilator
+from npu_byoc.runtime.waveform import Stream, WaveformWindow, WordRange, step_words
 
 TINY = bundled_model("tiny_cnn")
 LAYER = "tiny_cnn_1/conv_valid_1/Relu"  # a 3x3 conv in the middle of the stream
@@ -129,11 +134,79 @@ def test_the_signal_selection_keys_the_traced_build_only(tmp_path, monkeypatch):
     assert verilator.build_key() == plain and verilator.build_key(waveform="vcd") != traced
 
 
+def test_a_word_range_dumps_the_same_window_as_its_layers(traced, tmp_path):
+    """--trace-words A:B with the words the layer's window reported dumps the same cycles and
+    values; a range that starts or ends inside a command's register writes takes the whole
+    command (here: one word into the first command's SET_REGs, one word before the end)."""
+    (_, _, samples), report, _, _ = traced
+    first, end = report["summary"]["waveform"]["words"]
+    np.save(tmp_path / "x.npy", np.load(TINY.with_suffix(".input.npy")))
+    argv = ["cosim", str(TINY), "--input", str(tmp_path / "x.npy"), "--summary-only", "--no-progress", "--report",
+            str(tmp_path / "r.json"), "--trace", str(tmp_path / "w.vcd"), "--trace-words", f"{first + 1}:{end - 1}"]
+    assert main(argv) == 0
+    window = json.loads((tmp_path / "r.json").read_text())["summary"]["waveform"]
+    assert window["words"] == [first, end] and window["cycles"] == report["summary"]["waveform"]["cycles"]
+    assert LAYER in window["layers"]
+    assert parse_vcd((tmp_path / "w.vcd").read_text())[2] == samples
+
+
+class _Op:
+    def __init__(self, name):
+        self.name = name
+
+
+class _Step:
+    def __init__(self, opcode):
+        self.opcode = opcode
+
+
+# two partitions; a layer whose name holds a comma; 3 header words, then 4 steps of 2 SET_REGs + a command
+PLANS = {"npu_subgraph_0": type("Plan", (), {"ops": [_Op("conv,1"), _Op("conv"), _Op("pool")]}),
+         "npu_subgraph_1": type("Plan", (), {"ops": [_Op("fc")]})}  # fmt: skip
+STREAM = Stream([_Step(Opcode.DMA_IN), _Step(Opcode.CONV), _Step(Opcode.CONV), _Step(Opcode.MAXPOOL)],
+                [0, 0, 1, 2], [3, 8, 13, 18], 24)  # fmt: skip
+
+
+@pytest.mark.parametrize("layers, steps, names", [
+    (("conv,1",), [0, 1], ["conv,1"]),  # the name with a comma, whole
+    (("conv,pool",), [2, 3], ["conv", "pool"]),  # two names, comma-separated
+    (("pool", "conv,1"), [0, 1, 2, 3], ["conv,1", "pool"]),  # repeated, one name a time; the window spans conv
+])  # fmt: skip
+def test_layer_names_may_hold_commas(layers, steps, names):
+    assert WaveformWindow(Path("w.vcd"), layers).resolve(PLANS, lambda p: STREAM) == ("npu_subgraph_0", steps, names)
+
+
+@pytest.mark.parametrize("window, needle", [
+    (WaveformWindow(Path("w.vcd"), ("conv,nope",)), "no NPU layer is named 'nope'"),
+    (WaveformWindow(Path("w.vcd"), ("conv", "fc")), "different NPU partitions"),
+    (WaveformWindow(Path("w.vcd"), words=WordRange(3, 9)), "2 NPU partitions (npu_subgraph_0, npu_subgraph_1)"),
+    (WaveformWindow(Path("w.vcd"), words=WordRange(3, 9, "npu_subgraph_9")), "no NPU partition is named"),
+    (WaveformWindow(Path("w.vcd"), words=WordRange(3, 25, "npu_subgraph_0")), "has 24 words (0 to 23)"),
+    (WaveformWindow(Path("w.vcd"), words=WordRange(0, 3, "npu_subgraph_0")), "no command there"),
+])  # fmt: skip
+def test_an_unknown_layer_or_partition_or_a_range_off_the_stream_is_refused(window, needle):
+    with pytest.raises(NpuByocError, match=re.escape(needle)):
+        window.resolve(PLANS, lambda p: STREAM)
+
+
+def test_a_word_range_is_whole_commands():
+    one = {"npu_subgraph_0": PLANS["npu_subgraph_0"]}
+    pick = lambda a, b: WaveformWindow(Path("w.vcd"), words=WordRange(a, b)).resolve(one, lambda p: STREAM)[1]  # noqa: E731
+    assert pick(8, 13) == [1] and pick(7, 14) == [0, 1, 2] and pick(0, 24) == [0, 1, 2, 3] and pick(23, 24) == [3]
+    assert step_words(STREAM.starts, STREAM.n_words, [1, 2]) == (8, 18)
+    assert WordRange.parse("npu_subgraph_1:5:9") == WordRange(5, 9, "npu_subgraph_1")
+
+
 @pytest.mark.parametrize("argv, needle", [
     (["--trace", "w.vcd", "--trace-layers", "no/such/layer"], "'no/such/layer'"),
     (["--trace", "w.txt", "--trace-layers", LAYER], "w.txt: a waveform file ends in .vcd or .fst"),
     (["--trace", "w.vcd"], "--trace-layers"),
     (["--trace-layers", LAYER], "--trace FILE.vcd"),
+    (["--trace-words", "3:9"], "--trace FILE.vcd"),
+    (["--trace", "w.vcd", "--trace-words", "9:3"], "'9:3': expected 0 <= A < B"),
+    (["--trace", "w.vcd", "--trace-words", "a:b:c:d"], "expected A:B or PARTITION:A:B"),
+    (["--trace", "w.vcd", "--trace-words", "3:9", "--trace-layers", LAYER], "give one of them"),
+    (["--trace", "w.vcd", "--trace-words", "3:100000"], "the stream of npu_subgraph_0 has"),
 ])  # fmt: skip
 def test_a_bad_window_is_one_line(tmp_path, capsys, monkeypatch, argv, needle):
     monkeypatch.chdir(tmp_path)

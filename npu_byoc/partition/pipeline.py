@@ -235,6 +235,15 @@ def partition_for_npu(
         mod, lambda denied: _partition_once(mod, table, hw, denied, numerics, overflow, excluded), hw)
 
 
+def check_exclude(mod: tvm.IRModule, exclude: Iterable[str]) -> None:
+    """Raise UnknownExcludeError for a name ``partition_for_npu(mod, exclude=...)`` would refuse,
+    without partitioning (a command that does not partition still checks its --exclude)."""
+    from ..frontends.load import model_info
+
+    _, names = split_names(exclude, PATTERNS_BY_NAME)
+    excluded_layers(names, model_info(mod), PATTERNS_BY_NAME)
+
+
 def canonicalise(mod: tvm.IRModule) -> tvm.IRModule:
     """The forms the pattern table matches: each op's canonical forms (registry.CANONICAL_FORMS:
     one slice per split output, data-movement chains composed, max-pool pads filled with the

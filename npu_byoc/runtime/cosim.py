@@ -49,7 +49,7 @@ from ..ops.uint8 import to_model
 from .tvm_legalize import register as _register_legalizations
 from .cosim_report import CosimReport, LayerResult, layer_results, roofline, summarize
 from .cosim_timeline import StreamRun
-from .waveform import NS_PER_CYCLE, WaveformWindow, cycle_window, word_window
+from .waveform import NS_PER_CYCLE, Stream, WaveformWindow, step_cycles, step_words
 from . import golden
 
 _register_legalizations()  # TVM's CPU build of NHWC conv2d_transpose (npu_byoc.runtime.tvm_legalize)
@@ -278,7 +278,7 @@ class _Cosim:
         self.layer_outputs: dict[tuple[str, int], np.ndarray] = {}
         self.seconds = {"rtl": 0.0, "golden": 0.0}
         self.runs: list[StreamRun] = []  # every stream run, for the timeline
-        self.waveform = None  # (WaveformWindow, partition, op indexes, traced VerilatorNpu), or None
+        self.waveform = None  # (WaveformWindow, partition, its steps to dump, layers, traced VerilatorNpu), or None
         self.waveform_info: dict | None = None
         self.error: BaseException | None = None
 
@@ -341,12 +341,12 @@ class _Cosim:
         if window is None:
             status = self.npu.run(words, regions, trace=True)
         else:  # the traced build, dumping the layers' words only
-            w, _, ops, traced = window
-            span = word_window(schedule.steps, schedule.step_op, starts, len(words), ops)
+            w, _, steps, layers, traced = window
+            span = step_words(starts, len(words), steps)
             status = traced.run(words, regions, trace=True, waveform_path=w.path, waveform_words=span)
-            cycles = cycle_window(status.trace, schedule.steps, schedule.step_op, ops, status.cycles)
+            cycles = step_cycles(status.trace, len(schedule.steps), steps, status.cycles)
             self.waveform_info = {"path": str(w.path), "format": w.format, "partition": plan.name,
-                                  "layers": [plan.ops[k].name for k in ops], "words": list(span),
+                                  "layers": layers, "words": list(span),
                                   "cycles": list(cycles), "ns_per_cycle": NS_PER_CYCLE}  # fmt: skip
         self.seconds["rtl"] += time.perf_counter() - t0
         if not status.ok:
@@ -362,6 +362,13 @@ class _Cosim:
                 result.max_diff_golden = int(np.max(np.abs(got.astype(np.int64) - expected[k].reshape(got.shape)),
                                                     initial=0))  # fmt: skip
         return results
+
+
+def _stream(plan: PartitionPlan, hw: HwConfig) -> Stream:
+    """The partition's stream as _run_image runs it, for cutting a waveform window from it."""
+    schedule = schedule_partition(plan, hw)
+    words, starts = encode_with_starts(schedule.steps)
+    return Stream(schedule.steps, schedule.step_op, starts, len(words))
 
 
 def cosim(
@@ -409,9 +416,9 @@ def cosim(
     # the layers of the plans the build lowered (runner.calls is read only when the model runs)
     calls = runner.calls = {name: _layer_calls(f, model.plans[name]) for name, f in funcs.items()}
     if waveform is not None:
-        partition, ops = waveform.resolve(model.plans)
+        partition, steps, layers = waveform.resolve(model.plans, lambda name: _stream(model.plans[name], hw))
         bar.note(f"cosim: loading the traced RTL model ({waveform.format}; built on first use, then cached) ...")
-        runner.waveform = (waveform, partition, ops, VerilatorNpu(hw, waveform=waveform.format))
+        runner.waveform = (waveform, partition, steps, layers, VerilatorNpu(hw, waveform=waveform.format))
     total = sum(len(c) * _images(c) for c in calls.values())  # one row per layer and image
     bar.total = max(total, 1)
     reference_layers = _LayerReference(calls, target) if total else None

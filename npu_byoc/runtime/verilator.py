@@ -86,6 +86,9 @@ class WaveformFormat:
     libs: tuple[str, ...] = ()
     headers: tuple[str, ...] = ()  # system headers the writer includes (checked before a build)
     packages: str = ""  # where they come from, for the error
+    # After CXXFLAGS: -O3 makes the traced build run outside its window as fast as the untraced
+    # -O2 one (tracing keeps every traced signal in memory; docs/waveforms.md "What it costs").
+    cxxflags: tuple[str, ...] = ("-O3",)
 
 
 _NS = ("--timescale-override", "1ns/1ns")  # the harness samples cycle c at 10*c ns
@@ -251,7 +254,8 @@ def _build(hw: HwConfig, top: str, sources: Sequence[Path], harness: Sequence[st
             _run([v.exe, *VERILATOR_FLAGS, *extra_verilator, "--top-module", top, "--prefix", f"V{top}",
                   "-Mdir", obj, f"-I{rtl}", *[rtl / s.name for s in sources]], "verilating hw/rtl", env=v.env())  # fmt: skip
             vinc = v.root / "include"
-            flags = [f"-I{obj}", f"-I{inc}", f"-I{vinc}", f"-I{vinc / 'vltstd'}", *_defines(waveform)]
+            flags = [f"-I{obj}", f"-I{inc}", f"-I{vinc}", f"-I{vinc / 'vltstd'}", *_defines(waveform),
+                     *(fmt.cxxflags if fmt else ())]  # fmt: skip
             jobs = [(src, src.with_suffix(".o"), flags) for src in sorted(obj.glob("*.cpp"))]
             for name in ("verilated.cpp", "verilated_threads.cpp", *([fmt.writer] if fmt else [])):
                 jobs.append((vinc / name, obj / f"{Path(name).stem}.o", flags))

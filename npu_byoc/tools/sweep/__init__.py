@@ -43,6 +43,7 @@ class SweepResult:
     area_weights: dict[str, float]
     points: list[dict] = field(default_factory=list)
     code_version: str = ""
+    exclude: list[str] = field(default_factory=list)  # the operators kept on the CPU (--exclude)
 
     @property
     def verify_failures(self) -> list[dict]:
@@ -50,7 +51,8 @@ class SweepResult:
 
     def to_dict(self) -> dict:
         return {"schema_version": SCHEMA_VERSION, "code_version": self.code_version, "base_hw": self.base,
-                "grid": self.grid, "area_weights": self.area_weights, "points": self.points}  # fmt: skip
+                "grid": self.grid, "area_weights": self.area_weights, "exclude": self.exclude,
+                "points": self.points}  # fmt: skip
 
     def to_json(self) -> str:
         from .report import to_json
@@ -73,11 +75,21 @@ class SweepResult:
         plot(self, path)
 
 
-def model_ref(path: str | Path) -> ModelRef:
+def model_ref(path: str | Path, exclude: Sequence[str] = ()) -> ModelRef:
     path = Path(path)
     if not path.is_file():
         raise NpuByocError(f"{path}: no such model file")
-    return ModelRef(path.name, str(path), model_sha256(path))
+    return ModelRef(path.name, str(path), model_sha256(path), tuple(exclude))
+
+
+def check_exclude(model: ModelRef) -> None:
+    """One line naming an ``exclude`` name the model has no operator or layer of (before any
+    point runs: a typo must not make every point's partition the same as without it)."""
+    from ...partition.pipeline import check_exclude as check
+    from .point import _imported
+
+    if model.exclude:
+        check(_imported(model.path, model.sha256), model.exclude)
 
 
 def run_sweep(
@@ -93,10 +105,12 @@ def run_sweep(
     area_weights: dict[str, float] = AREA_WEIGHTS,
     progress: bool = False,
     max_points: int | None = MAX_POINTS,
+    exclude: Sequence[str] = (),
 ) -> SweepResult:
     """Measure every model on every configuration of ``grid`` over ``base``; see the module
     docstring. ``use_cache=False`` recomputes every point (and refreshes the cache). A sweep
-    of more than ``max_points`` points (None: no limit) is refused before any is made."""
+    of more than ``max_points`` points (None: no limit) is refused before any is made.
+    ``exclude``: operators kept on the CPU in every point (partition_for_npu's ``exclude``)."""
     from .grid import point_count
     from .grid import points as grid_points
 
@@ -105,17 +119,20 @@ def run_sweep(
         raise NpuByocError(f"the sweep has {count:,} points ({len(models)} model(s) x {point_count(grid):,} "
                            f"configurations), more than the limit of {max_points:,}: raise it with "
                            f"--max-points {count} to run them all")  # fmt: skip
-    refs = [model_ref(m) for m in models]
+    refs = [model_ref(m, exclude) for m in models]
     names = [r.name for r in refs]
     if len(set(names)) != len(names):  # two files of one name: tell them apart by path
-        refs = [ModelRef(r.path, r.path, r.sha256) for r in refs]
+        refs = [ModelRef(r.path, r.path, r.sha256, r.exclude) for r in refs]
     configs = grid_points(grid, base)
     result = SweepResult(grid={k: list(v) for k, v in grid.items()}, base=asdict(base),
-                         area_weights=dict(area_weights), code_version=store.code_version())  # fmt: skip
+                         area_weights=dict(area_weights), code_version=store.code_version(),
+                         exclude=list(exclude))  # fmt: skip
     cells = [(m, hw) for m in refs for hw in configs]
-    keys = [store.point_key(m.sha256, hw) for m, hw in cells]
+    keys = [store.point_key(m.sha256, hw, m.exclude) for m, hw in cells]
     measured: list[dict | None] = [store.load(k) if use_cache else None for k in keys]
     todo = [i for i, r in enumerate(measured) if r is None]
+    for m in dict.fromkeys(cells[i][0] for i in todo):  # cached points had their names checked when measured
+        check_exclude(m)
     bar = Progress(len(todo), enabled=progress and bool(todo), prefix="sweep", unit="points")
     if todo:
         bar.note(f"sweep: {len(cells) - len(todo)} of {len(cells)} points cached, {len(todo)} to measure")
@@ -191,4 +208,4 @@ def _verify(result: SweepResult, cells, n: int, executor, progress: bool) -> Non
         bar.close()
 
 
-__all__ = ["run_sweep", "SweepResult", "verify_choice", "model_ref", "MAX_POINTS"]
+__all__ = ["run_sweep", "SweepResult", "verify_choice", "model_ref", "check_exclude", "MAX_POINTS"]

@@ -31,6 +31,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--area-weights", metavar="mac=400,sram_byte=2,dma_byte=1000",
                    help="µm² per MAC, per SRAM byte, per byte/cycle of the memory port (docs/sweep.md)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument("--exclude", action="append", default=[], metavar="OP_OR_LAYER",
+                   help="keep an operator type (SOFTMAX), a layer (by name) or an NPU operation (npu.softmax) on the "
+                   "CPU in every point; repeatable")  # fmt: skip
     p.add_argument("--max-points", type=int, default=None, metavar="N",
                    help="run a sweep of more than 1000 points (models x configurations) up to N")
 
@@ -62,7 +65,7 @@ def run(args, hw) -> int:
         [_model_path(m) for m in args.models], grid, hw,
         jobs=args.jobs, ray=args.ray is not None, ray_address=args.ray or None, verify=args.verify,
         use_cache=not args.no_cache, area_weights=parse_area_weights(args.area_weights),
-        progress=not args.no_progress, max_points=args.max_points or MAX_POINTS,
+        progress=not args.no_progress, max_points=args.max_points or MAX_POINTS, exclude=args.exclude,
     )  # fmt: skip
     text = {"text": result.to_text, "json": result.to_json, "csv": result.to_csv}[args.format]()
     if args.output:

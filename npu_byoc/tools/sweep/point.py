@@ -24,11 +24,13 @@ from ...arch.config import HwConfig
 
 @dataclass(frozen=True)
 class ModelRef:
-    """A model file: its name (the report's), where it is, and its :func:`model_sha256`."""
+    """A model file: its name (the report's), where it is, its :func:`model_sha256`, and the
+    operators the user keeps on the CPU (``--exclude``: partition_for_npu's ``exclude``)."""
 
     name: str
     path: str
     sha256: str
+    exclude: tuple[str, ...] = ()
 
 
 def file_sha256(path: str | Path) -> str:
@@ -82,7 +84,7 @@ def materialize(model: ModelRef, data: bytes) -> ModelRef:
     dest = cache_subdir("sweep", "models", model.sha256) / Path(model.name).name
     if not is_intact(dest):
         atomic_write(dest, data)
-    return ModelRef(model.name, str(dest), model.sha256)
+    return ModelRef(model.name, str(dest), model.sha256, model.exclude)
 
 
 def hw_of(values: dict) -> HwConfig:
@@ -97,7 +99,7 @@ def _imported(path: str, sha256: str):
     return load_model(path)
 
 
-def _schedules(mod, hw: HwConfig):
+def _schedules(mod, hw: HwConfig, exclude: tuple[str, ...] = ()):
     """The partitioned module's coverage summary, plans and schedules for ``hw``."""
     from ...codegen.lower import lower_module
     from ...codegen.schedule import schedule_partition
@@ -106,7 +108,7 @@ def _schedules(mod, hw: HwConfig):
     from ...errors import NpuByocError
     from ...partition.pipeline import partition_for_npu, partition_log
 
-    part = partition_for_npu(mod, hw=hw)
+    part = partition_for_npu(mod, hw=hw, exclude=exclude)
     # An op no tile of this SRAM fits now stays on the CPU; for the sweep the configuration
     # cannot run the model (its fewer NPU cycles would otherwise look like a better point).
     unfit = next((d for d in partition_log(part) if not d.accepted and is_untileable_reason(d.reason)), None)
@@ -126,12 +128,15 @@ def evaluate(model: ModelRef, hw_fields: dict) -> dict:
     from ...errors import NpuByocError
     from ...arch.isa import Opcode
     from ...arch.cycles import step_cycles, stream_cycles
+    from ...partition.exclude import UnknownExcludeError
 
     hw = hw_of(hw_fields)
     mod = _imported(model.path, model.sha256)  # a model that does not load fails the sweep, not a point
     out: dict = {"error": None}
     try:
-        summary, scheduled = _schedules(mod, hw)
+        summary, scheduled = _schedules(mod, hw, model.exclude)
+    except UnknownExcludeError:  # a typo in --exclude fails the sweep, not a point
+        raise
     except NpuByocError as err:
         return {**out, "error": str(err)}
     out |= {k: summary[k] for k in ("ops_total", "ops_offloaded", "macs_total", "macs_offloaded", "partitions")}
@@ -172,7 +177,7 @@ def verify(model: ModelRef, hw_fields: dict) -> dict:
     from ...runtime.verilator import VerilatorNpu
 
     hw = hw_of(hw_fields)
-    _, scheduled = _schedules(_imported(model.path, model.sha256), hw)
+    _, scheduled = _schedules(_imported(model.path, model.sha256), hw, model.exclude)
     npu = VerilatorNpu(hw)
     rows = []
     for name, (plan, schedule) in scheduled.items():

@@ -40,6 +40,8 @@ def to_text(result) -> str:
     w = result.area_weights
     lines = [f"area proxy: R·C·{w['mac']:g} + SRAM bytes·{w['sram_byte']:g} + DMA bytes/cycle·{w['dma_byte']:g} µm² "
              "(docs/sweep.md); cycles: the analytic model of every NPU partition's schedule (= the RTL)"]  # fmt: skip
+    if result.exclude:
+        lines.append(f"kept on the CPU (--exclude): {escape.text(', '.join(result.exclude), 300)}")
     fields = list(result.grid)
     heads = [SHORT.get(f, f) for f in fields]
     by_model: dict[str, list[dict]] = {}

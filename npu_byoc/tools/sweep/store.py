@@ -1,8 +1,8 @@
 """The sweep's result cache: one JSON file per (model, configuration, code version).
 
 A point's key hashes the model's SHA-256 (its file, and an ONNX model's external-data files:
-npu_byoc.tools.sweep.point.model_sha256), every field of the configuration and the
-code version — a hash of the npu_byoc sources that can change a result (every module but the
+npu_byoc.tools.sweep.point.model_sha256), the ``--exclude`` names, every field of the
+configuration and the code version — a hash of the npu_byoc sources that can change a result (every module but the
 command line and the sweep's own rendering) — so an edited compiler never serves stale numbers,
 an interrupted sweep resumes where it stopped, and a repeated one reads files only (no model is
 imported, nothing partitioned). Files live in ``cache_dir()/sweep`` (checked private:
@@ -32,8 +32,10 @@ def code_version() -> str:
     return content_key(part for p in sources for part in (p.relative_to(PACKAGE).as_posix(), p.read_bytes()))
 
 
-def point_key(model_sha256: str, hw: HwConfig) -> str:
-    return content_key([KEY_VERSION, model_sha256, json.dumps(asdict(hw), sort_keys=True), code_version()])
+def point_key(model_sha256: str, hw: HwConfig, exclude: tuple[str, ...] = ()) -> str:
+    """``exclude`` (the user's --exclude names, in a key of their own; none: the key as before)."""
+    names = ["exclude", *sorted(set(exclude))] if exclude else []
+    return content_key([KEY_VERSION, model_sha256, json.dumps(asdict(hw), sort_keys=True), code_version(), *names])
 
 
 def _path(key: str) -> Path:
