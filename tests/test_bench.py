@@ -213,6 +213,30 @@ def test_keras_apps_make_without_tensorflow_says_what_to_install(monkeypatch, tm
     assert "pip install tensorflow ai-edge-litert" in str(exc.value)
 
 
+# onnx_apps --quick: each fixture's tolerance against onnxruntime (tests/test_transformer_fixtures.py's)
+ONNX_QUICK = {"shufflenet_unit": 2, "squeezenet_pools": 1, "regnet_groups": 1}
+
+
+@pytest.mark.slow
+def test_onnx_apps_quick():
+    out = run_quick("onnx_apps.py")
+    for name, lsb in ONNX_QUICK.items():
+        ops, macs, parts, trans, vs_ort, vs_tvm, tvm_ort, layers, rtl, cycles = text_row(out, name, "qdq")[:10]
+        on_npu, total = (int(v) for v in ops.split("/"))
+        assert 0 < on_npu <= total and 0 <= number(macs.rstrip("%")) <= 100 and number(parts) >= 1
+        assert number(vs_ort) <= lsb and number(vs_tvm) <= lsb and number(tvm_ort) >= 0
+        assert number(layers) <= 1  # every NPU layer within 1 LSB of TVM's CPU build fed the same input
+        assert number(rtl) == 0 and number(cycles) > 0  # the RTL bit-exact with the golden model
+
+
+def test_onnx_apps_make_without_torch_says_what_to_install(monkeypatch, tmp_path):
+    onnx_apps = load_bench("onnx_apps", monkeypatch)
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    with pytest.raises(SystemExit) as exc:
+        onnx_apps.make(tmp_path, ["squeezenet1_1"], ["qdq"])
+    assert "pip install torch torchvision onnx onnxruntime" in str(exc.value)
+
+
 @pytest.mark.slow
 def test_waveform_quick():
     out = run_quick("waveform.py")
