@@ -12,6 +12,8 @@ random weights, a random calibration set, small inputs. Two steps, two environme
     # smoke run of step 2 without TensorFlow: the committed MLPerf Tiny fixtures (DS-CNN, the
     # autoencoder; tools/make_models.py made them the same way) against their LiteRT outputs
     .venv/bin/python bench/keras_apps.py --quick
+    # step 2 over any committed TFLite fixtures, e.g. issue 24's transformers
+    .venv/bin/python bench/keras_apps.py --fixtures vit_tiny_int8 kws_transformer_int8
 
 Step 2 prints, per model: operators on the NPU, MACs on the NPU, NPU partitions, CPU<->NPU
 transitions, the operators left on the CPU (by type) and the largest difference of the model
@@ -195,11 +197,14 @@ def made(folder: Path, names: list[str]):
             yield name, path, np.load(folder / f"{name}.in.npy"), np.load(folder / f"{name}.out.npy")
 
 
-def fixtures():
-    """The same for the committed fixtures of --quick (their first recorded sample)."""
+def fixtures(named: dict[str, str]):
+    """The same for committed fixtures (row name -> file; their first recorded sample)."""
     from benchlib import FIXTURES
 
-    for name, fixture in QUICK_FIXTURES.items():
+    for name, fixture in named.items():
+        if not (FIXTURES / fixture).exists():
+            yield name, FIXTURES / fixture, None, None
+            continue
         (x,), (y,) = sample(fixture)
         yield name, FIXTURES / fixture, x, y
 
@@ -234,10 +239,14 @@ def main(argv=None) -> int:
     ap.add_argument("--make", action="store_true", help="make the models and LiteRT's outputs (tensorflow)")
     ap.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     ap.add_argument("--backend", default="golden", choices=["golden", "functional", "verilator"])
+    ap.add_argument("--fixtures", nargs="+", metavar="NAME",
+                    help="step 2 over these committed TFLite fixtures instead (e.g. vit_tiny_int8 kws_transformer_int8)")
     args = ap.parse_args(argv)
     if args.quick:
         print(QUICK_BANNER)
-        run(fixtures(), args.backend)
+        run(fixtures(QUICK_FIXTURES), args.backend)
+    elif args.fixtures:
+        run(fixtures({n.removesuffix(".tflite"): n.removesuffix(".tflite") + ".tflite" for n in args.fixtures}), args.backend)
     elif args.folder is None:
         ap.error("give the models' folder (or --quick)")
     elif args.make:
