@@ -262,7 +262,7 @@ def main(argv=None) -> int:
             v = cycles.get(r.name)
             ratio = f"{r.cycles / v:.2f}" if v else "-"
             print(f"| {r.index} | {escape.markdown(r.name[-48:])} | {r.op} | {r.macs:,} | {r.cycles:,} | "
-                  f"{v if v else '-'} | {ratio} |")  # fmt: skip
+                  f"{'-' if v is None else v} | {ratio} |")  # fmt: skip
     return 0
 
 

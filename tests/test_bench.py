@@ -129,8 +129,8 @@ def test_vela_quick():
     assert 0 < number(util.rstrip("%")) <= 100
     layers = markdown_rows(out, "| # | layer")
     classes = markdown_rows(out, "| model | memory (bytes/cycle) | class")
-    # the classes' cycles are their layers' cycles
-    assert sum(number(r[4]) for r in classes) == sum(number(r[4]) for r in layers)
+    # the classes' cycles are their layers' cycles (with Vela: of the layers it has an operator for)
+    assert sum(number(r[4]) for r in classes) == sum(number(r[4]) for r in layers if r[5] != "-" or total == "-")
     if shutil.which("vela") or Path(sys.executable).with_name("vela").exists():  # as bench/vela.py looks
         assert number(total) > 0 and number(ours_vela) > 0
         assert number(vela_util.rstrip("%")) == pytest.approx(100 * number(vela_macs) / (256 * number(total)), abs=0.06)
