@@ -50,3 +50,44 @@ def sample(name: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
     ins, outs = (sorted((k for k in data.files if k.startswith(p)), key=lambda k: int(k[len(p):]))
                  for p in ("input_", "output_"))  # input_2 before input_10
     return [data[k][0:1] for k in ins], [data[k][0:1] for k in outs]
+
+
+# --------------------------------------------------------------------------- model-zoo tables
+# keras_apps.py and onnx_apps.py print one row per model with these leading columns
+COVERAGE_HEADER = f"{'model':<24} {'ops on NPU':>11} {'MACs on NPU':>12} {'parts':>5} {'trans':>5}"
+IMPORT_TIME = "computed at import"  # SHAPE / PACK chains the import folds: no run-time work
+
+
+def coverage_cells(name: str, report) -> tuple[str, str, dict[str, list[str]]]:
+    """The leading cells of ``name``'s row from its coverage report, the operators left on the
+    CPU by type ("OP xN, ...", or "-") and each type's distinct reasons."""
+    import collections
+
+    s = report.summary
+    cpu = [o for o in report.ops if not o.offloaded and IMPORT_TIME not in (o.reason or "")]
+    counts = collections.Counter(o.op for o in cpu)
+    reasons: dict[str, list[str]] = {}
+    for o in cpu:
+        if (o.reason or "-") not in reasons.setdefault(o.op, []):
+            reasons[o.op].append(o.reason or "-")
+    macs = 100.0 * s["macs_offloaded"] / max(s["macs_total"], 1)
+    lead = (f"{name:<24} {s['ops_offloaded']:>5}/{s['ops_total']:<5} {macs:>11.1f}% {s['partitions']:>5} "
+            f"{s['transitions']:>5}")  # fmt: skip
+    return lead, ", ".join(f"{op} x{n}" for op, n in counts.most_common()) or "-", reasons
+
+
+def print_reasons(reasons: dict[str, list[str]], limit: int = 3) -> None:
+    """Why each CPU operator type stayed there: indented notes under the model's row (the
+    reasons come from the partitioner, the op names from the model file: escaped)."""
+    from npu_byoc.util import escape
+
+    for op, why in reasons.items():
+        more = f" (+{len(why) - limit} more)" if len(why) > limit else ""
+        print(f"    {escape.text(op)}: " + " | ".join(escape.text(w, 200) for w in why[:limit]) + more)
+
+
+def one_line(err: BaseException) -> str:
+    """An exception as one escaped line for a table cell (a model that does not import)."""
+    from npu_byoc.util import escape
+
+    return escape.text(f"{type(err).__name__}: {str(err).strip().splitlines()[0] if str(err).strip() else ''}", 300)

@@ -12,6 +12,8 @@ random weights, a random calibration set, small inputs. Two steps, two environme
     # smoke run of step 2 without TensorFlow: the committed MLPerf Tiny fixtures (DS-CNN, the
     # autoencoder; tools/make_models.py made them the same way) against their LiteRT outputs
     .venv/bin/python bench/keras_apps.py --quick
+    # step 2 over any committed TFLite fixtures, e.g. issue 24's transformers
+    .venv/bin/python bench/keras_apps.py --fixtures vit_tiny_int8 kws_transformer_int8
 
 Step 2 prints, per model: operators on the NPU, MACs on the NPU, NPU partitions, CPU<->NPU
 transitions, the operators left on the CPU (by type) and the largest difference of the model
@@ -27,19 +29,18 @@ column can come from LiteRT's side.
 from __future__ import annotations
 
 import argparse
-import collections
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from benchlib import QUICK_BANNER, sample  # (puts the repo on sys.path)
+from benchlib import COVERAGE_HEADER, QUICK_BANNER, coverage_cells, one_line, print_reasons, sample  # (puts the repo on sys.path)
 
 # --quick: int8 TFLite fixtures of MLPerf Tiny's architectures, LiteRT's outputs in their .npz
 QUICK_FIXTURES = {"ds_cnn": "ds_cnn_int8.tflite", "fc_autoencoder": "autoencoder_int8.tflite"}
-# name -> (keras.applications constructor, or a builder of this file; its keyword arguments;
-# the input shape without the batch)
+# name -> (keras.applications constructor ("tf_keras:NAME": tf_keras.applications', Keras 2's), or
+# a builder of this file; its keyword arguments; the input shape without the batch)
 MODELS = {
     "mobilenet": ("MobileNet", dict(alpha=0.25), (96, 96, 3)),  # also MLPerf Tiny's visual wake words
     "mobilenet_v2": ("MobileNetV2", dict(alpha=0.35), (96, 96, 3)),
@@ -48,6 +49,14 @@ MODELS = {
     "efficientnet_b0": ("EfficientNetB0", {}, (64, 64, 3)),
     "resnet50": ("ResNet50", {}, (64, 64, 3)),
     "densenet121": ("DenseNet121", {}, (64, 64, 3)),
+    # issue 24: today's CNNs and a transformer (the smallest member of each family Keras has)
+    "convnext_tiny": ("ConvNeXtTiny", {}, (64, 64, 3)),
+    "regnetx002": ("tf_keras:RegNetX002", {}, (64, 64, 3)),  # Keras 3 has no RegNet: Keras 2's (tf-keras)
+    "regnety002": ("tf_keras:RegNetY002", {}, (64, 64, 3)),
+    "efficientnet_v2_b0": ("EfficientNetV2B0", {}, (64, 64, 3)),
+    "nasnet_mobile": ("NASNetMobile", {}, (64, 64, 3)),
+    "inception_v3": ("InceptionV3", {}, (75, 75, 3)),  # the smallest input its constructor accepts
+    "vit": ("vit", {}, (64, 64, 3)),
     # MLPerf Tiny v1.0 reference architectures
     "resnet8": ("resnet8", {}, (32, 32, 3)),  # image classification (CIFAR-10)
     "ds_cnn": ("ds_cnn", {}, (49, 10, 1)),  # keyword spotting
@@ -104,12 +113,39 @@ def fc_autoencoder(input_shape):
     return keras.Model(x0, L.Dense(input_shape[0])(x))
 
 
+def vit(input_shape):
+    """A ViT as Keras' examples write it: 8x8 stride-8 patch Conv2D (64x64x3 -> 64 tokens of 64),
+    a learned position embedding, 4 pre-norm encoder blocks (4 heads of 16, GELU MLP of 128),
+    LayerNormalization, token mean, Dense 10. The blocks are the fixture vit_tiny_int8's
+    (tools/make_transformer_models.py), at twice its width and depth."""
+    from tensorflow import keras
+    from tensorflow.keras import layers as L
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
+    from make_transformer_models import _encoder_block, _position_embedding
+
+    patch, dim = input_shape[0] // 8, 64
+    x0 = keras.Input(input_shape)
+    x = L.Conv2D(dim, patch, strides=patch, name="patch_embed")(x0)
+    x = _position_embedding(64, dim, "pos_embed")(L.Reshape((64, dim), name="tokens")(x))
+    for b in range(4):
+        x = _encoder_block(x, dim, 4, 2 * dim, f"block{b}")
+    x = L.GlobalAveragePooling1D(name="token_mean")(L.LayerNormalization(epsilon=1e-6, name="norm")(x))
+    return keras.Model(x0, L.Dense(10, activation="softmax", name="head")(x))
+
+
 def _keras_model(name: str):
     import tensorflow as tf
 
     ctor, kwargs, shape = MODELS[name]
     if ctor in globals():
         return globals()[ctor](shape)
+    if ctor.startswith("tf_keras:"):
+        try:
+            import tf_keras
+        except ImportError:
+            raise ImportError(f"{name} is Keras 2's (Keras 3 dropped RegNet): pip install tf-keras") from None
+        return getattr(tf_keras.applications, ctor.partition(":")[2])(input_shape=shape, weights=None, **kwargs)
     return getattr(tf.keras.applications, ctor)(input_shape=shape, weights=None, **kwargs)
 
 
@@ -125,7 +161,11 @@ def make(out: Path, names: list[str]) -> None:
     for name in names:
         shape = MODELS[name][2]
         tf.keras.utils.set_random_seed(0)
-        model = _keras_model(name)
+        try:
+            model = _keras_model(name)
+        except ImportError as err:  # an optional package one model needs: the others still get made
+            print(f"{name}: not made: {err}", flush=True)
+            continue
         rng = np.random.default_rng(0)
         calib = rng.uniform(-1, 1, (8, *shape)).astype(np.float32)
         conv = tf.lite.TFLiteConverter.from_keras_model(model)
@@ -157,11 +197,14 @@ def made(folder: Path, names: list[str]):
             yield name, path, np.load(folder / f"{name}.in.npy"), np.load(folder / f"{name}.out.npy")
 
 
-def fixtures():
-    """The same for the committed fixtures of --quick (their first recorded sample)."""
+def fixtures(named: dict[str, str]):
+    """The same for committed fixtures (row name -> file; their first recorded sample)."""
     from benchlib import FIXTURES
 
-    for name, fixture in QUICK_FIXTURES.items():
+    for name, fixture in named.items():
+        if not (FIXTURES / fixture).exists():
+            yield name, FIXTURES / fixture, None, None
+            continue
         (x,), (y,) = sample(fixture)
         yield name, FIXTURES / fixture, x, y
 
@@ -169,23 +212,22 @@ def fixtures():
 def run(models, backend: str) -> None:
     import npu_byoc
 
-    print(f"{'model':<20} {'ops on NPU':>11} {'MACs on NPU':>12} {'parts':>5} {'trans':>5} {'max LSB':>7} "
-          f"{'seconds':>7}  on the CPU")
+    print(f"{COVERAGE_HEADER} {'max LSB':>7} {'seconds':>7}  on the CPU (why: the indented lines)")
     for name, path, x, want in models:
         if x is None:
-            print(f"{name:<20} (no {path}: make it with --make)")
+            print(f"{name:<24} (no {path}: make it with --make)")
             continue
         t0 = time.perf_counter()
-        mod = npu_byoc.load_model(path)
-        report = npu_byoc.coverage_report(mod)
-        s = report.summary
-        got = npu_byoc.build(mod, backend).run([x])[0]
+        try:
+            mod = npu_byoc.load_model(path)
+            lead, cpu, reasons = coverage_cells(name, npu_byoc.coverage_report(mod))
+            got = npu_byoc.build(mod, backend).run([x])[0]
+        except Exception as err:  # one model's failure is a figure (e.g. does not import), not the end
+            print(f"{name:<24} failed: {one_line(err)}", flush=True)
+            continue
         lsb = int(np.abs(got.astype(np.int32) - want.astype(np.int32)).max())
-        cpu = collections.Counter(o.op for o in report.ops if not o.offloaded and "computed at import" not in (o.reason or ""))
-        macs = 100.0 * s["macs_offloaded"] / max(s["macs_total"], 1)
-        print(f"{name:<20} {s['ops_offloaded']:>5}/{s['ops_total']:<5} {macs:>11.1f}% {s['partitions']:>5} "
-              f"{s['transitions']:>5} {lsb:>7} {time.perf_counter() - t0:>7.1f}  "
-              + (", ".join(f"{op} x{n}" for op, n in cpu.most_common()) or "-"), flush=True)
+        print(f"{lead} {lsb:>7} {time.perf_counter() - t0:>7.1f}  {cpu}", flush=True)
+        print_reasons(reasons)
     print("ops on NPU counts every operator of the file; SHAPE / PACK / STRIDED_SLICE chains that the "
           "import computes (constants) count as CPU operators but do no run-time work and are not listed.")
 
@@ -197,10 +239,14 @@ def main(argv=None) -> int:
     ap.add_argument("--make", action="store_true", help="make the models and LiteRT's outputs (tensorflow)")
     ap.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     ap.add_argument("--backend", default="golden", choices=["golden", "functional", "verilator"])
+    ap.add_argument("--fixtures", nargs="+", metavar="NAME",
+                    help="step 2 over these committed TFLite fixtures instead (e.g. vit_tiny_int8 kws_transformer_int8)")
     args = ap.parse_args(argv)
     if args.quick:
         print(QUICK_BANNER)
-        run(fixtures(), args.backend)
+        run(fixtures(QUICK_FIXTURES), args.backend)
+    elif args.fixtures:
+        run(fixtures({n.removesuffix(".tflite"): n.removesuffix(".tflite") + ".tflite" for n in args.fixtures}), args.backend)
     elif args.folder is None:
         ap.error("give the models' folder (or --quick)")
     elif args.make:

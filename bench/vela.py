@@ -1,10 +1,12 @@
-"""Benchmark: our RTL's cycles beside Arm Vela's Ethos-U55-256 estimate, per model and per layer.
+"""Benchmark: our RTL's cycles beside Arm Vela's Ethos-U55-256 (or U85-256) estimate, per model and per layer.
 
     .venv/bin/pip install -e ".[bench]"                       # ethos-u-vela (optional extra)
     .venv/bin/python bench/vela.py                            # the TFLite fixtures, 16 and 8 bytes/cycle
     .venv/bin/python bench/vela.py --dma-bytes-per-cycle 8 --per-layer mobilenet_v2_int8.tflite
     .venv/bin/python bench/vela.py --vela-config Ethos_U55_High_End_Embedded/Sram_Only \
                                    --vela-config Ethos_U55_High_End_Embedded/Shared_Sram   # Vela's memory, both sides
+    .venv/bin/python bench/vela.py --accelerator ethos-u85-256 --dma-bytes-per-cycle 16 \
+                                   --models vit_tiny_int8.tflite kws_transformer_int8.tflite  # the transformers on U85
     .venv/bin/python bench/vela.py --quick                    # smoke run: tiny_cnn_int8 at 16 bytes/cycle
                                                               # (without Vela: our side only, said so)
     .venv/bin/python bench/vela.py --compressed               # the pruned and clustered fixtures: our encoded
@@ -20,7 +22,8 @@ Both sides get the same int8 TFLite file and the same memory system:
          not counted (the coverage column says how many MACs that is).
   Vela   ``vela --accelerator-config ethos-u55-256`` (256 MACs per cycle) with a system
          configuration written here: every tensor in SRAM (``Sram_Only``), SRAM at D bytes
-         per cycle (Ethos-U55's 64-bit AXI port, ``Sram_clock_scale = D / 8``), the
+         per cycle (``Sram_clock_scale = D / 8`` on Ethos-U55's 64-bit AXI port, D / 16 on
+         U65's and U85's 128-bit one), the
          latencies and burst length of Arm's ``Ethos_U55_High_End_Embedded``. Its
          ``cycles_total`` (NPU and memory access, as its summary CSV reports) is the yardstick;
          ``cycles_npu`` is shown too.
@@ -100,7 +103,7 @@ def run_vela(model: Path, setup, work: Path) -> tuple[dict, list[dict]]:
     """Vela's summary row and per-layer rows for ``model`` on ``setup``'s memory."""
     if setup.vela is None:  # every tensor in SRAM at D bytes per cycle
         ini, system, mode = work / "npu_byoc.ini", "npu_byoc_matched", "npu_byoc_sram_only"
-        ini.write_text(VELA_INI.format(scale=setup.dma_bytes / 8))
+        ini.write_text(VELA_INI.format(scale=setup.dma_bytes / axi_bytes(setup.accelerator)))
     else:
         ini, system, mode = setup.vela
     out = work / f"{model.stem}-{setup.label.replace('/', '-')}"
@@ -108,8 +111,9 @@ def run_vela(model: Path, setup, work: Path) -> tuple[dict, list[dict]]:
            "--system-config", system, "--memory-mode", mode,
            "--output-dir", str(out), "--verbose-performance"]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise RuntimeError(f"vela failed on {model.name}:\n{proc.stdout[-2000:]}{proc.stderr[-2000:]}")
+    if proc.returncode != 0:  # a model Vela cannot compile is a result: its last line, in the table
+        last = (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[-1]
+        return {"error": f"vela failed: {last}"}, []
     summary = next(out.glob("*_summary_*.csv"))
     layers = next(out.glob("*_per-layer.csv"))
     with summary.open() as f:
@@ -129,11 +133,22 @@ class Setup(NamedTuple):
     fields: tuple = ()  # HwConfig fields from the ini (npu-byoc hw --from-vela-ini)
 
 
+def axi_bytes(accelerator: str) -> int:
+    """Bytes per cycle of one AXI port: Ethos-U55's is 64 bits wide, U65's and U85's 128."""
+    return 16 if "u85" in accelerator or "u65" in accelerator else 8
+
+
+def macs_per_cycle(accelerator: str) -> int:
+    """The MAC array of a Vela accelerator configuration, e.g. ethos-u85-256 -> 256."""
+    return int(accelerator.rsplit("-", 1)[1])
+
+
 def setups(args) -> list[Setup]:
     """--vela-config SYSTEM/MODE: Vela's memory for both sides; else the matched SRAM at each width."""
     if not args.vela_config:
-        return [Setup(str(d), d) for d in (args.dma_bytes_per_cycle or ([16] if args.quick else [16, 8]))]
-    port = 16 if "u85" in args.accelerator or "u65" in args.accelerator else 8
+        widths = args.dma_bytes_per_cycle or ([16] if args.quick else [16, 8])
+        return [Setup(str(d), d, args.accelerator) for d in widths]
+    port = axi_bytes(args.accelerator)
     out = []
     for spec in args.vela_config:
         system, _, mode = spec.partition("/")
@@ -279,20 +294,30 @@ def main(argv=None) -> int:
                 ours = run_ours(model, d, args.dma_overlap, args.dma_queue_depth)
                 s = ours.summary
                 rows.append((name, d, s, vela, ours, vela_layers))
-                print(f"{name} @ {d.label}: ours {s['cycles']}, Vela {vela['cycles_total'] if vela else '-'}",
+                print(f"{name} @ {d.label}: ours {s['cycles']}, Vela {(vela or {}).get('cycles_total', '-')}",
                       file=sys.stderr)  # fmt: skip
 
-    print(f"| model | memory (bytes/cycle) | MACs on NPU | ours: cycles | ours: ms | bound | ours / bound | "
-          f"Vela {args.accelerator}: cycles_total | Vela cycles_npu | ours / Vela |")  # fmt: skip
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    # MAC util: MACs / (array MACs per cycle x cycles), ours over the MACs of our NPU layers,
+    # Vela's over its nn_macs (every MAC of the network, its CPU operators' too)
+    print(f"| model | memory (bytes/cycle) | MACs on NPU | ours: cycles | ours: ms | bound | ours / bound | ours: MAC util | "
+          f"Vela {args.accelerator}: cycles_total | Vela cycles_npu | Vela nn_macs | Vela: MAC util | ours / Vela |")  # fmt: skip
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    failed = []
     for name, d, s, vela, _, _ in rows:
-        if vela:
-            total = float(vela["cycles_total"])
-            theirs = f"{total:,.0f} | {float(vela['cycles_npu']):,.0f} | {s['cycles'] / total:.2f}"
+        if vela and "error" in vela:
+            failed.append(f"{name} @ {d.label}: {escape.markdown(vela['error'])}")
+            theirs = "failed | failed | - | - | -"
+        elif vela:
+            total, macs = float(vela["cycles_total"]), int(float(vela["nn_macs"]))
+            util = macs / (macs_per_cycle(args.accelerator) * total)
+            theirs = f"{total:,.0f} | {float(vela['cycles_npu']):,.0f} | {macs:,} | {100 * util:.1f}% | {s['cycles'] / total:.2f}"
         else:
-            theirs = "- | - | -"
+            theirs = "- | - | - | - | -"
+        util = s["utilization_overall"]
         print(f"| {name} | {d.label} | {s['macs']:,} | {s['cycles']:,} | {s['milliseconds']:.3f} | {s['bound_cycles']:,.0f} | "
-              f"{s['cycles'] / s['bound_cycles']:.2f} | {theirs} |")  # fmt: skip
+              f"{s['cycles'] / s['bound_cycles']:.2f} | {100 * util if util else 0:.1f}% | {theirs} |")  # fmt: skip
+    for line in failed:
+        print(f"\n{line}")
 
     print("\nPer op class (ours: RTL cycles of the class's layers; Vela: Op Cycles of the operators with the "
           "same output tensors):\n")  # fmt: skip
@@ -302,7 +327,7 @@ def main(argv=None) -> int:
         cycles = vela_cycles_by_layer(vela_layers)
         for cls in s["per_class"]:
             layers = [r for r in ours.layers if r.op == cls]
-            if not vela:
+            if not vela or "error" in vela:
                 print(f"| {name} | {d.label} | {cls} | -/{len(layers)} | {sum(r.cycles for r in layers):,} | - | - |")
                 continue
             matched = [r for r in layers if r.name in cycles]
@@ -321,7 +346,7 @@ def main(argv=None) -> int:
             v = cycles.get(r.name)
             ratio = f"{r.cycles / v:.2f}" if v else "-"
             print(f"| {r.index} | {escape.markdown(r.name[-48:])} | {r.op} | {r.macs:,} | {r.cycles:,} | "
-                  f"{v if v else '-'} | {ratio} |")  # fmt: skip
+                  f"{'-' if v is None else v} | {ratio} |")  # fmt: skip
     return 0
 
 

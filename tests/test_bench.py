@@ -134,20 +134,25 @@ def test_vela_compressed_quick():
 @pytest.mark.slow
 def test_vela_quick():
     out = run_quick("vela.py", "--per-layer", "tiny_cnn_int8.tflite")
-    ((model, width, macs, cycles, ms, bound, ratio, total, npu, ours_vela),) = markdown_rows(out, "| model | memory (bytes/cycle) | MACs")
+    ((model, width, macs, cycles, ms, bound, ratio, util, total, npu, vela_macs, vela_util, ours_vela),) = markdown_rows(
+        out, "| model | memory (bytes/cycle) | MACs")
     assert model == "tiny_cnn_int8.tflite" and width == "16" and number(macs) > 0
     assert number(cycles) >= number(bound) > 0  # no schedule beats the roofline bound
     assert number(ms) == pytest.approx(number(cycles) / 500e3, abs=0.001)  # at the default 500 MHz
     assert number(ratio) == pytest.approx(number(cycles) / number(bound), abs=0.01)
+    # MAC utilization: the MACs over 256 per cycle (the default 8 x 32 array), at most 100%
+    assert number(util.rstrip("%")) == pytest.approx(100 * number(macs) / (256 * number(cycles)), abs=0.06)
+    assert 0 < number(util.rstrip("%")) <= 100
     layers = markdown_rows(out, "| # | layer")
     classes = markdown_rows(out, "| model | memory (bytes/cycle) | class")
-    # the classes' cycles are their layers' cycles
-    assert sum(number(r[4]) for r in classes) == sum(number(r[4]) for r in layers)
+    # the classes' cycles are their layers' cycles (with Vela: of the layers it has an operator for)
+    assert sum(number(r[4]) for r in classes) == sum(number(r[4]) for r in layers if r[5] != "-" or total == "-")
     if shutil.which("vela") or Path(sys.executable).with_name("vela").exists():  # as bench/vela.py looks
         assert number(total) > 0 and number(ours_vela) > 0
+        assert number(vela_util.rstrip("%")) == pytest.approx(100 * number(vela_macs) / (256 * number(total)), abs=0.06)
     else:  # the quick run without Vela says so in its output, and leaves Vela's cells empty
         assert 'Vela columns empty' in out and 'pip install -e ".[bench]"' in out
-        assert (total, npu, ours_vela) == ("-", "-", "-")
+        assert (total, npu, vela_macs, vela_util, ours_vela) == ("-", "-", "-", "-", "-")
 
 
 def test_vela_full_run_without_vela_says_what_to_install(monkeypatch, tmp_path):
@@ -175,6 +180,28 @@ def test_vela_config_gives_both_sides_the_same_memory(monkeypatch):
         vela.setups(args)
 
 
+def test_vela_matched_memory_follows_the_accelerator_s_port(monkeypatch, tmp_path):
+    """The matched SRAM at D bytes/cycle: Sram_clock_scale is D over the accelerator's AXI
+    port (U55: 8 bytes, U85: 16), and the accelerator asked for is the one Vela runs."""
+    vela = load_bench("vela", monkeypatch)
+    args = vela.argparse.Namespace(vela_config=None, dma_bytes_per_cycle=[16], quick=False, accelerator="ethos-u85-256")
+    (setup,) = vela.setups(args)
+    assert setup.accelerator == "ethos-u85-256" and vela.macs_per_cycle(setup.accelerator) == 256
+    seen = []
+    monkeypatch.setattr(vela, "vela_exe", lambda: "vela")
+    monkeypatch.setattr(vela.subprocess, "run", lambda cmd, **kw: seen.append(cmd) or
+                        vela.subprocess.CompletedProcess(cmd, 1, "", "RuntimeError: Non-passthrough operation (Mul)\n"))
+    row, layers = vela.run_vela(Path("m.tflite"), setup, tmp_path)
+    assert "Sram_clock_scale=1.0" in (tmp_path / "npu_byoc.ini").read_text()
+    assert seen[0][seen[0].index("--accelerator-config") + 1] == "ethos-u85-256"
+    # a model Vela cannot compile is a row saying so, not the end of the run
+    assert row == {"error": "vela failed: RuntimeError: Non-passthrough operation (Mul)"} and layers == []
+    args.accelerator = "ethos-u55-256"
+    (setup,) = vela.setups(args)
+    vela.run_vela(Path("m.tflite"), setup, tmp_path)
+    assert "Sram_clock_scale=2.0" in (tmp_path / "npu_byoc.ini").read_text()
+
+
 def test_vela_csv_rows_sum_per_output_tensor(monkeypatch):
     """Vela's per-layer CSV: the Name column lists the fused tensors, the op's own output first."""
     vela = load_bench("vela", monkeypatch)
@@ -200,6 +227,30 @@ def test_keras_apps_make_without_tensorflow_says_what_to_install(monkeypatch, tm
     with pytest.raises(SystemExit) as exc:
         keras_apps.make(tmp_path, ["ds_cnn"])
     assert "pip install tensorflow ai-edge-litert" in str(exc.value)
+
+
+# onnx_apps --quick: each fixture's tolerance against onnxruntime (tests/test_transformer_fixtures.py's)
+ONNX_QUICK = {"shufflenet_unit": 2, "squeezenet_pools": 1, "regnet_groups": 1}
+
+
+@pytest.mark.slow
+def test_onnx_apps_quick():
+    out = run_quick("onnx_apps.py")
+    for name, lsb in ONNX_QUICK.items():
+        ops, macs, parts, trans, vs_ort, vs_tvm, tvm_ort, layers, rtl, cycles = text_row(out, name, "qdq")[:10]
+        on_npu, total = (int(v) for v in ops.split("/"))
+        assert 0 < on_npu <= total and 0 <= number(macs.rstrip("%")) <= 100 and number(parts) >= 1
+        assert number(vs_ort) <= lsb and number(vs_tvm) <= lsb and number(tvm_ort) >= 0
+        assert number(layers) <= 1  # every NPU layer within 1 LSB of TVM's CPU build fed the same input
+        assert number(rtl) == 0 and number(cycles) > 0  # the RTL bit-exact with the golden model
+
+
+def test_onnx_apps_make_without_torch_says_what_to_install(monkeypatch, tmp_path):
+    onnx_apps = load_bench("onnx_apps", monkeypatch)
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` raises ImportError
+    with pytest.raises(SystemExit) as exc:
+        onnx_apps.make(tmp_path, ["squeezenet1_1"], ["qdq"])
+    assert "pip install torch torchvision onnx onnxruntime" in str(exc.value)
 
 
 @pytest.mark.slow
