@@ -142,13 +142,18 @@ def test_onnx_fixture_against_onnxruntime(name):
 
 
 def test_compare_reads_an_nchw_sequence_partition_channel_last():
-    """`npu-byoc compare` on the ViT: its first partition holds the [1, 64, 32] token sequence as
-    an NCHW sequence (the LayerNorm MEAN's reading), stored channel-last. The first NPU layer (the
-    position-embedding ADD, fed the same input on both sides) matches TVM's CPU build; read
-    without the transpose it showed 152 LSB."""
+    """`npu-byoc compare` on the keyword transformer: the partition of its position-embedding ADD
+    and LayerNorm's first MEAN holds the [1, 50, 32] token sequence as an NCHW sequence (the
+    MEAN's reading), stored channel-last. The ADD (fed the same input on both sides) matches TVM's
+    CPU build; read without the transpose it showed 141 LSB. (The ViT's ADD now shares the patch
+    conv's NHWC partition, so the ViT no longer has such a layer.)"""
+    from npu_byoc.codegen.lower import lower_module
     from npu_byoc.runtime.compare import compare
 
-    name = "vit_tiny_int8.tflite"
+    name = "kws_transformer_int8.tflite"
+    plans = lower_module(_partitioned(name)).values()
+    plan = next(p for p in plans if any(op.name.endswith("pos_embed_1/add") for op in p.ops))
+    assert [(io.shape, io.ref.layout) for io in plan.inputs] == [((1, 50, 32), "NCHW")]
     x = reference(name)["inputs"][0]
     report = compare(npu_byoc.load_model(model_path(name)), x)
     first = next(r for r in report.layers if r.layer.endswith("pos_embed_1/add"))
