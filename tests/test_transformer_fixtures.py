@@ -159,3 +159,17 @@ def test_compare_reads_an_nchw_sequence_partition_channel_last():
     first = next(r for r in report.layers if r.layer.endswith("pos_embed_1/add"))
     assert first.golden_vs_cpu.max_lsb <= 1
     assert max(r.golden_vs_cpu.max_lsb for r in report.layers) <= 16  # drift along 2 blocks, not a misread
+
+
+def test_compare_tells_a_split_s_halves_apart():
+    """An ONNX Split becomes two NPU gathers named after the one operator ("split", "split#1");
+    `npu-byoc compare` reads each against its own tensor in TVM's CPU build, within the fixture's
+    bound above. Matched by the operator's name alone, "split" was read against the second half
+    (164 LSB) and "split#1" was left out."""
+    from npu_byoc.runtime.compare import compare
+
+    name = "channel_shuffle_qdq.onnx"
+    report = compare(npu_byoc.load_model(model_path(name)), reference(name)["inputs"][0])
+    rows = {r.layer: r.golden_vs_cpu.max_lsb for r in report.layers}
+    assert {"split", "split#1"} <= set(rows)
+    assert max(rows.values()) <= ONNX[name]
