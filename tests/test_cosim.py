@@ -243,6 +243,38 @@ def test_mobilenet_cosimulates_within_targets():
     assert s["outputs"][0]["max_diff"] <= 1
 
 
+def test_npu_maps_in_the_model_layout():
+    """The NPU's H x W x C view of a tensor back in the model's shape, worked out by hand: an
+    NCHW sequence [1, C=2, L=3] is stored as one row of 3 pixels of 2 channels."""
+    stored = np.arange(6).reshape(1, 3, 2)  # pixel l, channel c at 2 * l + c
+    assert C._to_model_shape(stored, (1, 2, 3), nchw=True).tolist() == [[[0, 2, 4], [1, 3, 5]]]
+    assert C._to_model_shape(stored, (1, 3, 2), nchw=False).tolist() == [[[0, 1], [2, 3], [4, 5]]]
+    image = np.arange(12).reshape(2, 3, 2)  # NCHW [1, 2, 2, 3]
+    assert C._to_model_shape(image, (1, 2, 2, 3), nchw=True)[0, 1].tolist() == [[1, 3, 5], [7, 9, 11]]
+    assert C._to_model_shape(stored, (1, 6), nchw=True).tolist() == [[0, 1, 2, 3, 4, 5]]  # flat: bytes as stored
+
+
+@pytest.mark.slow
+def test_an_nchw_sequence_partition_is_read_channel_first(partitioned):
+    """The keyword transformer's partition of the position-embedding ADD and LayerNorm's first
+    MEAN holds its [1, 50, 32] tokens as an NCHW sequence [N, C, L] (the MEAN's reading), which
+    the NPU stores channel-last. The report takes each layer's value in the model's layout, so
+    every layer is within 1 LSB of TVM's CPU build of that layer fed the same inputs; read
+    row-major the ADD showed 141 LSB and the MEAN fed that misread 197 (the NPU's values were
+    LiteRT's recorded tensors exactly, tests/test_transformer_fixtures.py)."""
+    name = "kws_transformer_int8.tflite"
+    part = partitioned(name)
+    plans = lower_module(part)
+    sequences = [p for p in plans.values()
+                 if any(io.ref.layout == "NCHW" and len(io.shape) == 3 and io.shape[1] != io.shape[2] > 1
+                        for io in p.inputs)]  # fmt: skip
+    assert any(op.name.endswith("pos_embed_1/add") for p in sequences for op in p.ops)
+    ref = reference(name)
+    report = C.cosim(part, ref["inputs"][0], ref["outputs"][0])
+    check_layers(report)
+    assert report.summary["outputs"][0]["max_diff"] <= 6  # test_transformer_fixtures' bound on LiteRT
+
+
 @pytest.mark.parametrize("input_hw, window", [((23, 23), (23, 23)), ((26, 5), (25, 5))], ids=["529 taps", "DS-CNN 25x5"])
 def test_one_wide_average_window_on_the_rtl(input_hw, window):
     """A pool window of more than 511 taps (the vector unit's tap counter is sized from

@@ -148,15 +148,34 @@ def test_onnx_fixture_against_onnxruntime(name):
 
 
 def test_compare_reads_an_nchw_sequence_partition_channel_last():
-    """`npu-byoc compare` on the ViT: its first partition holds the [1, 64, 32] token sequence as
-    an NCHW sequence (the LayerNorm MEAN's reading), stored channel-last. The first NPU layer (the
-    position-embedding ADD, fed the same input on both sides) matches TVM's CPU build; read
-    without the transpose it showed 152 LSB."""
+    """`npu-byoc compare` on the keyword transformer: the partition of its position-embedding ADD
+    and LayerNorm's first MEAN holds the [1, 50, 32] token sequence as an NCHW sequence (the
+    MEAN's reading), stored channel-last. The ADD (fed the same input on both sides) matches TVM's
+    CPU build; read without the transpose it showed 141 LSB. (The ViT's ADD now shares the patch
+    conv's NHWC partition, so the ViT no longer has such a layer.)"""
+    from npu_byoc.codegen.lower import lower_module
     from npu_byoc.runtime.compare import compare
 
-    name = "vit_tiny_int8.tflite"
+    name = "kws_transformer_int8.tflite"
+    plans = lower_module(_partitioned(name)).values()
+    plan = next(p for p in plans if any(op.name.endswith("pos_embed_1/add") for op in p.ops))
+    assert [(io.shape, io.ref.layout) for io in plan.inputs] == [((1, 50, 32), "NCHW")]
     x = reference(name)["inputs"][0]
     report = compare(npu_byoc.load_model(model_path(name)), x)
     first = next(r for r in report.layers if r.layer.endswith("pos_embed_1/add"))
     assert first.golden_vs_cpu.max_lsb <= 1
     assert max(r.golden_vs_cpu.max_lsb for r in report.layers) <= 16  # drift along 2 blocks, not a misread
+
+
+def test_compare_tells_a_split_s_halves_apart():
+    """An ONNX Split becomes two NPU gathers named after the one operator ("split", "split#1");
+    `npu-byoc compare` reads each against its own tensor in TVM's CPU build, within the fixture's
+    bound above. Matched by the operator's name alone, "split" was read against the second half
+    (164 LSB) and "split#1" was left out."""
+    from npu_byoc.runtime.compare import compare
+
+    name = "channel_shuffle_qdq.onnx"
+    report = compare(npu_byoc.load_model(model_path(name)), reference(name)["inputs"][0])
+    rows = {r.layer: r.golden_vs_cpu.max_lsb for r in report.layers}
+    assert {"split", "split#1"} <= set(rows)
+    assert max(rows.values()) <= ONNX[name]

@@ -138,8 +138,7 @@ def compare(
     from ..partition.pipeline import canonicalise
 
     part = partition_for_npu(mod, hw=hw, exclude=exclude)
-    accepted = [d for d in partition_log(part) if d.accepted]
-    root_of_layer = {d.layer: d.vars[0] for d in accepted if d.layer}
+    root_of_layer = layer_roots(part)
 
     golden = build(part, "golden", hw=hw)
     seen: list[tuple[str, object, np.ndarray]] = []
@@ -174,6 +173,33 @@ def compare(
             row.golden_vs_reference, row.cpu_vs_reference = Diff.of(g, r, scale), Diff.of(c, r, scale)
         report.outputs.append(row)
     return report
+
+
+def layer_roots(part: tvm.IRModule) -> dict[str, str]:
+    """Each NPU layer of a partitioned module (its composite's layer name) -> the binding of the
+    model it computes (its partition decision's root). A decision names the source operator,
+    which several composites can share (an ONNX Split's halves are "split" and "split#1"):
+    those are told apart by the bindings inside the composite, which keep the model's names;
+    a layer no decision tells apart is left out rather than compared with another's tensor."""
+    from ..ops.composites import composite_functions, npu_functions
+    from ..ops.table import LAYER_ATTR
+
+    by_source: dict[str, list] = {}
+    for d in partition_log(part) or []:
+        if d.accepted and d.layer:
+            by_source.setdefault(d.layer, []).append(d)
+    roots = {}
+    for func in npu_functions(part).values():
+        for _, composite in composite_functions(func):
+            if LAYER_ATTR not in composite.attrs:
+                continue
+            layer = str(composite.attrs[LAYER_ATTR])
+            candidates = by_source.get(layer) or by_source.get(layer.rsplit("#", 1)[0], [])
+            inner = {str(b.var.name) for block in composite.body.blocks for b in block.bindings}
+            shared = [len(inner & set(d.vars)) for d in candidates]
+            if len(candidates) == 1 or (shared and shared.count(max(shared)) == 1 and max(shared) > 0):
+                roots[layer] = candidates[shared.index(max(shared))].vars[0]
+    return roots
 
 
 def reference_like(reference: Sequence[np.ndarray], k: int, y: np.ndarray) -> np.ndarray:

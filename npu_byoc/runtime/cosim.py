@@ -193,17 +193,13 @@ def _images(calls: list[_LayerCall]) -> int:
 
 
 def _to_model_shape(hwc: np.ndarray, shape: tuple[int, ...], nchw: bool) -> np.ndarray:
-    """An H x W x C feature map (the NPU's view) in the layout and shape of the model tensor
-    (an NCHW partition's rank-3 sequence [N, C, L] is stored channel-last, as L x C: compare's
-    _layer_flat reads TVM's tensors the same way)."""
-    if len(shape) == 4:
-        h, w, c = hwc.shape
-        if tuple(shape) == (1, c, h, w) and (nchw or tuple(shape) != (1, h, w, c)):
-            return np.ascontiguousarray(hwc.transpose(2, 0, 1))[None]
-    if len(shape) == 3 and nchw:
-        h, w, c = hwc.shape
-        if tuple(shape) == (1, c, h * w):
-            return np.ascontiguousarray(hwc.reshape(h * w, c).T)[None]
+    """An H x W x C feature map (the NPU's view) in the layout and shape of the model tensor:
+    channels first for an NCHW image [N, C, H, W] and an NCHW sequence [N, C, L] (one row of L
+    pixels, limits.hwc), which the NPU stores channel-last like every map."""
+    h, w, c = hwc.shape
+    spatial = {4: (h, w), 3: (w,) if h == 1 else None}.get(len(shape))
+    if spatial is not None and tuple(shape) == (1, c, *spatial) and (nchw or tuple(shape) != (1, *spatial, c)):
+        return np.ascontiguousarray(np.moveaxis(hwc, -1, 0)).reshape(shape)
     return hwc.reshape(shape)
 
 
