@@ -25,6 +25,7 @@ import numpy as np
 from ..errors import LoweringError
 from ..arch.config import DEFAULT_CONFIG, HwConfig
 from ..arch.isa import REQUANT_RECORD_BYTES, Region
+from ..arch.memory import memory, sustained_bytes_per_cycle
 from ..util import escape
 from ..arch.encoder import Step, disassemble, encode_with_starts
 from .lower import PartitionPlan
@@ -43,6 +44,7 @@ ROW_SPLIT_MIN_CYCLES = 512  # ... longer than this
 # overlapped schedules: weights + requantize records per channel block of a load-bound CONV / FC,
 # as a fraction of the SRAM (48 KiB of 256: two such buffers leave room for the next ops')
 SPLIT_SRAM_SIXTEENTHS = 3
+WEIGHT_RUN_BYTES = 4096  # a weight block's contiguous run, for the weights' memory's sustained bandwidth
 CLEAR_OPS = 16  # overlapped schedules: an op's buffers go clear of up to this many previous ops' (prefetch distance)
 
 
@@ -174,22 +176,30 @@ def _split_rows(op: NpuOp, tiling: Tiling, hw: HwConfig, budget: int, resident=(
     return split if sram_layout(_double_buffers(op, split, resident))[1] <= budget else tiling
 
 
+def _weight_bandwidth(hw: HwConfig) -> float:
+    """Bytes per core cycle the weights' memory sustains on long runs (its bursts, latency and
+    reads in flight; the DMA port's width with the default memory)."""
+    return sustained_bytes_per_cycle(memory(hw, "const_mem"), hw.dma_bytes_per_cycle, WEIGHT_RUN_BYTES)
+
+
 def _split_weights(op: NpuOp, tiling: Tiling, hw: HwConfig, budget: int, resident=()) -> Tiling:
     """Overlapped schedules: a CONV or FC whose weights take longer to load than it computes, in
     one full-channel tile, is cut into channel blocks of at most 3/16 of the SRAM of weights and
     requantize records with two weight buffers, so each block loads while the one before it
     computes (when both buffers fit the free SRAM; otherwise ``tiling`` as it is)."""
     channels = op.ofm.shape[2]
-    if not isinstance(op, Conv2D | FullyConnected) or tiling.channels < channels:
+    if not isinstance(op, Conv2D | FullyConnected):
         return tiling
     per_channel = int(np.prod(op.weights.shape[1:])) + REQUANT_RECORD_BYTES
     block_bytes = hw.sram_bytes * SPLIT_SRAM_SIXTEENTHS // 16
     if per_channel * channels <= 2 * block_bytes:
         return tiling
-    if per_channel * channels / hw.dma_bytes_per_cycle <= op.macs / (hw.array_rows * hw.array_cols):
+    if per_channel * channels / _weight_bandwidth(hw) <= op.macs / (hw.array_rows * hw.array_cols):
         return tiling
+    # also when the SRAM already cuts it in (single-buffered) channel blocks: smaller blocks in
+    # two buffers let each load under the previous block's compute
     block = max(hw.array_rows, block_bytes // per_channel // hw.array_rows * hw.array_rows)
-    split = Tiling(tiling.rows, min(block, channels))
+    split = Tiling(tiling.rows, min(block, tiling.channels))
     if sram_layout(_double_buffers(op, split, resident))[1] > budget:
         return tiling
     return split
