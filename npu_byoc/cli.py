@@ -89,6 +89,15 @@ def _partitioned(args, mod, hw):
     return partition_for_npu(mod, hw=hw, exclude=_exclude(args)) if _exclude(args) else mod
 
 
+def _fitted(args, mod, hw):
+    """``mod`` partitioned with the --exclude names, refused in one line when a layer does not
+    fit ``hw``'s SRAM (compile, cosim and export run the model on this NPU, not partly elsewhere)."""
+    from . import partition_for_npu
+    from .partition.sram_fit import refuse_unfit
+
+    return refuse_unfit(partition_for_npu(mod, hw=hw, exclude=_exclude(args)), hw)
+
+
 def cmd_coverage(args) -> int:
     from . import coverage_report
 
@@ -234,7 +243,7 @@ def cmd_cosim(args) -> int:
     reference = _load_references(args, mod)
     failure = None
     try:
-        report = cosim(_partitioned(args, mod, hw), inputs, reference, hw=hw, progress=not args.no_progress,
+        report = cosim(_fitted(args, mod, hw), inputs, reference, hw=hw, progress=not args.no_progress,
                        waveform=waveform)
     except CosimMismatch as err:  # the report is complete: show and write it, then fail
         report, failure = err.report, str(err)
@@ -260,7 +269,7 @@ def cmd_compile(args) -> int:
     from .runtime.build import build
 
     hw = _hw(args)
-    model = build(_partitioned(args, _load(args), hw), args.backend, hw=hw, output=args.output)
+    model = build(_fitted(args, _load(args), hw), args.backend, hw=hw, output=args.output)
     print(f"wrote {model.extra['library']} ({len(model.plans)} NPU partition(s), backend {args.backend})")
     return 0
 
@@ -269,7 +278,7 @@ def cmd_export(args) -> int:
     from .tools.export.command import run
 
     hw = _hw(args)
-    return run(args, _partitioned(args, _load(args), hw), hw)
+    return run(args, _fitted(args, _load(args), hw), hw)
 
 
 def cmd_partition(args) -> int:

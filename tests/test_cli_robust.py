@@ -442,3 +442,20 @@ def test_compile_output_is_replaced_atomically(tmp_path, capsys, monkeypatch):
     assert out.read_bytes().startswith(b"\x7fELF") and sorted(p.name for p in tmp_path.iterdir()) == ["cache", "model.so"]
     assert stat.S_IMODE(out.stat().st_mode) & 0o700 == 0o700
     assert f"wrote {out}" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", [["compile", "-o", "{tmp}/lib.so"], ["cosim", "--input", "{tmp}/x.npy"],
+                                     ["export", "-o", "{tmp}/out"]])  # fmt: skip
+def test_a_model_that_does_not_fit_the_sram_is_refused_in_one_line(tmp_path, capsys, command):
+    """tiny_cnn_qdq's 5x5 conv (6x6x24 -> 6x6x8) cannot fit 1 KiB: its smallest tile is 1 output
+    row x 1 channel, reading 5 input rows of 6 x 24 bytes (720), 5 x 5 x 24 weights (600 -> 608,
+    16-byte aligned), 6 output bytes (16) and one 12-byte requantize record (16): 1360 bytes."""
+    import numpy as np
+
+    np.save(tmp_path / "x.npy", np.zeros((1, 3, 32, 32), np.float32))
+    args = [a.format(tmp=tmp_path) for a in command]
+    assert main([args[0], str(model_path("tiny_cnn_qdq.onnx")), *args[1:], "--hw", "sram_bytes=1K"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "does not fit sram_bytes=1024: layer 'conv_dilated'" in err
+    assert "needs 1360 bytes of SRAM, the NPU has 1024" in err

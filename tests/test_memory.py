@@ -160,6 +160,20 @@ def test_rtl_equals_the_c_model_and_the_cycle_model(plans, seed):
     assert got.cycles == cycles.stream_cycles(steps, hw) == c_model.run(encode(steps), regions).cycles
 
 
+def test_one_rtl_build_serves_every_memory():
+    """The co-simulation library's key leaves the memories out (VerilatorNpu passes their timing
+    with each run; test_rtl_equals_the_c_model_and_the_cycle_model[11] runs a random memory on
+    the default build and is exact); the static archive (npu_submit, no options) keeps them."""
+    from npu_byoc.runtime import verilator as V
+
+    rng = random.Random(25)
+    memories = [random_memory_config(rng) for _ in range(4)]
+    library_keys = {V.build_key(V._runtime_memory_config(hw)) for hw in [DEFAULT_CONFIG, *memories]}
+    assert len(library_keys) == 1
+    assert len({V.build_key(hw) for hw in [DEFAULT_CONFIG, *memories]}) == 5  # the archives'
+    assert V.build_key(V._runtime_memory_config(replace(memories[0], sram_bytes=1 << 16))) not in library_keys
+
+
 # =============================================================================================
 # Vela's system configurations (npu-byoc hw --from-vela-ini; tests/fixtures/vela.ini is Arm's)
 

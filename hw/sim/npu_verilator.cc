@@ -81,6 +81,12 @@ constexpr uint64_t kMaxBurstBeats = 256;  // memory.MAX_BURST_BEATS: requests of
 
 class MemoryModel {
   public:
+    // The memories of this run: the build's (kFmMem, kConstMem) unless the caller gives others.
+    void configure(const MemoryTiming &fm, const MemoryTiming &constants) {
+        fm_ = fm;
+        const_ = constants;
+    }
+
     // Whether the request the DMA presents at cycle `now` is granted at this edge.
     bool grant(uint64_t now, bool req, bool write, unsigned region, uint64_t row_left, bool row_first) {
         if (!req) {
@@ -96,7 +102,7 @@ class MemoryModel {
             for (auto &e : ends_) e = 0;
         }
         if (k_ == 0) {  // a burst begins: when, and for how long
-            const MemoryTiming &m = region == NPU_REGION_CONST ? kConstMem : kFmMem;
+            const MemoryTiming &m = region == NPU_REGION_CONST ? const_ : fm_;
             const uint64_t per_burst = kMaxBurstBeats * kDmaBytes;
             const uint64_t bytes = std::min(row_left, per_burst);
             const uint64_t charged = row_first ? std::max(bytes, m.burst_bytes) : bytes;
@@ -119,11 +125,20 @@ class MemoryModel {
 
   private:
     static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+    MemoryTiming fm_ = kFmMem, const_ = kConstMem;
     bool active_ = false;
     uint64_t origin_ = 0, index_ = 0, k_ = 0, last_ = 0;
     uint64_t window_ = 1, requests_ = 1, occupancy_ = 1, start_ = 0;
     uint64_t ends_[kMaxInFlight] = {0};  // d_{i-O} .. d_{i-1}, a ring
 };
+
+// A memory's seven fields as the caller gives them (npu_verilator_options_t), kept in range:
+// a zero bandwidth, divider or window would never grant (the Python side checks the ranges).
+MemoryTiming timing(const uint64_t f[7]) {
+    auto at_least_1 = [](uint64_t v) { return v ? v : uint64_t{1}; };
+    return MemoryTiming{at_least_1(f[0]), at_least_1(f[1]), f[2], f[3], at_least_1(f[4]), at_least_1(f[5]),
+                        at_least_1(f[6])};
+}
 
 struct Region {
     uint8_t *data = nullptr;
@@ -194,6 +209,7 @@ class Harness {
                  size_t n_regions, npu_result_t *result) {
         const uint64_t max_cycles = opt->max_cycles ? opt->max_cycles : default_max_cycles();
         const uint64_t max_commands = opt->max_commands;
+        if (opt->memory_given) memory_.configure(timing(opt->fm_mem), timing(opt->const_mem));
         Region table[NPU_MAX_REGIONS];
         for (size_t r = 0; r < n_regions && r < NPU_MAX_REGIONS; ++r) {
             if (regions[r].data) table[r] = Region{static_cast<uint8_t *>(regions[r].data), regions[r].size, true};

@@ -49,6 +49,13 @@ typedef struct npu_verilator_options {
     uint64_t waveform_from_word;  /* in */
     uint64_t waveform_to_word;    /* in */
     uint32_t waveform_error;      /* out: 1 if this build has no tracing or the file cannot be written */
+    /* The external memories' timing of this run (docs/memory.md), so that one build serves
+     * every memory configuration: 0 = the build's own (npu_isa.h's NPU_*_MEM_*), 1 = fm_mem and
+     * const_mem below, in npu_byoc.arch.memory.FIELDS order (bytes_per_cycle, clock_divider,
+     * read_latency, write_latency, burst_bytes, max_reads, max_writes). */
+    uint32_t memory_given;        /* in */
+    uint64_t fm_mem[7];           /* in */
+    uint64_t const_mem[7];        /* in */
 } npu_verilator_options_t;
 
 uint32_t npu_verilator_submit(npu_verilator_options_t *options, const uint32_t *stream, size_t n_words,

@@ -24,7 +24,9 @@ import numpy as np
 
 from ..errors import LoweringError
 from ..arch.config import DEFAULT_CONFIG, HwConfig
-from ..arch.isa import REQUANT_RECORD_BYTES, Region
+from ..arch.isa import REQUANT_RECORD_BYTES, Opcode, Reg, Region
+from ..arch.cycles import DMA_SETUP_CYCLES, kick_cycles
+from ..arch.memory import memory, sustained_bytes_per_cycle
 from ..util import escape
 from ..arch.encoder import Step, disassemble, encode_with_starts
 from .lower import PartitionPlan
@@ -32,7 +34,8 @@ from .residency import Buffer, largest_gap, place
 from .weight_compress import compress_constants
 from .overlap import overlap
 from .tiling import (
-    ALIGN, KINDS, SPATIAL_KIND, align, check_geometry, choose_tiling, sram_layout, tile_sram_bytes, work_buffers,
+    ALIGN, KINDS, SPATIAL_KIND, align, check_geometry, choose_tiling, kernel_of, sram_layout, tile_sram_bytes,
+    work_buffers,
 )  # fmt: skip
 from .tile_steps import (
     SECOND_IFM, SECOND_REQUANT, SECOND_WEIGHTS, Constants, NotResident, TileIo, constants_of, op_steps,
@@ -44,6 +47,7 @@ ROW_SPLIT_MIN_CYCLES = 512  # ... longer than this
 # overlapped schedules: weights + requantize records per channel block of a load-bound CONV / FC,
 # as a fraction of the SRAM (48 KiB of 256: two such buffers leave room for the next ops')
 SPLIT_SRAM_SIXTEENTHS = 3
+WEIGHT_RUN_BYTES = 4096  # a weight block's contiguous run, for the weights' memory's sustained bandwidth
 CLEAR_OPS = 16  # overlapped schedules: an op's buffers go clear of up to this many previous ops' (prefetch distance)
 
 
@@ -175,25 +179,59 @@ def _split_rows(op: NpuOp, tiling: Tiling, hw: HwConfig, budget: int, resident=(
     return split if sram_layout(_double_buffers(op, split, resident))[1] <= budget else tiling
 
 
+def _weight_bandwidth(hw: HwConfig) -> float:
+    """Bytes per core cycle the weights' memory sustains on long runs (its bursts, latency and
+    reads in flight; the DMA port's width with the default memory)."""
+    return sustained_bytes_per_cycle(memory(hw, "const_mem"), hw.dma_bytes_per_cycle, WEIGHT_RUN_BYTES)
+
+
 def _split_weights(op: NpuOp, tiling: Tiling, hw: HwConfig, budget: int, resident=()) -> Tiling:
     """Overlapped schedules: a CONV or FC whose weights take longer to load than it computes, in
     one full-channel tile, is cut into channel blocks of at most 3/16 of the SRAM of weights and
     requantize records with two weight buffers, so each block loads while the one before it
-    computes (when both buffers fit the free SRAM; otherwise ``tiling`` as it is)."""
+    computes (when both buffers fit the free SRAM; otherwise ``tiling`` as it is). An op the SRAM
+    already cuts into single-buffered channel blocks is cut so too when the estimate says the
+    smaller, overlapped blocks are faster (_blocks_cost). Load times are on the weights' memory."""
     channels = op.ofm.shape[2]
-    if not isinstance(op, Conv2D | FullyConnected) or tiling.channels < channels:
+    if not isinstance(op, Conv2D | FullyConnected):
         return tiling
     per_channel = int(np.prod(op.weights.shape[1:])) + REQUANT_RECORD_BYTES
     block_bytes = hw.sram_bytes * SPLIT_SRAM_SIXTEENTHS // 16
     if per_channel * channels <= 2 * block_bytes:
         return tiling
-    if per_channel * channels / hw.dma_bytes_per_cycle <= op.macs / (hw.array_rows * hw.array_cols):
+    if per_channel * channels / _weight_bandwidth(hw) <= op.macs / (hw.array_rows * hw.array_cols):
         return tiling
+    # also when the SRAM already cuts it in (single-buffered) channel blocks: smaller blocks in
+    # two buffers let each load under the previous block's compute
     block = max(hw.array_rows, block_bytes // per_channel // hw.array_rows * hw.array_rows)
-    split = Tiling(tiling.rows, min(block, channels))
+    split = Tiling(tiling.rows, min(block, tiling.channels))
+    if tiling.channels < channels and (_blocks_cost(op, split.channels, hw, True)
+                                       >= _blocks_cost(op, tiling.channels, hw, False)):
+        return tiling  # small blocks would pay more per block than the overlap saves
     if sram_layout(_double_buffers(op, split, resident))[1] > budget:
         return tiling
     return split
+
+
+def _blocks_cost(op: Conv2D | FullyConnected, block: int, hw: HwConfig, double: bool) -> float:
+    """Estimated cycles of ``op`` in channel blocks of ``block`` channels: each block's weight
+    and requantize loads (their setups and latencies, the weights' memory's bandwidth) and its
+    kicks, one after the other, or overlapped with ``double`` buffers."""
+    channels = op.ofm.shape[2]
+    per_channel = int(np.prod(op.weights.shape[1:])) + REQUANT_RECORD_BYTES
+    load = block * per_channel / _weight_bandwidth(hw) + 2 * (DMA_SETUP_CYCLES + hw.const_mem_read_latency)
+    # a staged input is read again per block and its output slice written (resident: less)
+    load += op.ifm.nbytes / hw.dma_bytes_per_cycle + 2 * DMA_SETUP_CYCLES + hw.fm_mem_read_latency \
+        + hw.fm_mem_write_latency
+    oh, ow, _ = op.ofm.shape
+    kh, kw = (1, 1) if isinstance(op, FullyConnected) else kernel_of(op)
+    regs = {Reg.OFM_H: oh, Reg.OFM_W: ow, Reg.OFM_C: block, Reg.KERNEL_H: kh, Reg.KERNEL_W: kw,
+            Reg.IFM_C: op.ifm.shape[2]}  # fmt: skip
+    compute = kick_cycles(Opcode.FC if isinstance(op, FullyConnected) else Opcode.CONV, regs, hw)
+    n = -(-channels // block)
+    if double:
+        return n * max(load, compute) + min(load, compute)
+    return n * (load + compute)
 
 
 def _blocked_by_channel_blocks(op: NpuOp, names: dict[str, int]) -> list[int]:

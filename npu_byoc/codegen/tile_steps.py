@@ -22,6 +22,7 @@ import numpy as np
 from ..arch.isa import REQUANT_RECORD_BYTES, SOFTMAX_TABLE_BYTES, Opcode, Reg, Region
 from ..arch import numerics as nx
 from ..arch.encoder import Dma, Kick, Step
+from .dma_box import box_dma, is_one_run
 from .tiling import KINDS, LUT_BYTES, align, kernel_of
 from ..ops.npu_ops import (
     Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mul, NpuOp, Phased, Pool, Softmax, TensorRef, Tiling,
@@ -51,13 +52,10 @@ def _window_span(o0: int, n_out: int, stride: int, kernel: int, pad_before: int,
 def _box(direction: Opcode, ref: TensorRef, sram_addr: int, h0: int, nh: int, w0: int, nw: int,
          c0: int, nc: int) -> Dma:  # fmt: skip
     """DMA of the box [h0:h0+nh, w0:w0+nw, c0:c0+nc] of ``ref`` to/from a dense HWC SRAM tile
-    (i2 = h, i1 = w, i0 = c); one contiguous run when the box is contiguous in the region."""
+    (i2 = h, i1 = w, i0 = c), its contiguous dimensions merged into long rows (dma_box)."""
     s_h, s_w, s_c = ref.strides
     ext = ref.offset + h0 * s_h + w0 * s_w + c0 * s_c
-    dense = (1, nc, nc * nw)
-    if all(n == 1 or s == d for n, s, d in zip((nc, nw, nh), (s_c, s_w, s_h), dense)):
-        return Dma(direction, ref.region, ext, sram_addr, nc * nw * nh)
-    return Dma(direction, ref.region, ext, sram_addr, nc, nw, nh, s_c, s_w, s_h)
+    return box_dma(direction, ref.region, ext, sram_addr, [(nc, s_c), (nw, s_w), (nh, s_h)])
 
 
 class NotResident(Exception):
@@ -72,7 +70,7 @@ class NotResident(Exception):
 def _run_offset(ref: TensorRef, h0: int, nh: int, w0: int, nw: int, c0: int, nc: int) -> int:
     """Byte offset, within ``ref``, of a box that is one contiguous run (else NotResident)."""
     dma = _box(Opcode.DMA_IN, ref, 0, h0, nh, w0, nw, c0, nc)
-    if dma.n0 != nh * nw * nc:
+    if not is_one_run(dma):
         raise NotResident(ref)
     return dma.ext_addr - ref.offset
 

@@ -46,6 +46,7 @@ from ..arch import hwgen
 from ..util.cache import atomic_output, build_lock, cache_dir, content_key, is_intact
 from ..errors import NpuByocError
 from ..arch.config import DEFAULT_CONFIG, HwConfig
+from ..arch.memory import FIELDS as MEMORY_FIELDS, MEMORIES
 from ..arch.isa import MAX_REGIONS, Opcode, Status
 from . import driver_abi
 from .driver_abi import Buffer, RegionTable, Result, stream_array, stream_pointer
@@ -187,6 +188,13 @@ def _rtl_config(hw: HwConfig) -> HwConfig:
     return replace(hw, dma_overlap=DEFAULT_CONFIG.dma_overlap)
 
 
+def _runtime_memory_config(hw: HwConfig) -> HwConfig:
+    """``hw`` with the memories' fields at their defaults as well: VerilatorNpu passes the
+    memories' timing at run time (npu_verilator_options_t), so one build serves every memory."""
+    defaults = {f"{m}_{f}": getattr(DEFAULT_CONFIG, f"{m}_{f}") for m in MEMORIES for f in MEMORY_FIELDS}
+    return replace(_rtl_config(hw), **defaults)
+
+
 def build_key(hw: HwConfig = DEFAULT_CONFIG, top: str = TOP, waveform: str | None = None) -> str:
     """The cache key of a build: the RTL, the harness, the configuration, tools and flags
     (``waveform``: the traced build's format, a key of its own)."""
@@ -273,10 +281,14 @@ def _build(hw: HwConfig, top: str, sources: Sequence[Path], harness: Sequence[st
 
 def build_library(hw: HwConfig = DEFAULT_CONFIG, waveform: str | None = None) -> Path:
     """The shared library of the RTL + harness for ``hw`` (built on first use, then cached);
-    ``waveform`` ("vcd", "fst"): the build with Verilator's tracing of that format."""
+    ``waveform`` ("vcd", "fst"): the build with Verilator's tracing of that format. Its memories
+    are the defaults: a caller of npu_verilator_submit gives ``hw``'s (VerilatorNpu does), so the
+    build is shared by every memory configuration. The static archive a model library links
+    (npu_submit, no options) keeps ``hw``'s memories built in."""
     if waveform is not None and waveform not in WAVEFORM_FORMATS:
         raise VerilatorBuildError(f"waveform format '{waveform}': expected one of {', '.join(WAVEFORM_FORMATS)}")
     sources = [p for p in rtl_sources() if p.suffix == ".v"]
+    hw = _runtime_memory_config(hw)  # the memories come with each run (VerilatorNpu.run)
     return _build(hw, TOP, sources, [HARNESS], build_key(hw, TOP, waveform), waveform)[0]
 
 
@@ -328,6 +340,9 @@ class _Options(ctypes.Structure):
         ("waveform_from_word", ctypes.c_uint64),
         ("waveform_to_word", ctypes.c_uint64),
         ("waveform_error", ctypes.c_uint32),
+        ("memory_given", ctypes.c_uint32),
+        ("fm_mem", ctypes.c_uint64 * len(MEMORY_FIELDS)),
+        ("const_mem", ctypes.c_uint64 * len(MEMORY_FIELDS)),
     ]
 
 
@@ -401,6 +416,9 @@ class VerilatorNpu:
         opts = _Options()
         opts.max_cycles = 0 if max_cycles is None else max(int(max_cycles), 1)
         opts.max_commands = min(max(int(max_commands), 0), (1 << 64) - 1)
+        opts.memory_given = 1  # this configuration's memories (the library's build has the defaults)
+        for name in MEMORIES:
+            getattr(opts, name)[:] = [int(getattr(self.hw, f"{name}_{f}")) for f in MEMORY_FIELDS]
         entries = None
         if trace:
             capacity = max(1, min(stream.size, TRACE_CAPACITY))  # every traced command has a word
@@ -440,7 +458,8 @@ _KICK_OPCODES = {int(op) for op in Opcode} - {int(Opcode.NOP), int(Opcode.SET_RE
 def submit(words: Sequence[int] | np.ndarray, buffers: Sequence[np.ndarray | None],
            hw: HwConfig = DEFAULT_CONFIG) -> tuple[Status, int, int, int]:  # fmt: skip
     """Call the driver API ``npu_submit`` of the co-simulation library itself: buffers[r] is
-    region r (None: unbound). Returns (status, word_index, cycles, commands)."""
+    region r (None: unbound). Returns (status, word_index, cycles, commands). npu_submit has no
+    options: the memories are the build's, the defaults (VerilatorNpu.run passes ``hw``'s)."""
     return driver_abi.submit(library(hw), words, buffers)
 
 
