@@ -15,6 +15,10 @@ synthetic 10-class task, calibrated on its 64 calibration inputs):
     embedding, 2 pre-norm encoder blocks (LayerNormalization, MultiHeadAttention 2 heads of 16,
     residual; LayerNormalization, Dense 64 GELU, Dense 32, residual), LayerNormalization,
     token mean, Dense 10. Attention is BATCH_MATMUL between two activations.
+``vit_dynamic_batch_int8.tflite``
+    The ViT at 16x16x3 (16 tokens of 16, one block, 2 heads of 8, Dense 32 GELU) converted
+    with an open batch: each Dense is a Tensordot (SHAPE, GATHER, RESHAPE to 2-D rows,
+    FULLY_CONNECTED, RESHAPE back), as in Keras' ViT examples.
 ``kws_transformer_int8.tflite``
     Keyword transformer on 49x10 MFCCs (input 49x10x1): Dense 32 projection of each frame,
     a class token, position embedding, 2 encoder blocks as the ViT's, the class token's
@@ -118,6 +122,23 @@ def make_vit_tiny(batch_size):
     x = _position_embedding(64, 32, "pos_embed")(x)
     for b in range(2):
         x = _encoder_block(x, 32, 2, 64, f"block{b}")
+    x = L.LayerNormalization(epsilon=1e-6, name="norm")(x)
+    x = L.GlobalAveragePooling1D(name="token_mean")(x)
+    return keras.Model(x0, L.Dense(10, activation="softmax", name="head")(x))
+
+
+def make_vit_dynamic_batch(batch_size):
+    """make_vit_tiny at 16x16 with one block, converted with its batch left open (Keras' own
+    ViT examples do): every Dense on the [N, 16, 16] tokens becomes TFLite's Tensordot, a
+    RESHAPE to [16, 16] rows, a 2-D FULLY_CONNECTED and a RESHAPE back."""
+    import keras
+    from keras import layers as L
+
+    x0 = keras.Input(shape=(16, 16, 3), batch_size=batch_size, name="input")
+    x = L.Conv2D(16, 4, strides=4, name="patch_embed")(x0)
+    x = L.Reshape((16, 16), name="tokens")(x)
+    x = _position_embedding(16, 16, "pos_embed")(x)
+    x = _encoder_block(x, 16, 2, 32, "block0")
     x = L.LayerNormalization(epsilon=1e-6, name="norm")(x)
     x = L.GlobalAveragePooling1D(name="token_mean")(x)
     return keras.Model(x0, L.Dense(10, activation="softmax", name="head")(x))
@@ -255,6 +276,7 @@ def make_strided_conv(batch_size):
 
 KERAS = {
     "vit_tiny_int8": (make_vit_tiny, (32, 32, 3), "tiny ViT: patch conv 4x4/4, MultiHeadAttention, LayerNormalization, GELU MLP"),
+    "vit_dynamic_batch_int8": (make_vit_dynamic_batch, (16, 16, 3), "tiny ViT with an open batch: Dense as Tensordot (RESHAPE, 2-D FULLY_CONNECTED)"),
     "kws_transformer_int8": (make_kws_transformer, (49, 10, 1), "keyword transformer on 49x10 MFCCs, class token"),
     "convnext_block_int8": (make_convnext_block, (32, 32, 3), "ConvNeXt stem 4x4/4 + block (dw 7x7, LayerNorm, GELU MLP, layer scale)"),
     "grouped_conv_int8": (make_grouped_conv, (32, 32, 3), "RegNetX-style blocks, Conv2D(groups=4)"),
@@ -264,9 +286,13 @@ KERAS = {
 }
 
 
+OPEN_BATCH = {"vit_dynamic_batch_int8"}  # converted with batch None (SHAPE ops and all)
+
+
 def build_keras(name: str, out: Path) -> Path:
     make, shape, what = KERAS[name]
-    return mm._train_and_convert(name, out, make, shape, EPOCHS, LR, {"model": what + " (tools/make_transformer_models.py)"})
+    return mm._train_and_convert(name, out, make, shape, EPOCHS, LR, {"model": what + " (tools/make_transformer_models.py)"},
+                                 batch=None if name in OPEN_BATCH else 1)
 
 
 # --------------------------------------------------------------------------- ONNX graphs

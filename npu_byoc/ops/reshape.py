@@ -4,6 +4,7 @@ conventions, extraction into a :class:`QReshape` and its check."""
 
 from __future__ import annotations
 
+import numpy as np
 from tvm.relax.dpl import DFPattern, is_op, wildcard
 
 from . import checks as C
@@ -88,8 +89,10 @@ NPU_OPS: dict = {}  # no typed op of its own
 
 
 def order_free(shape) -> bool:
-    """An NCHW tensor whose bytes read the same stored NHWC: one channel, or 1x1 spatially."""
-    return len(shape) != 4 or shape[1] == 1 or shape[2] * shape[3] == 1
+    """An NCHW tensor whose bytes read the same stored NHWC: one channel, or one pixel. A rank-3
+    sequence counts: an NCHW partition stores [N, C, L] as L pixels of C channels, so a
+    transformer's [1, T, C] is held transposed (its Tensordot reshape to [T, C] is no view)."""
+    return len(shape) < 3 or shape[1] == 1 or int(np.prod(shape[2:])) == 1
 
 
 def view_reshape(op: QReshape, ifms: list[TensorRef], shape: tuple[int, int, int], model_layout: str) -> TensorRef:

@@ -78,8 +78,10 @@ def pattern_table_markdown() -> str:
         "  HWC: when only fully connected layers read it, they take their weight columns in HWC order,",
         "  and a fully connected layer read only by the inverse reshape (a decoder's Linear → view)",
         "  computes its features in HWC order; either way the reshape stays a view. Any other NCHW",
-        "  reshape that moves channels past pixels, and a reshape alone between a partition's inputs",
-        "  and outputs, stay on the CPU (\"the NPU compiler cannot lower it: …\").",
+        "  reshape that moves channels past pixels (a [N, C, L] sequence's too: a transformer's",
+        "  [1, T, C] to [T, C] rows, Keras' Tensordot, where a LayerNorm MEAN lays the partition out",
+        "  NCHW), and a reshape alone between a partition's inputs and outputs, stay on the CPU",
+        "  (\"the NPU compiler cannot lower it: …\").",
     ]
     return "\n".join(out) + "\n"
 
