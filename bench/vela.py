@@ -232,7 +232,7 @@ def compressed(args, have_vela: bool) -> int:
                     before += cycles.stream_cycles(schedule_partition(plan, raw).steps, raw)
                     after += cycles.stream_cycles(schedule.steps, hw)
                     for op, tiling in zip(plan.ops, schedule.tilings):
-                        o, e = weight_bytes(op, tiling.channels, True)
+                        o, e = weight_bytes(op, tiling.channels, hw)
                         original, encoded = original + o, encoded + e
                 timing.append((name, label, before, after))
             weights.append((name, original, encoded, vela, "" if have_vela else " (recorded)"))
