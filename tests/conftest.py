@@ -226,8 +226,11 @@ def npu_layers_against_litert(name: str):
         t = tensors[source.get(ref_name, ref_name)]
         if layout == "NCHW" and t.ndim in (3, 4):
             t = np.moveaxis(t, 1, -1)
-        if strides is None or 0 not in strides:
+        if strides is None:
             return t.reshape(hwc)
+        if 0 not in strides:  # a strided view of the whole tensor (a MEAN over channels reads it transposed)
+            flat = np.ascontiguousarray(t).ravel()
+            return np.lib.stride_tricks.as_strided(flat, hwc, tuple(s * flat.itemsize for s in strides))
         # a broadcast operand: a stride-0 view of its smaller tensor (ops.lowering.broadcast_view)
         return np.broadcast_to(t.reshape(tuple(1 if s == 0 else d for d, s in zip(hwc, strides))), hwc)
 

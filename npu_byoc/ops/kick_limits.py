@@ -6,6 +6,8 @@ dry run needs. The unit limits the stream machine checks (INVALID_PARAMETER) are
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..arch.config import HwConfig
@@ -19,7 +21,9 @@ def lower_alone(op, hw: HwConfig, lower, layout: str = "NHWC"):
     own, registry.LOWERINGS[type(op)]) as if it were a partition on its own (inputs and output
     in IO regions). Raises ShapeError or Reject."""
 
-    layout = getattr(op, "layout", binary_layout(op) if hasattr(op, "input_b") else layout)
+    layout = getattr(op, "layout", None) or (binary_layout(op) if hasattr(op, "input_b") else layout)
+    if op.takes_partition_layout and op.layout is None:  # as codegen.lower fills it in
+        op = replace(op, layout=layout)
     tensors = [*_inputs(op), op.output]
     n = batch_of(t.shape for t in tensors)
     refs = [

@@ -196,7 +196,8 @@ class QMean(QOp):
     output: QTensor
     axes: tuple[int, ...]
     keepdims: bool
-    layout: str  # which layout the reduced axes mean spatial dims in
+    # The layout the axes name spatial dims in; None (a channel mean): the partition's
+    layout: str | None
     act_min: int
     act_max: int
     convention: str = ""
@@ -204,6 +205,7 @@ class QMean(QOp):
     # The Relax expressions of the quantized inputs, in the order of the record's inputs
     # (lowering maps them to the composite's arguments). Not part of the op's meaning.
     operands: tuple = field(default=(), compare=False, repr=False)
+    takes_partition_layout: ClassVar[str] = "mean"
 
     @property
     def macs(self) -> int:
