@@ -332,6 +332,9 @@ class QConcat(QOp):
     convention: str = ""
     # whose arithmetic rescales an input quantized unlike the output (NUMERICS)
     numerics: str = "tflite"
+    # per input: its int8 value when it is a model constant (a transformer's class token), else
+    # None; () when none is. Constants are not operands: lowering copies them in from CONST.
+    constants: tuple = ()
     operands: tuple = field(default=(), compare=False, repr=False)
 
     @property
