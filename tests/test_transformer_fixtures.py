@@ -12,15 +12,19 @@ target; the issue's goal is 0 LSB on TFLite):
   run on the NPU and are LiteRT's arithmetic exactly, layer by layer (test_broadcast_layers_...);
 * the stride-4 patch convs (ViT's patch embedding, ConvNeXt's stem) run on the NPU as
   space-to-depth copies and a 1x1 conv, LiteRT's output tensor exactly (tests/test_patchify.py);
-* what stays on the CPU and came through TVM's own TFLite converters (SQUARED_DIFFERENCE, RSQRT)
-  runs dequantize ->
-  float op -> quantize: float32 rounding instead of LiteRT's integer requantize, 1 LSB per
-  layer now and then, a few LSB at the output of a 2-block transformer;
-* LayerNorm's MEAN over a token's features (the last axis of a rank-3 [N, L, C] sequence) stays
-  on the CPU: npu.mean's guess that the axis is an NCHW sequence's length ([N, C, L]) is refused
-  where the partition's fully connected layers read that axis as channels
-  (npu_byoc.codegen.layout_agreement). Before, the layouts mixed in one partition and the models
-  were 50 LSB (ViT) and 123 LSB (keyword transformer) off LiteRT at the output.
+* LayerNorm's MEANs over a token's or a pixel's features (the last axis of [N, L, C], [N, H, W, C],
+  [N, C]) run on the NPU's MEAN unit through a strided view that makes the channels its H x W and
+  the tokens or pixels its channels (npu_byoc.ops.mean.reduction_view), LiteRT's arithmetic
+  exactly layer by layer; RSQRT is a LUT of LiteRT's integer kernel (tests/test_rsqrt.py), the
+  keyword transformer's class-token CONCATENATION copies a constant into its row;
+* what stays on the CPU is SQUARED_DIFFERENCE (TVM's TFLite converter: dequantize -> subtract,
+  multiply in float -> quantize) and BATCH_MATMUL: float32 rounding instead of LiteRT's integer
+  requantize in SQUARED_DIFFERENCE, 1 LSB now and then, so LayerNorm is split around it (the
+  MEAN before it and the MEAN, RSQRT, MUL / ADD after it each on the NPU) and the outputs are a
+  few LSB off LiteRT at most. Before the channel MEANs ran on the NPU, npu.mean guessed an NCHW
+  sequence's length for a rank-3 last axis, refused next to fully connected layers
+  (npu_byoc.codegen.layout_agreement, still guarding such a record); with the layouts mixed the
+  models had been 50 LSB (ViT) and 123 LSB (keyword transformer) off LiteRT at the output.
 """
 
 from __future__ import annotations
@@ -37,15 +41,12 @@ from .conftest import check_onnx_fixture, model_path, npu_layers_against_litert,
 
 # fixture -> max |NPU flow - LiteRT| in LSB, measured on its samples (the default partition)
 TFLITE = {
-    "vit_tiny_int8.tflite": 1,  # TVM's CPU build alone: 2
-    # TVM's CPU build alone: 5. With LayerNorm's broadcast MUL / ADD on the NPU (each exact, the
-    # per-layer test below), the float SQUARED_DIFFERENCE / RSQRT / channel MEAN left on the CPU
-    # feed them values 1 LSB off LiteRT's now and then, which the exact MULs scale: 6.
-    "kws_transformer_int8.tflite": 6,
-    # npu.mean refuses its channel MEANs (4-D): on the CPU; TVM's CPU build alone: 2; with the stem
-    # conv and the broadcast MULs on the NPU (each exact layer by layer) the float LayerNorm left on
-    # the CPU rounds differently: 3
-    "convnext_block_int8.tflite": 3,
+    # the float SQUARED_DIFFERENCE left on the CPU (between the NPU's exact LayerNorm MEANs, RSQRT
+    # LUTs and broadcast MUL / ADD) feeds them a value 1 LSB off LiteRT's now and then. Before the
+    # channel MEANs and RSQRT ran on the NPU: 1, 6 and 3.
+    "vit_tiny_int8.tflite": 0,  # TVM's CPU build alone: 2
+    "kws_transformer_int8.tflite": 2,  # TVM's CPU build alone: 5
+    "convnext_block_int8.tflite": 1,  # TVM's CPU build alone: 2
     "grouped_conv_int8.tflite": 0,  # one NPU partition (before npu.grouped_conv2d: 3, 1 LSB)
     "nasnet_pads_int8.tflite": 0,  # one partition, every PAD on the NPU (tests/test_pad.py)
 }
@@ -84,27 +85,36 @@ def test_tflite_fixture_runs_close_to_litert(name):
     assert _max_lsb(name, model) <= TFLITE[name]
 
 
-@pytest.mark.parametrize("name", ["vit_tiny_int8.tflite", "kws_transformer_int8.tflite"])
-def test_layernorm_means_next_to_fully_connected_layers_stay_on_the_cpu(name):
-    """LayerNorm's MEAN over a token's features is offloaded only where no op of its partition
-    reads that axis as channels (then the NCHW reading is the same arithmetic, and the output
-    bound above holds); next to the fully connected layers it stays on the CPU and says why."""
-    means = [o for o in npu_byoc.coverage_report(_partitioned(name)).ops if o.op == "MEAN"]
-    layout = [o for o in means if not o.offloaded and "the NPU's MEAN reduces spatial axes, not channels" in o.reason]
-    assert len(means) >= 4 and layout  # two per encoder block
-    assert all(o.offloaded or o.reason for o in means)
+LAYERNORM_FIXTURES = {"vit_tiny_int8.tflite": 5, "kws_transformer_int8.tflite": 5, "convnext_block_int8.tflite": 3}
+
+
+@pytest.mark.parametrize("name, layernorms", list(LAYERNORM_FIXTURES.items()))
+def test_layernorm_runs_on_the_npu_but_for_squared_difference(name, layernorms):
+    """Every MEAN (two per LayerNorm, and the pooling ones) and every RSQRT is offloaded; what stays
+    on the CPU is SQUARED_DIFFERENCE (one per LayerNorm) and BATCH_MATMUL, and says why."""
+    ops = npu_byoc.coverage_report(_partitioned(name)).ops
+    on_cpu = [o for o in ops if not o.offloaded]
+    assert all(o.offloaded for o in ops if o.op in ("MEAN", "RSQRT", "CONCATENATION"))
+    assert sum(o.op == "RSQRT" for o in ops) == layernorms and sum(o.op == "MEAN" for o in ops) >= 2 * layernorms
+    assert {o.op for o in on_cpu} <= {"SQUARED_DIFFERENCE", "BATCH_MATMUL"} and all(o.reason for o in on_cpu)
+    assert sum(o.op == "SQUARED_DIFFERENCE" for o in on_cpu) == layernorms
+
+
+_layers: dict = {}
 
 
 def _npu_layers_vs_litert(name: str) -> list:
     """Every NPU layer of the fixture LiteRT recorded, fed LiteRT's own input tensors (a
     broadcast operand through its stride-0 view), gives LiteRT's output tensor exactly (the
     per-layer contract); returns the ops checked (conftest.npu_layers_against_litert)."""
-    checked = []
-    for op, got, want in npu_layers_against_litert(name):
-        if want is not None:
-            np.testing.assert_array_equal(got, want, err_msg=op.name)
-            checked.append(op)
-    return checked
+    if name not in _layers:
+        checked = []
+        for op, got, want in npu_layers_against_litert(name):
+            if want is not None:
+                np.testing.assert_array_equal(got, want, err_msg=op.name)
+                checked.append(op)
+        _layers[name] = checked
+    return _layers[name]
 
 
 def test_grouped_conv_npu_layers_bit_exact_with_litert():
@@ -127,6 +137,16 @@ def test_broadcast_layers_bit_exact_with_litert(name, broadcasts):
     assert sum(map(_broadcast, checked)) >= broadcasts
 
 
+@pytest.mark.parametrize("name, layernorms", list(LAYERNORM_FIXTURES.items()))
+def test_layernorm_means_and_rsqrt_bit_exact_with_litert(name, layernorms):
+    """LayerNorm's MEANs over channels (read through the transposing view) and its RSQRT tables,
+    fed LiteRT's own input tensors, give LiteRT's output tensors exactly."""
+    checked = _npu_layers_vs_litert(name)
+    channel_means = [op for op in checked if op.kind == "mean" and op.ifm.box_strides is not None]
+    assert len(channel_means) >= 2 * layernorms
+    assert sum(op.kind == "lut" and op.function == "rsqrt" for op in checked) == layernorms
+
+
 # ONNX QDQ: golden == C model, within lsb of onnxruntime, the RTL bit-exact with golden and
 # cycle-exact with the cycle model, every layer within 1 LSB of TVM's CPU build
 # (channel_shuffle: four requantizations in a chain, stem -> pw1 -> dw -> pw2, reach 2 LSB)
@@ -142,10 +162,11 @@ def test_onnx_fixture_against_onnxruntime(name):
 
 
 def test_compare_reads_an_nchw_sequence_partition_channel_last():
-    """`npu-byoc compare` on the ViT: its first partition holds the [1, 64, 32] token sequence as
-    an NCHW sequence (the LayerNorm MEAN's reading), stored channel-last. The first NPU layer (the
-    position-embedding ADD, fed the same input on both sides) matches TVM's CPU build; read
-    without the transpose it showed 152 LSB."""
+    """`npu-byoc compare` on the ViT. Its first partition held the [1, 64, 32] token sequence as
+    an NCHW sequence (npu.mean's former reading of LayerNorm's MEAN), stored channel-last, and
+    read without the transpose it showed 152 LSB; the MEANs now read the partition's layout, so
+    this checks the channel-last reading of the same layers. The first NPU layer (the
+    position-embedding ADD, fed the same input on both sides) matches TVM's CPU build."""
     from npu_byoc.runtime.compare import compare
 
     name = "vit_tiny_int8.tflite"

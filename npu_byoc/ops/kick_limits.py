@@ -21,9 +21,10 @@ def lower_alone(op, hw: HwConfig, lower, layout: str = "NHWC"):
     own, registry.LOWERINGS[type(op)]) as if it were a partition on its own (inputs and output
     in IO regions). Raises ShapeError or Reject."""
 
-    layout = getattr(op, "layout", None) or (binary_layout(op) if hasattr(op, "input_b") else layout)
-    if op.takes_partition_layout and op.layout is None:  # as codegen.lower fills it in
-        op = replace(op, layout=layout)
+    layout = getattr(op, "layout", binary_layout(op) if hasattr(op, "input_b") else layout)
+    if layout is None and op.layout_alone:  # the partition's layout: as codegen.lower fills it in
+        op = replace(op, layout=op.layout_alone)
+        layout = op.layout
     tensors = [*_inputs(op), op.output]
     n = batch_of(t.shape for t in tensors)
     refs = [

@@ -17,7 +17,7 @@ from ._qdq import _Tail, _activation, _deq, _qdq_unary, _qparams, _requant_tail
 from ..arch import numerics as nx
 from ..arch.config import HwConfig
 from .entry import Convention, NpuPattern
-from .lowering import hwc
+from .lowering import hwc, view
 from .npu_ops import Mean, NpuOp, TensorRef
 from .npu_op_spec import NpuOpSpec, what
 from .records import QMean, QTensor, Reject
@@ -124,7 +124,8 @@ def reduction_view(op: QMean, ifm: TensorRef, ofm: TensorRef, layout: str) -> tu
     if any(a not in pos and op.input.shape[a] != 1 for a in op.axes):
         raise Reject(f"mean over axes {list(op.axes)} of a {rank}-D tensor reduces its batch axis")
     kept_axes = [a for a in pos if a not in op.axes]
-    reduced = _merged(_logical_dims(ifm, rank, layout, [a for a in pos if a in op.axes]))
+    reduced = [d for d in _logical_dims(ifm, rank, layout, [a for a in pos if a in op.axes]) if d[0] != 1]
+    reduced = reduced if len(reduced) <= 2 else _merged(reduced)  # a spatial mean keeps its H and W
     kept = _merged(_logical_dims(ifm, rank, layout, kept_axes))
     if len(reduced) > 2 or len(kept) > 1:
         raise Reject(f"mean over axes {list(op.axes)} of a {rank}-D tensor: the NPU's MEAN reduces up to two "
@@ -139,7 +140,9 @@ def reduction_view(op: QMean, ifm: TensorRef, ofm: TensorRef, layout: str) -> tu
         raise Reject(f"{ofm.name}: cannot write the mean's {n} outputs {ofm.shape} {ofm.layout} as one run")
     s_o = out_dims[0][1] if out_dims else 1
     dst = TensorRef(ofm.name, ofm.region, ofm.offset, (1, 1, n), ofm.layout, ofm.pitch, (n * s_o, n * s_o, s_o))
-    if src.shape == ifm.shape and not ifm.is_slice:
+    if s_o == 1 and not ofm.is_slice and (ofm.layout == "NHWC" or ofm.shape[0] * ofm.shape[1] == 1):
+        dst = view(ofm, (1, 1, n))  # one dense run: the same bytes, no strides
+    if src.shape == ifm.shape and all(d == 1 or a == b for d, a, b in zip(src.shape, src.strides, ifm.strides)):
         src = ifm  # the spatial mean: its input as it is
     return src, dst
 

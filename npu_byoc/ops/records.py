@@ -40,6 +40,9 @@ class QOp:
     # A record whose ``layout`` field may be None, the partition's: lowering fills it in and
     # refuses a 4-D op laid out unlike its partition. The op's word in that reason ("gather").
     takes_partition_layout: ClassVar[str] = ""
+    # Such a record lowered alone (a check's dry run, ops.kick_limits.lower_alone) takes this
+    # layout; "" leaves it None (the op's own lowering reads None).
+    layout_alone: ClassVar[str] = ""
 
 
 @dataclass(frozen=True)
@@ -206,6 +209,7 @@ class QMean(QOp):
     # (lowering maps them to the composite's arguments). Not part of the op's meaning.
     operands: tuple = field(default=(), compare=False, repr=False)
     takes_partition_layout: ClassVar[str] = "mean"
+    layout_alone: ClassVar[str] = "NHWC"  # the default partition's
 
     @property
     def macs(self) -> int:
