@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tvm
 
 import npu_byoc
 
@@ -23,6 +24,9 @@ def op_expected(plan, k: int, tensor_of):
     if k not in dict(plan.copy_ops):
         return tensor_of(op.name, op.ofm.shape)
     whole = next(r for o in plan.ops for r in o.inputs if r.name == plan.layers[k] and not r.pitch)
+    if whole.layout == "NHWC" and op.ofm.box_strides is not None:  # a box of rows or columns (a class token)
+        flat = np.ascontiguousarray(tensor_of(whole.name, whole.shape)).ravel()[op.ofm.offset - whole.offset:]
+        return np.lib.stride_tricks.as_strided(flat, op.ofm.shape, op.ofm.strides)
     c0 = (op.ofm.offset - whole.offset) // op.ofm.strides[2]
     return tensor_of(whole.name, whole.shape)[..., c0 : c0 + op.ofm.shape[2]]
 
@@ -226,23 +230,32 @@ def npu_layers_against_litert(name: str):
         t = tensors[source.get(ref_name, ref_name)]
         if layout == "NCHW" and t.ndim in (3, 4):
             t = np.moveaxis(t, 1, -1)
-        if strides is None or 0 not in strides:
+        if strides is None:
             return t.reshape(hwc)
+        if 0 not in strides:  # a strided view of the whole tensor (a MEAN over channels reads it transposed)
+            flat = np.ascontiguousarray(t).ravel()
+            return np.lib.stride_tricks.as_strided(flat, hwc, tuple(s * flat.itemsize for s in strides))
         # a broadcast operand: a stride-0 view of its smaller tensor (ops.lowering.broadcast_view)
         return np.broadcast_to(t.reshape(tuple(1 if s == 0 else d for d, s in zip(hwc, strides))), hwc)
 
     out = []
-    for plan in lower_module(npu_byoc.partition_for_npu(mod)).values():
+    part = npu_byoc.partition_for_npu(mod)
+    plans = lower_module(part)
+    for name_, plan in plans.items():
         layout = "NCHW" if "NCHW" in [t.ref.layout for t in (*plan.inputs, *plan.outputs)] else "NHWC"
         regions = golden.allocate_regions(plan, [np.zeros(io.shape, np.int8) for io in plan.inputs])
+        # a partition input another partition produced: that partition's output layer, by region
+        # (parameters' names repeat: "lv")
+        produced = _inputs_from_partitions(part, plans, name_)
         params = {io.ref.name for io in plan.inputs}
         for k, op in enumerate(plan.ops):
             fed = True
             for r in op.inputs:
                 if r.region == Region.CONST:
                     continue
-                if source.get(r.name, r.name) in tensors:
-                    golden.write_tensor(regions, r, tensor_of(r.name, r.shape, r.box_strides))
+                key = produced.get(r.region, r.name) if r.name in params else r.name
+                if source.get(key, key) in tensors:
+                    golden.write_tensor(regions, r, tensor_of(key, r.shape, r.box_strides))
                 elif r.name in params:  # a partition input named after its parameter: no value here
                     fed = False
             got = golden.run_op(op, regions)
@@ -252,3 +265,25 @@ def npu_layers_against_litert(name: str):
                 want = None
             out.append((op, got, want))
     return out
+
+
+def _inputs_from_partitions(part, plans: dict, name: str) -> dict:
+    """{input region of partition ``name``: the layer (LiteRT tensor) of the other partition's
+    output it receives}, through the main function's calls and tuple items."""
+    from tvm import relax
+
+    produced, calls, args = {}, {}, None
+    for block in part["main"].body.blocks:
+        for b in block.bindings:
+            v = b.value
+            if isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.GlobalVar) and v.op.name_hint in plans:
+                calls[b.var] = plans[v.op.name_hint]
+                if len(calls[b.var].outputs) == 1:
+                    produced[b.var] = calls[b.var].outputs[0].ref.name
+                if v.op.name_hint == name:
+                    args = list(v.args)
+            elif isinstance(v, relax.TupleGetItem) and v.tuple_value in calls:
+                produced[b.var] = calls[v.tuple_value].outputs[v.index].ref.name
+    if args is None:
+        return {}
+    return {io.ref.region: produced[a] for io, a in zip(plans[name].inputs, args) if a in produced}

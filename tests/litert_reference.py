@@ -261,3 +261,57 @@ def float_kernel_table(fn, s_in, zp_in, s_out, zp_out) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         q = round_half_away((fn(x).astype(F32) / F32(s_out)).astype(F32))
     return np.clip(wrap32(cast_int32(q) + zp_out), -128, 127)
+
+
+# ------------------------------------------------------------------ kernels/elementwise.cc (RSQRT)
+def _sat_mul_pot(x: int, exponent: int) -> int:
+    """gemmlowp ``SaturatingRoundingMultiplyByPOT`` of one int32 (exponent > 0: a saturating
+    left shift; < 0: RoundingDivideByPOT)."""
+    if exponent < 0:
+        return int(rdbpot(np.int64(x), -exponent))
+    limit = (1 << (31 - exponent)) - 1
+    return INT32_MAX if x > limit else INT32_MIN if x < -limit else x << exponent
+
+
+def get_inv_sqrt_quantized_multiplier_exp(value: int) -> tuple[int, int]:
+    """internal/common.h ``GetInvSqrtQuantizedMultiplierExp(input, kReverseShift)``."""
+    if value <= 1:
+        return INT32_MAX, 0
+    shift = 11
+    while value >= (1 << 29):
+        value = value // 4
+        shift += 1
+    clz = 32 - int(value).bit_length()
+    left_shift_bit_pairs = (clz - 1) // 2 - 1
+    shift -= left_shift_bit_pairs
+    value <<= 2 * left_shift_bit_pairs
+    mul = lambda a, b: int(srdhm(np.int64(a), b))  # FixedPoint operator*: SRDHM of the raws
+    fixedpoint_input = value >> 1  # F3
+    fixedpoint_half_input = _sat_mul_pot(fixedpoint_input, -1)
+    fixedpoint_half_three = (1 << 28) + (1 << 27)
+    x = 1 << 28  # F3::One()
+    for _ in range(5):
+        x3 = _sat_mul_pot(mul(mul(x, x), x), 6)  # Rescale<3>(F9)
+        x = _sat_mul_pot(int(wrap32(mul(fixedpoint_half_three, x) - mul(fixedpoint_half_input, x3))), 3)
+    x = mul(x, 1518500250)
+    if shift < 0:
+        x = int(wrap32(x << -shift))
+        shift = 0
+    return x, -shift
+
+
+def rsqrt_table(s_in, zp_in, s_out, zp_out) -> np.ndarray:
+    """``SetRsqrtOutputMultiplier`` (sqrt and product in float32, the reciprocal in double) and
+    ``RsqrtEvalQuantized`` for every int8 input. LiteRT gives 127 at zp_in and refuses an input
+    below it ("Rsqrt is only defined for positive values"): 127 there too, compared by no test."""
+    multiplier, shift = quantize_multiplier(1.0 / float(F32(np.sqrt(F32(s_in)) * F32(s_out))))
+    out = []
+    for i in range(-128, 128):
+        value = i - zp_in
+        if value <= 0:
+            out.append(127)
+            continue
+        m, s = get_inv_sqrt_quantized_multiplier_exp(value)
+        data = int(mbqm(np.int64(1), m, s + 20))
+        out.append(min(max(int(mbqm(np.int64(data), multiplier, shift - 20)) + zp_out, -128), 127))
+    return np.asarray(out, np.int64)

@@ -272,3 +272,38 @@ def _check_random_concat(seed: int, backend: str, dim: str) -> None:
         _random_cases[seed, dim] = part, x, hw, want
     part, x, hw, want = _random_cases[seed, dim]
     np.testing.assert_array_equal(npu_byoc.build(part, backend, hw=hw).run([x])[0], want)
+
+
+# ------------------------------------------------------------------ rank-3 sequences, a class token
+def _class_token_concat(axis: int, token_first: bool):
+    """x [1, 6, 5] -> sigmoid (an NPU op) -> concat with a model constant along the sequence
+    (axis 1: a transformer's class token [1, 1, 5]) or the channels (axis 2: [1, 6, 3])."""
+    s, z = relax.const(np.float32(0.05)), relax.const(np.int8(-4))
+    token_shape = (1, 1, 5) if axis == 1 else (1, 6, 3)
+    token = relax.const(np.random.default_rng(axis).integers(-128, 128, token_shape).astype(np.int8))
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([1, 6, 5], "int8"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(R.sigmoid(bb.emit(R.dequantize(x, s, z, axis=-1))))
+            q = bb.emit(R.quantize(y, s, z, axis=-1, out_dtype="int8"))
+            parts = [bb.emit(R.dequantize(v, s, z, axis=-1)) for v in ((token, q) if token_first else (q, token))]
+            out = bb.emit_output(bb.emit(R.quantize(bb.emit(R.concat(parts, axis=axis)), s, z, axis=-1,
+                                                    out_dtype="int8")))  # fmt: skip
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+@pytest.mark.parametrize("axis, token_first", [(1, True), (1, False), (2, True)])
+def test_sequence_concat_with_a_constant_equals_tvm(axis, token_first):
+    """A concatenation of a rank-3 sequence along its length or its channels, one input a model
+    constant (copied in from the CONST region), the other written in place: the bytes TVM's CPU
+    build gives (same quantization: no arithmetic)."""
+    mod = _class_token_concat(axis, token_first)
+    part = partition_for_npu(mod)
+    (cat,) = [o for o in npu_byoc.coverage_report(mod).ops if o.op == "relax.concat"]
+    assert cat.offloaded and len(npu_functions(part)) == 1
+    x = np.random.default_rng(4).integers(-128, 128, (1, 6, 5), dtype=np.int8)
+    want = npu_byoc.build(mod, "cpu").run([x])[0]
+    for backend in ("golden", "functional"):
+        np.testing.assert_array_equal(npu_byoc.build(part, backend).run([x])[0], want, err_msg=backend)

@@ -453,15 +453,15 @@ NEGATIVE = [
         "max_pool2d rescales (input scale 0.5 zp 3, output scale 0.5 zp 0): NPU pooling keeps the quantization",
     ),
     # mean
-    (
-        "mean_over_channels",
-        lambda: rb.qdq_mean(axis=(3,)),
-        "mean over axes [3] of a 4-D tensor: NPU reduces the spatial axes of 4-D tensors",
+    (  # kept H and C are two runs: no strided view makes them the unit's channels
+        "mean_over_columns",
+        lambda: rb.qdq_mean(axis=(2,)),
+        "mean over axes [2] of a 4-D tensor: the NPU's MEAN reduces up to two strided axes and keeps one run",
     ),
     (
-        "int32_mean_over_channels",
-        lambda: rb.int32_mean(axis=(3,)),
-        "mean over axes [3] of a 4-D tensor: NPU reduces the spatial axes of 4-D tensors",
+        "int32_mean_over_columns",
+        lambda: rb.int32_mean(axis=(2,)),
+        "mean over axes [2] of a 4-D tensor: the NPU's MEAN reduces up to two strided axes and keeps one run",
     ),
     # limits the stream machine / C model / RTL enforce (isa.SHIFT_MIN..SHIFT_MAX, hwconfig)
     (

@@ -15,16 +15,17 @@ target; the issue's goal is 0 LSB on TFLite):
   run on the NPU and are LiteRT's arithmetic exactly, layer by layer (test_broadcast_layers_...);
 * the stride-4 patch convs (ViT's patch embedding, ConvNeXt's stem) run on the NPU as
   space-to-depth copies and a 1x1 conv, LiteRT's output tensor exactly (tests/test_patchify.py);
-* LayerNorm's SQUARED_DIFFERENCE runs on the NPU (npu.squared_difference), LiteRT's arithmetic
-  exactly layer by layer (tests/test_squared_difference.py);
-* what stays on the CPU and came through TVM's own TFLite converters (RSQRT) runs dequantize ->
-  float op -> quantize: float32 rounding instead of LiteRT's integer requantize, 1 LSB per
-  layer now and then, a few LSB at the output of a 2-block transformer;
-* LayerNorm's MEAN over a token's features (the last axis of a rank-3 [N, L, C] sequence) stays
-  on the CPU: npu.mean's guess that the axis is an NCHW sequence's length ([N, C, L]) is refused
-  where the partition's fully connected layers read that axis as channels
-  (npu_byoc.codegen.layout_agreement). Before, the layouts mixed in one partition and the models
-  were 50 LSB (ViT) and 123 LSB (keyword transformer) off LiteRT at the output.
+* LayerNorm runs on the NPU: its MEANs over a token's or a pixel's features (the last axis of
+  [N, L, C], [N, H, W, C], [N, C]) on the MEAN unit through a strided view that makes the channels
+  its H x W and the tokens or pixels its channels (npu_byoc.ops.mean.reduction_view), its
+  SQUARED_DIFFERENCE on the SQDIFF unit (tests/test_squared_difference.py), RSQRT as a LUT of
+  LiteRT's integer kernel (tests/test_rsqrt.py), each LiteRT's arithmetic exactly layer by layer;
+  the keyword transformer's class-token CONCATENATION copies a constant into its row;
+* BATCH_MATMUL runs on the NPU as one CONV kick per head (npu_byoc.ops.matmul, tests/test_matmul.py);
+* before the channel MEANs ran on the NPU, npu.mean guessed an NCHW sequence's length for a
+  rank-3 last axis, refused next to fully connected layers (npu_byoc.codegen.layout_agreement,
+  still guarding such a record); with the layouts mixed the models had been 50 LSB (ViT) and
+  123 LSB (keyword transformer) off LiteRT at the output.
 """
 
 from __future__ import annotations
@@ -42,18 +43,13 @@ from .conftest import check_onnx_fixture, model_path, npu_layers_against_litert,
 
 # fixture -> max |NPU flow - LiteRT| in LSB, measured on its samples (the default partition)
 TFLITE = {
-    "vit_tiny_int8.tflite": 1,  # TVM's CPU build alone: 2
+    # Before the channel MEANs, RSQRT, SQUARED_DIFFERENCE and BATCH_MATMUL ran on the NPU: 1, 6, 3.
+    "vit_tiny_int8.tflite": 0,  # TVM's CPU build alone: 2
     # each Dense a RESHAPE to [T, C] rows, FC, RESHAPE back: the rows were read from an NCHW
     # partition's transposed [1, T, C] (135 LSB) until a rank-3 reshape there stopped being a view
     "vit_dynamic_batch_int8.tflite": 1,  # TVM's CPU build alone: 4
-    # TVM's CPU build alone: 5. With LayerNorm's broadcast MUL / ADD on the NPU (each exact, the
-    # per-layer test below), the float RSQRT / channel MEAN left on the CPU feed them values 1 LSB
-    # off LiteRT's now and then, which the exact MULs scale: 6 (SQUARED_DIFFERENCE on the NPU too).
-    "kws_transformer_int8.tflite": 6,
-    # npu.mean refuses its channel MEANs (4-D): on the CPU; TVM's CPU build alone: 2; with the stem
-    # conv and the broadcast MULs on the NPU (each exact layer by layer) the float LayerNorm left on
-    # the CPU rounds differently: 3
-    "convnext_block_int8.tflite": 3,
+    "kws_transformer_int8.tflite": 2,  # TVM's CPU build alone: 5
+    "convnext_block_int8.tflite": 1,  # TVM's CPU build alone: 2
     "grouped_conv_int8.tflite": 0,  # one NPU partition (before npu.grouped_conv2d: 3, 1 LSB)
     "nasnet_pads_int8.tflite": 0,  # one partition, every PAD on the NPU (tests/test_pad.py)
 }
@@ -92,27 +88,36 @@ def test_tflite_fixture_runs_close_to_litert(name):
     assert _max_lsb(name, model) <= TFLITE[name]
 
 
-@pytest.mark.parametrize("name", ["vit_tiny_int8.tflite", "kws_transformer_int8.tflite"])
-def test_layernorm_means_next_to_fully_connected_layers_stay_on_the_cpu(name):
-    """LayerNorm's MEAN over a token's features is offloaded only where no op of its partition
-    reads that axis as channels (then the NCHW reading is the same arithmetic, and the output
-    bound above holds); next to the fully connected layers it stays on the CPU and says why."""
-    means = [o for o in npu_byoc.coverage_report(_partitioned(name)).ops if o.op == "MEAN"]
-    layout = [o for o in means if not o.offloaded and "the NPU's MEAN reduces spatial axes, not channels" in o.reason]
-    assert len(means) >= 4 and layout  # two per encoder block
-    assert all(o.offloaded or o.reason for o in means)
+LAYERNORM_FIXTURES = {"vit_tiny_int8.tflite": 5, "kws_transformer_int8.tflite": 5, "convnext_block_int8.tflite": 3}
+
+
+@pytest.mark.parametrize("name, layernorms", list(LAYERNORM_FIXTURES.items()))
+def test_layernorm_runs_on_the_npu_but_for_squared_difference(name, layernorms):
+    """Every MEAN (two per LayerNorm, and the pooling ones) and every RSQRT is offloaded; what stays
+    on the CPU is SQUARED_DIFFERENCE (one per LayerNorm) and BATCH_MATMUL, and says why."""
+    ops = npu_byoc.coverage_report(_partitioned(name)).ops
+    on_cpu = [o for o in ops if not o.offloaded]
+    assert all(o.offloaded for o in ops if o.op in ("MEAN", "RSQRT", "CONCATENATION"))
+    assert sum(o.op == "RSQRT" for o in ops) == layernorms and sum(o.op == "MEAN" for o in ops) >= 2 * layernorms
+    assert {o.op for o in on_cpu} <= {"SQUARED_DIFFERENCE", "BATCH_MATMUL"} and all(o.reason for o in on_cpu)
+    assert sum(o.op == "SQUARED_DIFFERENCE" for o in on_cpu) == layernorms
+
+
+_layers: dict = {}
 
 
 def _npu_layers_vs_litert(name: str) -> list:
     """Every NPU layer of the fixture LiteRT recorded, fed LiteRT's own input tensors (a
     broadcast operand through its stride-0 view), gives LiteRT's output tensor exactly (the
     per-layer contract); returns the ops checked (conftest.npu_layers_against_litert)."""
-    checked = []
-    for op, got, want in npu_layers_against_litert(name):
-        if want is not None:
-            np.testing.assert_array_equal(got, want, err_msg=op.name)
-            checked.append(op)
-    return checked
+    if name not in _layers:
+        checked = []
+        for op, got, want in npu_layers_against_litert(name):
+            if want is not None:
+                np.testing.assert_array_equal(got, want, err_msg=op.name)
+                checked.append(op)
+        _layers[name] = checked
+    return _layers[name]
 
 
 def test_grouped_conv_npu_layers_bit_exact_with_litert():
@@ -141,6 +146,16 @@ def test_broadcast_layers_bit_exact_with_litert(name, broadcasts):
     LiteRT's arithmetic exactly, layer by layer, with every other NPU layer of the model."""
     checked = _npu_layers_vs_litert(name)
     assert sum(map(_broadcast, checked)) >= broadcasts
+
+
+@pytest.mark.parametrize("name, layernorms", list(LAYERNORM_FIXTURES.items()))
+def test_layernorm_means_and_rsqrt_bit_exact_with_litert(name, layernorms):
+    """LayerNorm's MEANs over channels (read through the transposing view) and its RSQRT tables,
+    fed LiteRT's own input tensors, give LiteRT's output tensors exactly."""
+    checked = _npu_layers_vs_litert(name)
+    channel_means = [op for op in checked if op.kind == "mean" and op.ifm.box_strides is not None]
+    assert len(channel_means) >= 2 * layernorms
+    assert sum(op.kind == "lut" and op.function == "rsqrt" for op in checked) == layernorms
 
 
 # ONNX QDQ: golden == C model, within lsb of onnxruntime, the RTL bit-exact with golden and

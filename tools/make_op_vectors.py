@@ -32,7 +32,7 @@ Layout of ``<op>.npz``
       ``depth_multiplier`` (depthwise only).
     - fully_connected: ``weights`` int8 [C_out, C_in], ``weight_scales`` (1 value when
       per-tensor), ``bias``, ``bias_scales``.
-    - logistic / tanh / hard_swish / leaky_relu / abs / exp: input is every int8 value once
+    - logistic / tanh / hard_swish / leaky_relu / abs / exp / log / sqrt / rsqrt: input is every int8 value once
       (-128..127); leaky_relu also ``alpha`` (float32).
     - avg_pool / max_pool: ``filter`` int32 [2], ``stride`` int32 [2], ``padding``.
     - mean: ``axes`` int32 [k], ``keep_dims`` bool.
@@ -456,6 +456,12 @@ def build_sqrt(seed=115):
     return _build_table_op(tf.math.sqrt, "SQRT", [(0.0, 4.0), (0.0, 50.0), (0.2, 1.0)], seed)
 
 
+def build_rsqrt(seed=118):
+    # inputs from 0 up: zero point -128, so every int8 is a valid input (LiteRT refuses x < zp)
+    tf = _tf()
+    return _build_table_op(tf.math.rsqrt, "RSQRT", [(0.01, 4.0), (0.05, 50.0), (0.2, 1.0), (1e-4, 0.02)], seed)
+
+
 def build_exp(seed=105):
     tf = _tf()
     return _build_table_op(tf.exp, "EXP", [(-4.0, 2.0), (-1.0, 1.0), (-8.0, 0.0)], seed)
@@ -688,6 +694,7 @@ BUILDERS = {
     "exp": build_exp,
     "log": build_log,
     "sqrt": build_sqrt,
+    "rsqrt": build_rsqrt,
     "avg_pool": build_avg_pool,
     "max_pool": build_max_pool,
     "mean": build_mean,

@@ -5,9 +5,10 @@ ops follow the partition). Two kinds bind to a tensor's *logical* axes instead:
 
 - a fully connected layer over a rank >= 3 tensor contracts its last axis, so that axis must be the
   channels the NPU stores innermost (NHWC; an NCHW partition stores it as pixels);
-- a MEAN over the last axis of a rank-3 tensor is only a spatial mean if the tensor is an NCHW
-  sequence ``[N, C, L]``; in a transformer's ``[N, L, C]`` it is LayerNorm's mean over the channels,
-  which the NPU's MEAN unit (spatial axes only) cannot compute. Its layout is a guess.
+- a MEAN record that reads the last axis of a rank-3 tensor as an NCHW sequence's length
+  ``[N, C, L]`` guesses: in a transformer's ``[N, L, C]`` it is LayerNorm's mean over the
+  channels. (npu.mean's extraction no longer guesses: such a mean takes the partition's layout
+  and reads the model's axes through a strided view, ops.mean.reduction_view.)
 
 A partition that mixes them would read a tensor transposed (the keyword transformer was 103 LSB
 off LiteRT). The op at fault is named, so the fallback keeps it on the CPU with the reason.

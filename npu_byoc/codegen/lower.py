@@ -93,13 +93,19 @@ def _constant_operand(name: str, op: QOp, layout: str, blob: bytearray) -> Tenso
     scalar, a [1, H, W, 1] plane) is stored repeated along them: a channel vector the unit
     broadcasts itself, or rows the DMA repeats at full speed (a stride-0 innermost axis copies
     a byte per cycle)."""
-    offset = -(-len(blob) // SCRATCH_ALIGN) * SCRATCH_ALIGN
     value, out = np.asarray(op.constant), op.output.shape
     axis = 1 if layout == "NCHW" and len(out) in (3, 4) else -1  # the model's channel axis
     if value.ndim == len(out) and value.shape[axis] == 1 < out[axis]:
         value = np.repeat(value, out[axis], axis)
+    return _constant_tensor(f"{name}/constant", value, layout, blob)
+
+
+def _constant_tensor(name: str, value: np.ndarray, layout: str, blob: bytearray) -> TensorRef:
+    """``value`` appended to ``blob`` (the plan's CONST head) in the model's order, which
+    ``layout`` names: its TensorRef there."""
+    offset = -(-len(blob) // SCRATCH_ALIGN) * SCRATCH_ALIGN
     blob += bytes(offset - len(blob)) + np.ascontiguousarray(value, np.int8).tobytes()
-    return TensorRef(f"{name}/constant", int(Region.CONST), offset, hwc(value.shape, layout), layout)
+    return TensorRef(name, int(Region.CONST), offset, hwc(value.shape, layout), layout)
 
 
 def _hwc_order(c: int, h: int, w: int) -> np.ndarray:
@@ -319,9 +325,12 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
                 raise Reject(concat.errors[b.var])
             if type(qop) in IN_PLACE:  # its inputs write their slices; copy in the others
                 refs[b.var] = out = home(b.var)
-                srcs = _operand_args(local_funcs[b.value.op], b.value, qop)
+                srcs = IN_PLACE[type(qop)].sources(qop, _operand_args(local_funcs[b.value.op], b.value, qop))
                 for k, where in concat.copies.get(b.var, ()):
-                    ifm = refs[srcs[k]]
+                    if srcs[k] is None:  # a model constant
+                        ifm = _constant_tensor(f"{layer}/input {k}", qop.constants[k], layout, constants)
+                    else:
+                        ifm = refs[srcs[k]]
                     copy_ops.append((len(ops), k))
                     ops.append(IN_PLACE[type(qop)].copy_in(layer, k, qop, ifm, where.of(out, ifm.shape, layer)))
                     layers.append(layer)

@@ -1,4 +1,4 @@
-"""CONCATENATION along channels, rows or columns: each input's producer writes its slice of the
+"""CONCATENATION along channels, rows or columns (of a map, or of a sequence): each input's producer writes its slice of the
 output in place (codegen.lower), an input that cannot be is copied in by a LUT op: the
 conventions, extraction into a :class:`QConcat` and its checks."""
 
@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 from tvm.relax.dpl import DFPattern, is_op, is_tuple, wildcard
 
 from . import checks as C
@@ -17,7 +18,7 @@ from .lowering import InPlace
 from .lut import _lower_lut
 from .npu_ops import IDENTITY_TABLE, Lut, NpuOp, TensorRef
 from .records import QConcat, QLut, Reject
-from ..util.relax_utils import op_name, resolve, shape_of
+from ..util.relax_utils import NotConstant, const_eval, op_name, resolve, shape_of
 
 
 # ---------------------------------------------------------------------------------------------
@@ -66,7 +67,19 @@ def _extract_concat(root, bindings) -> QConcat:
         return QConcat((), _carried(root), axis, "other")  # matched by the catch-all: not ours
     xs = [d.args[0] for d in deqs]
     inputs = tuple(_activation(d, bindings, f"input {k}", x) for k, (d, x) in enumerate(zip(deqs, xs)))
-    return QConcat(inputs, _activation(quantize, bindings, "output", quantize), axis, "qdq", operands=tuple(xs))
+    values = tuple(_constant_value(x, bindings) for x in xs)  # a class token: copied in from CONST
+    constants = values if any(v is not None for v in values) else ()
+    operands = tuple(x for x, v in zip(xs, values) if v is None)
+    return QConcat(inputs, _activation(quantize, bindings, "output", quantize), axis, "qdq", constants=constants,
+                   operands=operands)  # fmt: skip
+
+
+def _constant_value(x, bindings) -> np.ndarray | None:
+    try:
+        value = np.asarray(const_eval(x, bindings))
+    except NotConstant:
+        return None
+    return value if value.dtype == np.int8 else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -74,12 +87,12 @@ def _extract_concat(root, bindings) -> QConcat:
 
 
 def concat_axis(op, hw: HwConfig) -> str | None:
-    """A concatenation joins channels, rows or columns of 4-D tensors (each input's producer writes its slice of the output in place), or the features (axis 1) of 2-D ones."""
+    """A concatenation joins channels, rows or columns of 4-D tensors (each input's producer writes its slice of the output in place), the length or the channels of 3-D sequences (a transformer's class token), or the features (axis 1) of 2-D ones."""
     rank = len(op.output.shape)
-    if (rank == 4 and op.axis in (1, 2, 3)) or (rank == 2 and op.axis == 1):
+    if (rank == 4 and op.axis in (1, 2, 3)) or (rank == 3 and op.axis in (1, 2)) or (rank == 2 and op.axis == 1):
         return None
     return (f"CONCATENATION along axis {op.axis} of a {rank}-D tensor: the NPU concatenates the H, W or C axis "
-            "of a 4-D tensor or the features of a 2-D one")
+            "of a 4-D tensor, the length or channels of a 3-D one or the features of a 2-D one")
 
 
 def concat_same_quantization(op, hw: HwConfig) -> str | None:
@@ -140,17 +153,25 @@ def place_inputs(op: QConcat, srcs: list, placeable: Callable, model_layout: str
     allows it (``placeable``), it appears once and is quantized as the output; else copied
     (rescaled) into its slice by a LUT op (:func:`copy_in`)."""
     rank = len(op.output.shape)
-    dim = "C" if rank == 2 else ("NHWC" if rank == 4 and model_layout == "NHWC" else "NCHW")[op.axis]
+    # the H, W or C axis of the map the NPU sees that the model's axis is (limits.hwc)
+    axes = {4: ("NHWC", "NCHW"), 3: ("NWC", "NCW"), 2: ("WC", "WC")}[rank]
+    dim = axes[model_layout != "NHWC"][op.axis]
     if rank == 2 and op.axis != 1:
         raise Reject(f"CONCATENATION along axis {op.axis} of a 2-D tensor: the NPU concatenates features (axis 1)")
     c0, slots, copies = 0, {}, []
-    for k, (src, t) in enumerate(zip(srcs, op.inputs)):
-        if placeable(src) and src not in slots and C.same_quantization(t, op.output):
+    for k, (src, t) in enumerate(zip(sources(op, srcs), op.inputs)):
+        if src is not None and placeable(src) and src not in slots and C.same_quantization(t, op.output):
             slots[src] = Slice(dim, c0)
         else:
             copies.append((k, Slice(dim, c0)))
         c0 += t.shape[op.axis]
     return slots, copies
+
+
+def sources(op: QConcat, srcs: list) -> list:
+    """The operand feeding each input of ``op``, None for a model constant (not an operand)."""
+    operands = iter(srcs)
+    return [None if op.constants and op.constants[k] is not None else next(operands) for k in range(len(op.inputs))]
 
 
 def copy_in(layer: str, k: int, op: QConcat, ifm: TensorRef, ofm: TensorRef) -> NpuOp:
@@ -163,4 +184,4 @@ def copy_in(layer: str, k: int, op: QConcat, ifm: TensorRef, ofm: TensorRef) -> 
     return _lower_lut(name, rescale, [ifm], ofm)
 
 
-IN_PLACE = {QConcat: InPlace(place_inputs, copy_in)}
+IN_PLACE = {QConcat: InPlace(place_inputs, copy_in, sources)}

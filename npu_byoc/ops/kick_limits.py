@@ -6,6 +6,8 @@ dry run needs. The unit limits the stream machine checks (INVALID_PARAMETER) are
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..arch.config import HwConfig
@@ -20,6 +22,9 @@ def lower_alone(op, hw: HwConfig, lower, layout: str = "NHWC"):
     in IO regions). Raises ShapeError or Reject."""
 
     layout = getattr(op, "layout", binary_layout(op) if hasattr(op, "input_b") else layout)
+    if layout is None and op.layout_alone:  # the partition's layout: as codegen.lower fills it in
+        op = replace(op, layout=op.layout_alone)
+        layout = op.layout
     tensors = [*_inputs(op), op.output]
     n = batch_of(t.shape for t in tensors)
     refs = [

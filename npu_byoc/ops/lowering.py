@@ -131,3 +131,6 @@ class InPlace:
 
     place: Callable
     copy_in: Callable
+    # ``sources(op, srcs)``: the operand feeding each of the op's inputs, None for a model
+    # constant (copied in from the CONST region)
+    sources: Callable = lambda op, srcs: list(srcs)

@@ -38,7 +38,7 @@ from .records import DEFAULT_NUMERICS, QLut, Reject
 from .lut_tables import (
     Table, onnx_float, tflite_lut_populate, _tflite_requantize, _tflite_relu, _tflite_leaky_relu,
     _tflite_add_scalar, _tflite_mul_scalar, _scalar_float, _tflite_abs, _tflite_hard_swish, hard_swish_exponent,
-    _f32, _sigmoid, _hard_swish_onnx, _hard_sigmoid_onnx, _elu_onnx, tflite_float_wrapped, _tflite_sqrt,
+    _f32, _sigmoid, _hard_swish_onnx, _hard_sigmoid_onnx, _elu_onnx, tflite_float_wrapped, _tflite_sqrt, _tflite_rsqrt,
     _elu_tflite, _leaky_relu_onnx, _gelu_tflite, _identity,
 )  # fmt: skip
 from ..util.relax_utils import NotConstant, const_eval, op_name, prim_value, resolve
@@ -301,6 +301,14 @@ FUNCTIONS: dict[str, LutFunction] = {
             ops={"tflite": "SQRT", "onnx": "Sqrt"},
             forms=(_unary("relax.sqrt"),),
             tables={"tflite": _tflite_sqrt, "onnx": onnx_float(_f32(np.sqrt))},
+        ),
+        LutFunction(
+            name="rsqrt",
+            summary="int8 reciprocal square root (LiteRT's integer kernel: Newton-Raphson 1/sqrt) through a lookup "
+                    "table",
+            ops={"tflite": "RSQRT"},
+            forms=(_unary("relax.rsqrt"),),
+            tables={"tflite": _tflite_rsqrt},
         ),
         LutFunction(
             name="sin",

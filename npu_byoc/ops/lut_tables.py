@@ -13,6 +13,7 @@ from ..arch import numerics as nx
 from .records import QLut
 
 VALUES = np.arange(-128, 128, dtype=np.int64)  # the table index is v + 128
+_INT32_MIN, _INT32_MAX = -(2**31), 2**31 - 1
 
 Table = Callable[[QLut], np.ndarray]
 
@@ -260,6 +261,63 @@ def _tflite_sqrt(op: QLut) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         q = nx.c_float_to_int32((y / np.float32(op.output.scale)).astype(np.float32))  # sqrt(x < 0) = NaN
     return _clamp8(nx._wrap_i32(q + op.output.zero_point))
+
+
+def _saturating_shift_left(x: int, exponent: int) -> int:
+    """gemmlowp ``SaturatingRoundingMultiplyByPOT<exponent > 0>`` of one int32."""
+    threshold = (1 << (31 - exponent)) - 1
+    return _INT32_MAX if x > threshold else _INT32_MIN if x < -threshold else x << exponent
+
+
+def _srdhm(a: int, b: int) -> int:
+    return int(nx.saturating_rounding_doubling_high_mul(a, b))
+
+
+def inv_sqrt_multiplier_exp(value: int) -> tuple[int, int]:
+    """LiteRT's ``GetInvSqrtQuantizedMultiplierExp(value, kReverseShift)``: 1/sqrt(value) as an
+    int32 multiplier and a (left-positive) shift, by five Newton-Raphson steps in gemmlowp fixed
+    point with 3 integer bits (F3); a value of 0 or 1 gives (INT32_MAX, 0)."""
+    if value <= 1:
+        return _INT32_MAX, 0
+    shift = 11
+    while value >= 1 << 29:
+        value //= 4
+        shift += 1
+    pairs = (32 - value.bit_length() - 1) // 2 - 1  # (clz - 1) / 2 - 1 bit pairs of left shift
+    shift -= pairs
+    value <<= 2 * pairs
+    half_input = int(nx.rounding_divide_by_pot(value >> 1, 1))  # F3 input / 2
+    half_three = (1 << 28) + (1 << 27)  # F3 1.5
+    x = 1 << 28  # F3 one
+    for _ in range(5):
+        x3 = _saturating_shift_left(_srdhm(_srdhm(x, x), x), 6)  # Rescale<3> of an F9
+        x = _saturating_shift_left(int(nx._wrap_i32(_srdhm(half_three, x) - _srdhm(half_input, x3))), 3)
+    x = _srdhm(x, 1518500250)  # F3 · F0 sqrt(2)/2
+    if shift < 0:
+        x, shift = int(nx._wrap_i32(x << -shift)), 0
+    return x, -shift
+
+
+def _tflite_rsqrt(op: QLut) -> np.ndarray:
+    """LiteRT's int8 RSQRT (elementwise.cc ``RsqrtEvalQuantized``), integer only::
+
+        multiplier, shift = QuantizeMultiplier(1 / double(sqrtf(s_in) · s_out))   # float32 product
+        v = x − zp_in;  v == 0 → 127
+        m_v, s_v = GetInvSqrtQuantizedMultiplierExp(v)
+        out = MBQM(MBQM(1, m_v, s_v + 20), multiplier, shift − 20) + zp_out, clamped
+
+    LiteRT refuses an input below zp_in ("Rsqrt is only defined for positive values"); the table
+    gives it 127, as TensorFlow's TOSA lowering of the same kernel does."""
+    product = np.sqrt(np.float32(op.input.scale)) * np.float32(op.output.scale)
+    m, s = nx.quantize_multiplier(1.0 / float(np.float32(product)))
+    out = np.full(VALUES.shape, nx.INT8_MAX, np.int64)
+    for k, v in enumerate(VALUES - op.input.zero_point):
+        if v <= 0:
+            continue
+        m_v, s_v = inv_sqrt_multiplier_exp(int(v))
+        data = nx.multiply_by_quantized_multiplier(1, m_v, s_v + 20)
+        out[k] = int(nx.multiply_by_quantized_multiplier(data, m, s - 20)) + op.output.zero_point
+    return _clamp8(out)
 
 
 def _elu_tflite(x, p):

@@ -1,5 +1,8 @@
-"""MEAN over the spatial axes with requantize (global average pooling): the conventions,
-extraction into a :class:`QMean`, checks and lowering to :class:`Mean`."""
+"""MEAN / SUM-free MEAN with requantize over the axes the MEAN unit can reach: the spatial axes
+(global average pooling), and through a strided view any axis set whose reduced axes the DMA can
+lay out as the unit's H x W and whose kept axes as its channels (LayerNorm's mean over a token's
+or a pixel's channels). The conventions, extraction into a :class:`QMean`, checks and lowering
+to :class:`Mean`."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from ._qdq import _Tail, _activation, _deq, _qdq_unary, _qparams, _requant_tail
 from ..arch import numerics as nx
 from ..arch.config import HwConfig
 from .entry import Convention, NpuPattern
-from .lowering import view
+from .lowering import hwc, view
 from .npu_ops import Mean, NpuOp, TensorRef
 from .npu_op_spec import NpuOpSpec, what
 from .records import QMean, QTensor, Reject
@@ -61,7 +64,9 @@ def _extract_mean(root, bindings) -> QMean:
     lo, hi = tail.clamp(out, bindings)
     rank = len(inp.shape)
     axes = tuple(sorted(int(a) % rank for a in mean.attrs.axis)) if mean.attrs.axis is not None else tuple(range(rank))
-    layout = "NCHW" if axes == (2, 3) or (rank == 3 and axes == (2,)) else "NHWC"  # [N, C, L]: NCHW's sequence
+    # Axes that name a layout's spatial axes fix the layout; any other set (a channel mean) is
+    # read through the partition's layout, which lowering fills in (QMean.takes_partition_layout).
+    layout = {(4, (1, 2)): "NHWC", (4, (2, 3)): "NCHW", (3, (1,)): "NHWC"}.get((rank, axes))
     return QMean(
         input=inp,
         output=out,
@@ -79,37 +84,108 @@ def _extract_mean(root, bindings) -> QMean:
 # Checks
 
 
-def mean_spatial(op: QMean, hw: HwConfig) -> str | None:
-    """Mean reduces the two spatial axes of a 4-D tensor, or the length of a 3-D sequence (GlobalAveragePooling1D)."""
+def _axis_positions(rank: int, layout: str) -> dict[int, int]:
+    """Logical axis -> its H (0), W (1), C (2) position in the NPU's map (limits.hwc); a batch
+    axis has none."""
+    if rank == 4:
+        return {1: 0, 2: 1, 3: 2} if layout == "NHWC" else {1: 2, 2: 0, 3: 1}
+    if rank == 3:
+        return {1: 1, 2: 2} if layout == "NHWC" else {1: 2, 2: 1}
+    return {0: 1, 1: 2} if rank == 2 else {0: 2}
+
+
+def _merged(dims: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """(size, stride) dims, outer first, with size-1 dims dropped and neighbours that form one
+    run (outer stride = inner stride x inner size) merged into one."""
+    out: list[tuple[int, int]] = []
+    for size, stride in dims:
+        if size == 1:
+            continue
+        if out and out[-1][1] == stride * size:
+            out[-1] = (out[-1][0] * size, stride)
+        else:
+            out.append((size, stride))
+    return out
+
+
+def _logical_dims(ref: TensorRef, rank: int, layout: str, axes) -> list[tuple[int, int]]:
+    pos = _axis_positions(rank, layout)
+    return [(ref.shape[pos[a]], ref.strides[pos[a]]) for a in axes]
+
+
+def reduction_view(op: QMean, ifm: TensorRef, ofm: TensorRef, layout: str) -> tuple[TensorRef, TensorRef]:
+    """(input, output) of the MEAN unit for ``op`` in a partition of ``layout``: the input seen
+    as (reduced, reduced, kept) through its strides and the output as (1, 1, kept), kept axes in
+    the model's order. The spatial mean is the identity; LayerNorm's mean over the channels of
+    [1, H, W, C] reads (1, C, H·W) with the pixels as the unit's channels. Raises Reject when the
+    DMA cannot reach the set (two kept runs, three reduced ones)."""
     rank = len(op.input.shape)
-    spatial = {(4, "NHWC"): (1, 2), (4, "NCHW"): (2, 3), (3, "NHWC"): (1,), (3, "NCHW"): (2,)}.get((rank, op.layout))
-    if spatial is None or tuple(sorted(op.axes)) != spatial:
-        return (f"mean over axes {list(op.axes)} of a {rank}-D tensor: NPU reduces the spatial axes of 4-D tensors "
-                "(or the length of 3-D ones)")  # fmt: skip
-    n = math.prod(op.input.shape[a] for a in spatial)
+    pos = _axis_positions(rank, layout)
+    if any(a not in pos and op.input.shape[a] != 1 for a in op.axes):
+        raise Reject(f"mean over axes {list(op.axes)} of a {rank}-D tensor reduces its batch axis")
+    kept_axes = [a for a in pos if a not in op.axes]
+    reduced = [d for d in _logical_dims(ifm, rank, layout, [a for a in pos if a in op.axes]) if d[0] != 1]
+    reduced = reduced if len(reduced) <= 2 else _merged(reduced)  # a spatial mean keeps its H and W
+    kept = _merged(_logical_dims(ifm, rank, layout, kept_axes))
+    if len(reduced) > 2 or len(kept) > 1:
+        raise Reject(f"mean over axes {list(op.axes)} of a {rank}-D tensor: the NPU's MEAN reduces up to two "
+                     "strided axes and keeps one run of the others")  # fmt: skip
+    unit = (1, max(ifm.nbytes, 1))  # a size-1 axis: any stride but 0 (0 marks a broadcast)
+    (r_h, s_h), (r_w, s_w) = ([unit] * 2 + reduced)[-2:]
+    (n, s_n) = (kept or [(1, 1)])[0]
+    src = TensorRef(ifm.name, ifm.region, ifm.offset, (r_h, r_w, n), ifm.layout, ifm.pitch, (s_h, s_w, s_n))
+    out_rank = len(op.output.shape)
+    out_dims = _merged(_logical_dims(ofm, out_rank, layout, list(_axis_positions(out_rank, layout))))
+    if len(out_dims) > 1 or math.prod(d for d, _ in out_dims) != n:
+        raise Reject(f"{ofm.name}: cannot write the mean's {n} outputs {ofm.shape} {ofm.layout} as one run")
+    s_o = out_dims[0][1] if out_dims else 1
+    dst = TensorRef(ofm.name, ofm.region, ofm.offset, (1, 1, n), ofm.layout, ofm.pitch, (n * s_o, n * s_o, s_o))
+    if s_o == 1 and not ofm.is_slice and (ofm.layout == "NHWC" or ofm.shape[0] * ofm.shape[1] == 1):
+        dst = view(ofm, (1, 1, n))  # one dense run: the same bytes, no strides
+    if src.shape == ifm.shape and all(d == 1 or a == b for d, a, b in zip(src.shape, src.strides, ifm.strides)):
+        src = ifm  # the spatial mean: its input as it is
+    return src, dst
+
+
+def mean_axes(op: QMean, hw: HwConfig) -> str | None:
+    """Mean reduces the spatial axes of a map, the length of a sequence, or (through a strided view) any axes the DMA can lay out as the MEAN unit's H x W with the kept axes as its channels (LayerNorm's mean over channels)."""
+    rank = len(op.input.shape)
+    if rank > 4:
+        return f"mean of a {rank}-D tensor: the NPU maps tensors of rank 1 to 4"
+    layout = op.layout or "NHWC"
+    try:
+        ifm = TensorRef("x", 0, 0, hwc(op.input.shape, layout))
+        ofm = TensorRef("y", 0, 0, hwc(op.output.shape, layout))
+        src, _ = reduction_view(op, ifm, ofm, layout)
+    except Reject as err:
+        return str(err)
+    n = src.shape[0] * src.shape[1]
     if n > hw.max_mean_elements:
         return f"mean over {n} elements: NPU reduces up to {hw.max_mean_elements}"
     return None
 
 
-
 def layout_is_guess(op) -> bool:
-    """A MEAN over the last axis of a rank-3 tensor takes NCHW (a ``[N, C, L]`` sequence's length)
-    as a guess: in a ``[N, L, C]`` sequence the same axis is the channels (LayerNorm's mean), which
-    the MEAN unit cannot reduce. codegen.layout_agreement checks the guess against the partition."""
+    """A MEAN record that reads the last axis of a rank-3 tensor as an NCHW sequence's length
+    ([N, C, L]) guesses its layout: in a transformer's [N, L, C] the same axis is the channels.
+    Extraction no longer makes such a record (a set of axes that names no layout's spatial axes
+    takes the partition's layout, :func:`reduction_view`, so its reduced axis is the model's by
+    construction); codegen.layout_agreement still refuses one where the partition contradicts it."""
     return isinstance(op, QMean) and op.layout == "NCHW" and len(op.input.shape) == 3
+
 
 # ---------------------------------------------------------------------------------------------
 # Lowering
 
 
 def _lower_mean(name: str, op: QMean, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
-    h, w, c = ifms[0].shape
+    src, dst = reduction_view(op, ifms[0], ofm, op.layout or "NHWC")
+    h, w, _ = src.shape
     mult, shift = nx.mean_params(op.input.scale, op.output.scale, h * w)
     return Mean(
         name=name,
-        ifm=ifms[0],
-        ofm=view(ofm, (1, 1, c)),
+        ifm=src,
+        ofm=dst,
         ifm_zero_point=op.input.zero_point,
         ofm_zero_point=op.output.zero_point,
         multiplier=int(mult),
@@ -125,11 +201,12 @@ def _lower_mean(name: str, op: QMean, ifms: list[TensorRef], ofm: TensorRef) -> 
 
 ENTRY = NpuPattern(
     name="npu.mean",
-    summary="mean over the spatial axes with requantize (global average pooling)",
+    summary="mean with requantize over the spatial axes (global average pooling) or, through a strided view, "
+            "over channels (LayerNorm)",
     anchor_ops=("relax.mean",),
     conventions=_mean_conventions(),
     extract=_extract_mean,
-    checks=(*C.COMMON, mean_spatial, C.requant_left_shift_fits(_lower_mean)),
+    checks=(*C.COMMON, mean_axes, C.requant_left_shift_fits(_lower_mean)),
 )
 
 

@@ -40,6 +40,9 @@ class QOp:
     # A record whose ``layout`` field may be None, the partition's: lowering fills it in and
     # refuses a 4-D op laid out unlike its partition. The op's word in that reason ("gather").
     takes_partition_layout: ClassVar[str] = ""
+    # Such a record lowered alone (a check's dry run, ops.kick_limits.lower_alone) takes this
+    # layout; "" leaves it None (the op's own lowering reads None).
+    layout_alone: ClassVar[str] = ""
 
 
 @dataclass(frozen=True)
@@ -196,7 +199,8 @@ class QMean(QOp):
     output: QTensor
     axes: tuple[int, ...]
     keepdims: bool
-    layout: str  # which layout the reduced axes mean spatial dims in
+    # The layout the axes name spatial dims in; None (a channel mean): the partition's
+    layout: str | None
     act_min: int
     act_max: int
     convention: str = ""
@@ -204,6 +208,8 @@ class QMean(QOp):
     # The Relax expressions of the quantized inputs, in the order of the record's inputs
     # (lowering maps them to the composite's arguments). Not part of the op's meaning.
     operands: tuple = field(default=(), compare=False, repr=False)
+    takes_partition_layout: ClassVar[str] = "mean"
+    layout_alone: ClassVar[str] = "NHWC"  # the default partition's
 
     @property
     def macs(self) -> int:
@@ -330,6 +336,9 @@ class QConcat(QOp):
     convention: str = ""
     # whose arithmetic rescales an input quantized unlike the output (NUMERICS)
     numerics: str = "tflite"
+    # per input: its int8 value when it is a model constant (a transformer's class token), else
+    # None; () when none is. Constants are not operands: lowering copies them in from CONST.
+    constants: tuple = ()
     operands: tuple = field(default=(), compare=False, repr=False)
 
     @property

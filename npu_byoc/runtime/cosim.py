@@ -44,7 +44,7 @@ from ..ops.composites import npu_functions
 from ..partition.pipeline import partition_for_npu, partition_log
 from ..ops.table import LAYER_ATTR, VIEW_PATTERNS
 from ..util.progress import Progress
-from ..util.relax_utils import dtype_of, shape_of
+from ..util.relax_utils import Constant, constant_value, dtype_of, shape_of
 from ..ops.uint8 import to_model
 from .tvm_legalize import register as _register_legalizations
 from .cosim_report import CosimReport, LayerResult, layer_results, roofline, summarize
@@ -71,7 +71,7 @@ class CosimMismatch(NpuByocError):
 class _LayerCall:
     name: str
     composite: relax.Function  # a layer's composite, or a concatenation's copy (_copy_function)
-    sources: list[tuple[str, int]]  # per composite argument: ("input", i), ("layer", k) or ("concat", (axis, sources))
+    sources: list[tuple[str, int]]  # per composite argument: ("input", i), ("layer", k), ("constant", value) or ("concat", (axis, sources))
     shape: tuple[int, ...]  # the layer output's shape in the model (Relax)
     dtype: str
 
@@ -91,6 +91,8 @@ def _layer_calls(func: relax.Function, plan: PartitionPlan | None = None) -> lis
     out: list[_LayerCall] = []
 
     def source(a, layer: str):
+        if isinstance(a, Constant):  # a concatenation's constant input
+            return ("constant", constant_value(a))
         while a in aliases:
             a = aliases[a]
         if a in params:
@@ -161,7 +163,7 @@ def _concat_inputs(composite: relax.Function, call: relax.Call) -> list:
         f = inner.get(f, f)
         if isinstance(f, relax.Call):  # dequantize(x, ...)
             f = f.args[0]
-        out.append(call.args[params.index(f)])
+        out.append(f if isinstance(f, Constant) else call.args[params.index(f)])  # a class token: itself
     return out
 
 
@@ -180,6 +182,8 @@ def _source_value(src, inputs, model_values) -> np.ndarray:
         return np.asarray(inputs[i])
     if kind == "layer":
         return model_values[i]
+    if kind == "constant":
+        return i
     axis, parts = i
     return np.concatenate([_source_value(s, inputs, model_values) for s in parts], axis=axis)
 
