@@ -25,6 +25,13 @@
 // otherwise it waits in a FIFO and the mover takes it the cycle after the previous copy's done.
 // `outstanding` counts accepted transfers not yet complete; the command processor keeps it
 // <= QD (a background DMA waits for room) and WAIT_DMA waits for it to fall to DMA_WAIT_PENDING.
+//
+// Interlock (docs/isa.md, concurrency): each descriptor keeps its SRAM range until its copy
+// completes. `sram_hazard` says whether an outstanding DMA_IN writes bytes of one of the kick's
+// operands (query_*) or an outstanding DMA_OUT reads bytes of its output (the last query); the
+// command processor holds the kick until neither holds, so
+// a kick sees every earlier DMA complete, as if DMAs copied at issue (the stream machine).
+// Transfers among themselves need no interlock: the mover copies them one at a time, in order.
 `default_nettype none
 `include "npu_config.vh"
 
@@ -33,7 +40,8 @@ module npu_dma #(
     parameter int AW = 19,         // SRAM address bits (npu_sram)
     parameter int DMA_BYTES = `NPU_DMA_BYTES_PER_CYCLE,  // bytes per external memory request
     parameter int LW = $clog2(DMA_BYTES + 1),            // bits of a request's byte count
-    parameter int QD = `NPU_DMA_QUEUE_DEPTH               // transfers outstanding at most
+    parameter int QD = `NPU_DMA_QUEUE_DEPTH,              // transfers outstanding at most
+    parameter int NQ = 4                                   // operand ranges a kick names at most
 ) (
     input  wire        clk,
     input  wire        rst_n,
@@ -49,6 +57,12 @@ module npu_dma #(
     output reg         accepted,  // pulse: the checks passed, the transfer is queued (a background DMA retires)
     output wire        busy,      // a transfer is outstanding (queued or being copied)
     output reg  [7:0]  outstanding,  // transfers accepted and not yet complete (0 .. QD)
+    // interlock: the SRAM operands of the kick about to run (byte address, length; length 0:
+    // no operand; the last one is its output) and whether an outstanding transfer conflicts:
+    // a DMA_IN writing bytes of any operand, a DMA_OUT reading bytes of the output
+    input  wire [64*NQ-1:0] query_addr,
+    input  wire [64*NQ-1:0] query_len,
+    output wire        sram_hazard,
 
     output reg  [`NPU_STATUS_BITS-1:0] status,
     // registers
@@ -100,6 +114,7 @@ module npu_dma #(
     logic [3:0]  region;
     logic [31:0] ext_addr;
     logic [AW-1:0] sram_addr;
+    logic [31:0] sram_len;  // N2*N1*N0 (<= SRAM_BYTES once checked): the interlock's range
     logic [31:0] n0, n1, n2;
     logic [31:0] stride0, stride1, stride2;
   } desc_t;
@@ -220,6 +235,7 @@ module npu_dma #(
         c_last <= 72'(reg_ext_addr) + (a0 > 0 ? a0 : 72'sd0) + (a1 > 0 ? a1 : 72'sd0) + (a2 > 0 ? a2 : 72'sd0);
         c_size <= size[r];
         c_desc <= '{dir_in: to_sram, region: r, ext_addr: reg_ext_addr, sram_addr: AW'(reg_sram_addr),
+                    sram_len: 32'(smul(smul(64'(reg_n0), 64'(reg_n1)), 64'(reg_n2))),
                     n0: reg_n0, n1: reg_n1, n2: reg_n2,
                     stride0: reg_stride0, stride1: reg_stride1, stride2: reg_stride2};
       end
@@ -252,6 +268,42 @@ module npu_dma #(
       end
     end
   end
+
+  // interlock: does a transfer's SRAM range [fn_addr, fn_addr + fn_len) meet a query range? A
+  // DMA_IN writes its range: every operand; a DMA_OUT reads it: only the kick's output (the last).
+  function automatic logic meets(input logic fn_in, input logic [AW-1:0] fn_addr, input logic [31:0] fn_len);
+    logic hit;
+    begin
+      hit = 1'b0;
+      for (int q = 0; q < NQ; q++) begin
+        if ((fn_in || q == NQ - 1) && query_len[64*q +: 64] != 64'd0
+            && 64'(fn_addr) < query_addr[64*q +: 64] + query_len[64*q +: 64]
+            && query_addr[64*q +: 64] < 64'(fn_addr) + 64'(fn_len))
+          hit = 1'b1;
+      end
+      meets = hit;
+    end
+  endfunction
+
+  /* verilator lint_off UNUSEDSIGNAL */
+  function automatic logic meets_desc(input desc_t fn_d);  // the direction and SRAM range only
+    begin
+      meets_desc = meets(fn_d.dir_in, fn_d.sram_addr, fn_d.sram_len);
+    end
+  endfunction
+  /* verilator lint_on UNUSEDSIGNAL */
+
+  // the outstanding transfers: the mover's (M_MOVE, M_DRAIN) and the FIFO's f_count entries from f_rd
+  logic hazard_r;
+  always_comb begin : interlock
+    logic hit;
+    hit = state != M_IDLE && meets_desc(m);
+    for (int k = 0; k < FD; k++) begin
+      if (FB'(k) < f_count && meets_desc(fifo[(32'(f_rd) + k) % FD])) hit = 1'b1;
+    end
+    hazard_r = hit;
+  end
+  assign sram_hazard = hazard_r;
 
   // mover
   always_ff @(posedge clk) begin
