@@ -56,6 +56,7 @@ module npu_cmdproc (
     input  wire [31:0] dma_wait_pending,  // the DMA_WAIT_PENDING register (WAIT_DMA)
     input  wire [`NPU_STATUS_BITS-1:0] dma_status,
     input  wire        dma_hazard,    // an outstanding transfer's SRAM range meets the checked kick's operands
+    output wire        dma_hazard_query,  // dma_hazard is wanted (a kick in its checks or held)
     output reg         check_start,
     input  wire        check_done,
     input  wire [`NPU_STATUS_BITS-1:0] check_status,
@@ -80,6 +81,7 @@ module npu_cmdproc (
   reg [63:0] idx;  // word index of the current command
 
   assign cur_index = idx[31:0];
+  assign dma_hazard_query = state == S_CHECK || state == S_INTERLOCK;
 
   wire [7:0] opcode   = fetch_word[`NPU_OPCODE_SHIFT +: `NPU_OPCODE_BITS];
   wire [7:0] reg_addr = fetch_word[`NPU_REG_SHIFT +: `NPU_REG_BITS];
