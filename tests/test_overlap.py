@@ -9,12 +9,14 @@ counts pin the timing rules of docs/cosim.md §5.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from npu_byoc.arch.encoder import Dma, Kick, encode
-from npu_byoc.codegen.overlap import WAIT, touched, wait
+from npu_byoc.codegen.overlap import WAIT, races, touched, wait
 from npu_byoc.codegen.schedule import schedule_partition
 from npu_byoc.arch.config import DEFAULT_CONFIG, HwConfig, configure
 from npu_byoc.arch.isa import Opcode, Reg, Region, Status
@@ -117,6 +119,76 @@ def test_background_dma_errors_name_the_dma(rtl):
     c = FunctionalNpu(HW).run(words, copies(const))
     assert got.status == ref.status == c.status == Status.INVALID_REGION
     assert got.word_index == ref.word_index == c.word_index == len(words) - 2
+
+
+def _lut(ifm: int, table: int, ofm: int) -> Kick:
+    """LUT over 32 bytes (1 x 1 x 32)."""
+    return Kick.make(Opcode.LUT, {Reg.IFM_ADDR: ifm, Reg.OFM_ADDR: ofm, Reg.OFM_H: 1, Reg.OFM_W: 1, Reg.OFM_C: 32,
+                                  Reg.LUT_ADDR: table})  # fmt: skip
+
+
+def _raced(rtl, steps, regions):
+    """Run a racing stream on every spec: RTL == machine == C model (status, regions); returns
+    the RTL's result and regions and how many cycles longer the RTL held the last kick than the
+    cycle model counts (the interlock's stall)."""
+    words = encode(steps)
+    ours, mine, theirs = copies(regions), copies(regions), copies(regions)
+    got = rtl.run(words, ours, trace=True)
+    ref = Machine(HW).run(words, mine)
+    c = FunctionalNpu(HW).run(words, theirs)
+    assert got.status == ref.status == c.status == Status.OK, (got, ref, c)
+    for r in regions:
+        np.testing.assert_array_equal(ours[r], mine[r], err_msg=f"region {r}: RTL vs machine")
+        np.testing.assert_array_equal(theirs[r], mine[r], err_msg=f"region {r}: C model vs machine")
+    stall = got.trace[-2].cycles - cycles.command_timeline(steps)[-1]
+    return ours, stall
+
+
+def test_the_interlock_holds_a_kick_on_a_dma_in_flight(rtl):
+    """No WAIT_DMA between a background DMA of 1000 bytes (5 + 63 = 68 cycles) and a LUT on
+    its bytes: the LUT waits for the copy, so every spec gets the sequential result. The DMA
+    is decoded at t; the LUT's word, after its S SET_REGs, at t + 4 + 2S, its checks end 3
+    cycles later, and it is held until the copy completes at t + 68: 61 - 2S cycles."""
+    rng = np.random.default_rng(5)
+    const = rng.integers(0, 256, 1000, dtype=np.uint8)
+    regions = {int(Region.CONST): const, int(Region.SCRATCH): np.zeros(1000, np.uint8)}
+    load = Dma(Opcode.DMA_IN, int(Region.CONST), 0, 0, 1000, background=True)
+
+    # A DMA_IN writes the table the LUT reads (its last 256 bytes: copied last).
+    steps = [load, _lut(0, 744, 2000), Dma(Opcode.DMA_OUT, int(Region.SCRATCH), 0, 2000, 32)]
+    out, _ = _raced(rtl, steps, regions)
+    x = const[:32].view(np.int8).astype(int)
+    np.testing.assert_array_equal(out[int(Region.SCRATCH)][:32], const[744:][x + 128])  # the table as loaded
+    setregs = (len(encode(steps[:2])) - len(encode(steps[:1])) - 1) // 2
+    _, stall = _raced(rtl, steps[:2], regions)
+    assert stall == 61 - 2 * setregs > 0
+
+    # A DMA_OUT reads the bytes the LUT writes (its last 32): the region gets them as they were.
+    export = Dma(Opcode.DMA_OUT, int(Region.SCRATCH), 0, 0, 1000, background=True)
+    steps = [replace(load, background=False), export, _lut(2000, 3000, 968)]
+    out, stall = _raced(rtl, steps, regions)
+    np.testing.assert_array_equal(out[int(Region.SCRATCH)], const)
+    assert stall > 0
+
+    # A DMA_OUT reading what the LUT only reads holds nothing: the cycle model's count.
+    _, stall = _raced(rtl, [replace(load, background=False), export, _lut(0, 3000, 2000)], regions)
+    assert stall == 0
+
+
+def test_races_names_the_kicks_the_interlock_would_hold():
+    load = Dma(Opcode.DMA_IN, int(Region.CONST), 0, 0, 1000, background=True)  # SRAM [0, 1000)
+    other = Dma(Opcode.DMA_IN, int(Region.CONST), 0, 4000, 100, background=True)
+    export = Dma(Opcode.DMA_OUT, int(Region.SCRATCH), 0, 0, 1000, background=True)
+    on_table, clear = _lut(2000, 744, 3000), _lut(2000, 2500, 3000)  # the table in / clear of the load
+    assert races([load, on_table], 8) == [1]
+    assert races([load, clear], 8) == []
+    assert races([load, WAIT, on_table], 8) == []
+    assert races([load, other, wait(1), on_table], 8) == []  # the load is the older: waited for
+    assert races([other, load, wait(1), on_table], 8) == [3]
+    assert races([load, other, on_table], 2) == [2] and races([load, other, on_table], 1) == []  # room for other
+    assert races([export, _lut(0, 2500, 3000)], 8) == []  # both read [0, 32)
+    assert races([export, _lut(2000, 2500, 968)], 8) == [1]  # the LUT writes what the DMA_OUT reads
+    assert races([load, replace(other, background=False), on_table], 8) == []  # a synchronous DMA waits for all
 
 
 @pytest.mark.slow

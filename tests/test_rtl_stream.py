@@ -325,9 +325,16 @@ def test_requantize_table_shift_check(rtl, head):
         _expect(rtl, schedule.words(), regions, Status.INVALID_PARAMETER, _kick_index(schedule.steps, k))
 
 
+# 81 was the only seed; with 0..23 eight (0, 4, 8, 10, 15, 20, 22, 23) make streams where a kick
+# meets a DMA in flight (a WAIT_DMA deleted, a background DMA rewritten): all eight fail with
+# the RTL's DMA interlock switched off. About 1 s a seed (docs/cosim.md §6).
+MUTATION_SEEDS = (81, *range(24))
+
+
 @pytest.mark.slow
-def test_mutated_fixture_streams_match_the_machine(rtl, plans):
-    rng = np.random.default_rng(81)
+@pytest.mark.parametrize("seed", MUTATION_SEEDS)
+def test_mutated_fixture_streams_match_the_machine(rtl, plans, seed):
+    rng = np.random.default_rng(seed)
     seen = {}
     small = HwConfig(sram_bytes=4096)
     streams = []

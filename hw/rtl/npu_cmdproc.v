@@ -11,8 +11,9 @@
 //                       background while the next commands execute
 //   DMA_IN/OUT, STOP:   first wait until no transfer is outstanding
 //   WAIT_DMA:           waits until at most DMA_WAIT_PENDING transfers are outstanding
-//   compute kicks:      npu_kick_check checks registers / SRAM ranges / overlaps, then the
-//                       MAC engine (CONV, DWCONV, FC: it also checks the requantize table) or the
+//   compute kicks:      npu_kick_check checks registers / SRAM ranges / overlaps, then (the
+//                       DMA interlock) waits while an outstanding transfer's SRAM range meets
+//                       one of the kick's operands, then the MAC engine (CONV, DWCONV, FC: it also checks the requantize table) or the
 //                       vector unit (AVGPOOL, MAXPOOL, MEAN, ADD, LUT) runs
 //
 // The first error ends the run: status and the offending word's index; the failing command
@@ -54,6 +55,8 @@ module npu_cmdproc (
     input  wire [7:0]  dma_outstanding,  // transfers accepted and not yet complete
     input  wire [31:0] dma_wait_pending,  // the DMA_WAIT_PENDING register (WAIT_DMA)
     input  wire [`NPU_STATUS_BITS-1:0] dma_status,
+    input  wire        dma_hazard,    // an outstanding transfer's SRAM range meets the checked kick's operands
+    output wire        dma_hazard_query,  // dma_hazard is wanted (a kick in its checks or held)
     output reg         check_start,
     input  wire        check_done,
     input  wire [`NPU_STATUS_BITS-1:0] check_status,
@@ -71,12 +74,14 @@ module npu_cmdproc (
                    S_VALUE = 4'd5, S_DMA = 4'd6, S_CHECK = 4'd7, S_MAC = 4'd8, S_VEC = 4'd9,
                    S_ENGINE = 4'd10,  // a DMA or WAIT_DMA waits for the DMA queue (engine_ready)
                    S_ACCEPT = 4'd11,  // a background DMA waits for its checks
-                   S_DRAIN = 4'd12;   // the run ends once the DMA engine is idle
+                   S_DRAIN = 4'd12,   // the run ends once the DMA engine is idle
+                   S_INTERLOCK = 4'd13;  // a checked kick waits for the DMAs in flight on its operands
 
   reg [3:0]  state;
   reg [63:0] idx;  // word index of the current command
 
   assign cur_index = idx[31:0];
+  assign dma_hazard_query = state == S_CHECK || state == S_INTERLOCK;
 
   wire [7:0] opcode   = fetch_word[`NPU_OPCODE_SHIFT +: `NPU_OPCODE_BITS];
   wire [7:0] reg_addr = fetch_word[`NPU_REG_SHIFT +: `NPU_REG_BITS];
@@ -125,6 +130,19 @@ module npu_cmdproc (
       end else begin
         dma_start <= 1'b1;
         state <= (op == `NPU_OP_DMA_IN_ASYNC || op == `NPU_OP_DMA_OUT_ASYNC) ? S_ACCEPT : S_DMA;
+      end
+    end
+  endtask
+
+  // Start the checked kick's unit.
+  task automatic start_unit();
+    begin
+      if (is_mac) begin
+        mac_start <= 1'b1;
+        state <= S_MAC;
+      end else begin
+        vec_start <= 1'b1;
+        state <= S_VEC;
       end
     end
   endtask
@@ -290,15 +308,11 @@ module npu_cmdproc (
         S_CHECK: begin
           if (check_done) begin
             if (check_status != `NPU_STATUS_OK) finish(check_status, 32'(idx));
-            else if (is_mac) begin
-              mac_start <= 1'b1;
-              state <= S_MAC;
-            end else begin
-              vec_start <= 1'b1;
-              state <= S_VEC;
-            end
+            else if (dma_hazard) state <= S_INTERLOCK;
+            else start_unit();
           end
         end
+        S_INTERLOCK: if (!dma_hazard) start_unit();
         S_MAC: begin
           if (mac_done) begin
             if (mac_error) finish(`NPU_STATUS_INVALID_PARAMETER, 32'(idx));

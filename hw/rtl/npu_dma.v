@@ -25,6 +25,13 @@
 // otherwise it waits in a FIFO and the mover takes it the cycle after the previous copy's done.
 // `outstanding` counts accepted transfers not yet complete; the command processor keeps it
 // <= QD (a background DMA waits for room) and WAIT_DMA waits for it to fall to DMA_WAIT_PENDING.
+//
+// Interlock (docs/isa.md, concurrency): each descriptor keeps its SRAM range until its copy
+// completes. `sram_hazard` says whether an outstanding DMA_IN writes bytes of one of the kick's
+// operands (query_*) or an outstanding DMA_OUT reads bytes of its output (the last query); the
+// command processor holds the kick until neither holds, so
+// a kick sees every earlier DMA complete, as if DMAs copied at issue (the stream machine).
+// Transfers among themselves need no interlock: the mover copies them one at a time, in order.
 `default_nettype none
 `include "npu_config.vh"
 
@@ -33,7 +40,8 @@ module npu_dma #(
     parameter int AW = 19,         // SRAM address bits (npu_sram)
     parameter int DMA_BYTES = `NPU_DMA_BYTES_PER_CYCLE,  // bytes per external memory request
     parameter int LW = $clog2(DMA_BYTES + 1),            // bits of a request's byte count
-    parameter int QD = `NPU_DMA_QUEUE_DEPTH               // transfers outstanding at most
+    parameter int QD = `NPU_DMA_QUEUE_DEPTH,              // transfers outstanding at most
+    parameter int NQ = 4                                   // operand ranges a kick names at most
 ) (
     input  wire        clk,
     input  wire        rst_n,
@@ -49,6 +57,13 @@ module npu_dma #(
     output reg         accepted,  // pulse: the checks passed, the transfer is queued (a background DMA retires)
     output wire        busy,      // a transfer is outstanding (queued or being copied)
     output reg  [7:0]  outstanding,  // transfers accepted and not yet complete (0 .. QD)
+    // interlock: the SRAM operands of the kick about to run (byte address, length; length 0:
+    // no operand; the last one is its output) and whether an outstanding transfer conflicts:
+    // a DMA_IN writing bytes of any operand, a DMA_OUT reading bytes of the output
+    input  wire [64*NQ-1:0] query_addr,
+    input  wire [64*NQ-1:0] query_len,
+    input  wire        query_on,   // the command processor holds a checked kick (S_CHECK, S_INTERLOCK)
+    output wire        sram_hazard,
 
     output reg  [`NPU_STATUS_BITS-1:0] status,
     // registers
@@ -104,9 +119,17 @@ module npu_dma #(
     logic [31:0] stride0, stride1, stride2;
   } desc_t;
 
+  // A transfer's SRAM bytes [lo, hi) for the interlock, beside its descriptor (narrow: the
+  // simulation compares these every cycle)
+  typedef struct packed {
+    logic        dir_in;
+    logic [AW:0] lo, hi;
+  } range_t;
+
   // checker
   reg        checking;
   desc_t     c_desc;
+  range_t    c_range;
   reg        c_region_ok;
   reg        c_counts_ok;
   reg        c_sram_ok;
@@ -118,6 +141,7 @@ module npu_dma #(
 
   // FIFO of checked descriptors waiting for the mover
   desc_t     fifo [0:FD-1];
+  range_t    fifo_range [0:FD-1];
   reg [FB-1:0] f_rd, f_wr, f_count;
 
   // mover
@@ -126,6 +150,7 @@ module npu_dma #(
   /* verilator lint_off UNUSEDSIGNAL */
   desc_t     m;  // the descriptor being copied (its addresses seed the generator at take)
   /* verilator lint_on UNUSEDSIGNAL */
+  range_t    m_range;
   wire       take_fifo = state == M_IDLE && f_count != '0;
   wire       take_new  = state == M_IDLE && f_count == '0 && c_accept;
   wire       push      = c_accept && !take_new;
@@ -219,6 +244,9 @@ module npu_dma #(
         c_first <= 72'(reg_ext_addr) + (a0 < 0 ? a0 : 72'sd0) + (a1 < 0 ? a1 : 72'sd0) + (a2 < 0 ? a2 : 72'sd0);
         c_last <= 72'(reg_ext_addr) + (a0 > 0 ? a0 : 72'sd0) + (a1 > 0 ? a1 : 72'sd0) + (a2 > 0 ? a2 : 72'sd0);
         c_size <= size[r];
+        // (exact once the checks pass: the block ends within SRAM)
+        c_range <= '{dir_in: to_sram, lo: (AW + 1)'(reg_sram_addr),
+                     hi: (AW + 1)'(64'(reg_sram_addr) + smul(smul(64'(reg_n0), 64'(reg_n1)), 64'(reg_n2)))};
         c_desc <= '{dir_in: to_sram, region: r, ext_addr: reg_ext_addr, sram_addr: AW'(reg_sram_addr),
                     n0: reg_n0, n1: reg_n1, n2: reg_n2,
                     stride0: reg_stride0, stride1: reg_stride1, stride2: reg_stride2};
@@ -226,6 +254,7 @@ module npu_dma #(
       if (c_accept) accepted <= 1'b1;
       if (push) begin
         fifo[f_wr] <= c_desc;
+        fifo_range[f_wr] <= c_range;
         f_wr <= (f_wr == FB'(FD - 1)) ? '0 : f_wr + 1'b1;
       end
       if (take_fifo) f_rd <= (f_rd == FB'(FD - 1)) ? '0 : f_rd + 1'b1;
@@ -253,6 +282,40 @@ module npu_dma #(
     end
   end
 
+  // interlock: whether a transfer's range meets one of the kick's operands (narrowed to SRAM
+  // addresses: exact once its checks pass, which is when the command processor asks): a DMA_IN
+  // writes its range, so every operand; a DMA_OUT reads it, so only the output (the last)
+  function automatic logic meets(input range_t fn_r);
+    logic hit;
+    logic [AW:0] lo, hi;
+    begin
+      hit = 1'b0;
+      for (int q = 0; q < NQ; q++) begin
+        lo = query_addr[64*q +: AW + 1];
+        hi = lo + query_len[64*q +: AW + 1];
+        if (query_len[64*q +: 64] != 64'd0 && (fn_r.dir_in || q == NQ - 1) && fn_r.lo < hi && lo < fn_r.hi)
+          hit = 1'b1;
+      end
+      meets = hit;
+    end
+  endfunction
+
+  // the outstanding transfers: the mover's (M_MOVE, M_DRAIN) and the FIFO's f_count entries
+  // from f_rd; compared only while the command processor asks (query_on), which keeps the
+  // simulation's per-cycle work as it was
+  logic hazard_r;
+  always_comb begin : interlock
+    logic hit;
+    hit = 1'b0;
+    if (query_on) begin
+      hit = state != M_IDLE && meets(m_range);
+      for (int k = 0; k < FD; k++)
+        if (FB'(k) < f_count && meets(fifo_range[(32'(f_rd) + k) % FD])) hit = 1'b1;
+    end
+    hazard_r = hit;
+  end
+  assign sram_hazard = hazard_r;
+
   // mover
   always_ff @(posedge clk) begin
     if (!rst_n) begin
@@ -273,6 +336,7 @@ module npu_dma #(
             desc_t d;
             d = take_fifo ? fifo[f_rd] : c_desc;
             m <= d;
+            m_range <= take_fifo ? fifo_range[f_rd] : c_range;
             i0 <= 32'd0;
             i1 <= 32'd0;
             i2 <= 32'd0;

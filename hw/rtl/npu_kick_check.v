@@ -7,6 +7,7 @@
 //   3. the output overlapping an input operand                 -> INVALID_PARAMETER
 //
 // (4., the requantize table's shifts, is checked by the MAC engine, which reads the table.)
+// The operand ranges stay on span_addr / span_len after done (the DMA interlock reads them).
 // Two cycles: cycle 1 evaluates the register checks and the operand spans, cycle 2 the ranges
 // and overlaps. Sizes are products of 32-bit registers; they saturate at SAT (> SRAM_BYTES),
 // which keeps the range comparison exact without 96-bit arithmetic.
@@ -29,6 +30,9 @@ module npu_kick_check #(
     input  wire [7:0]  opcode,
     output reg         done,    // pulse, with status
     output reg  [`NPU_STATUS_BITS-1:0] status,
+    // the checked kick's SRAM operands: inputs 0..2 then the output (length 0: no operand)
+    output wire [4*64-1:0] span_addr,
+    output wire [4*64-1:0] span_len,
     // registers
     input  wire [31:0] ifm_addr,
     input  wire [31:0] ifm_h,
@@ -114,6 +118,9 @@ module npu_kick_check #(
   reg [63:0] s1_in_len  [0:2];  // 0: operand absent
   reg [63:0] s1_out_addr;
   reg [63:0] s1_out_len;
+
+  assign span_addr = {s1_out_addr, s1_in_addr[2], s1_in_addr[1], s1_in_addr[0]};
+  assign span_len  = {s1_out_len, s1_in_len[2], s1_in_len[1], s1_in_len[0]};
 
   wire is_mac  = opcode == `NPU_OP_CONV || opcode == `NPU_OP_DWCONV || opcode == `NPU_OP_FC;
   wire is_pool = opcode == `NPU_OP_AVGPOOL || opcode == `NPU_OP_MAXPOOL;

@@ -2,9 +2,10 @@
 //
 // One port per client, so the ports never compete and need no arbiter: the command processor
 // runs one compute unit at a time, and the DMA (which may run in the background beside it,
-// docs/isa.md "Concurrency") has its own port; a stream never lets a kick touch the bytes a
-// DMA in flight writes (the compiler's WAIT_DMA), so same-edge writes never meet. Every read is synchronous: the client registers an address
-// and enable, the data is registered here on the next clock edge.
+// docs/isa.md "Concurrency") has its own port; the DMA interlock (npu_dma.v) holds a kick
+// whose operands meet a DMA in flight, so same-edge writes to one byte never meet. Every read
+// is synchronous: the client registers an address and enable, the data is registered here on
+// the next clock edge.
 //
 //   DMA      DMA_BYTES-byte read and write (any byte address; a write stores `len` bytes)
 //   vector   two VEC_BYTES-byte reads (A, B) and one VEC_BYTES-byte write (pools, MEAN, ADD, LUT)

@@ -166,6 +166,8 @@ module npu_top #(
 
   // ---- command processor
   wire [7:0] kick_op;
+  wire [4*64-1:0] kick_span_addr, kick_span_len;  // the checked kick's SRAM operands (DMA interlock)
+  wire dma_hazard, dma_hazard_query;
   wire dma_start, dma_done, dma_accepted, dma_busy, check_start, check_done, mac_start, mac_done, mac_error, vec_start, vec_done;
   wire [`NPU_STATUS_BITS-1:0] dma_status, check_status;
 
@@ -196,6 +198,8 @@ module npu_top #(
       .dma_outstanding(dma_outstanding),
       .dma_wait_pending(dma_wait_pending),
       .dma_status(dma_status),
+      .dma_hazard(dma_hazard),
+      .dma_hazard_query(dma_hazard_query),
       .check_start(check_start),
       .check_done(check_done),
       .check_status(check_status),
@@ -217,6 +221,8 @@ module npu_top #(
       .opcode(kick_op),
       .done(check_done),
       .status(check_status),
+      .span_addr(kick_span_addr),
+      .span_len(kick_span_len),
       .ifm_addr(ifm_addr),
       .ifm_h(ifm_h),
       .ifm_w(ifm_w),
@@ -335,6 +341,10 @@ module npu_top #(
       .accepted(dma_accepted),
       .busy(dma_busy),
       .outstanding(dma_outstanding),
+      .query_addr(kick_span_addr),
+      .query_len(kick_span_len),
+      .query_on(dma_hazard_query),
+      .sram_hazard(dma_hazard),
       .status(dma_status),
       .reg_ext_region(dma_ext_region),
       .reg_ext_addr(dma_ext_addr),

@@ -4,7 +4,9 @@ The NPU's DMA engine copies one transfer at a time, in stream order, beside the 
 from a queue of ``hw.dma_queue_depth`` transfers (docs/isa.md, "Concurrency"): DMA_IN_ASYNC /
 DMA_OUT_ASYNC queue a transfer and let the next command run (waiting only for room in the
 queue), and WAIT_DMA waits until at most DMA_WAIT_PENDING transfers are outstanding. The
-hardware checks no hazard, so this pass keeps the stream's meaning that of the sequential one:
+hardware holds a kick whose SRAM operands meet a DMA in flight (the interlock), but the cycle
+model does not count that stall: this pass orders them with WAIT_DMAs itself (``races``
+checks the result), and keeps the stream's meaning that of the sequential one:
 
 0. *merge*: consecutive DMA_INs of constants that are one run in CONST and in SRAM up to
    the alignment padding between them (an op's weights and requantize table) become one
@@ -276,7 +278,27 @@ def overlap(steps: list[Step], step_op: list[int], pad: int = 16, depth: int = 1
                 in_flight = in_flight[hit[-1] + 1 :]
         out.append(step)
         out_ops.append(ops[n])
+    assert not races(out, depth), "the overlap pass left a kick meeting a DMA in flight"
     return out, out_ops
 
 
-__all__ = ["overlap", "touched", "wait", "WAIT"]
+def races(steps: list[Step], depth: int) -> list[int]:
+    """The kicks of ``steps`` (indices) that the NPU's DMA interlock would hold: an SRAM operand
+    meets a background DMA that may still be in flight (docs/isa.md, "Concurrency"). The
+    cycle model does not count that stall, so a compiled stream has none. A transfer counts as
+    in flight from its issue until a WAIT_DMA, a synchronous DMA or ``depth`` later issues
+    (each waits for room in the queue) rule it out — never less than the hardware's."""
+    in_flight: list[Dma] = []
+    found = []
+    for n, step in enumerate(steps):
+        if isinstance(step, Dma):
+            in_flight = (in_flight + [step])[-depth:] if step.background else []
+        elif step.opcode == Opcode.WAIT_DMA:
+            pending = step[Reg.DMA_WAIT_PENDING]
+            in_flight = in_flight[-pending:] if pending else []
+        elif any(_conflicts(dma, *touched(step)) for dma in in_flight):
+            found.append(n)
+    return found
+
+
+__all__ = ["overlap", "races", "touched", "wait", "WAIT"]

@@ -469,8 +469,8 @@ class Machine:
 _EXECUTE = {
     Opcode.DMA_IN: Machine._dma_in,
     Opcode.DMA_OUT: Machine._dma_out,
-    # Background DMAs: a stream lets no kick touch the SRAM bytes of a DMA still in flight
-    # (the compiler's overlap pass waits first), so copying at issue is what the hardware does.
+    # Background DMAs: the hardware holds a kick whose SRAM operands meet a DMA still in flight
+    # (docs/isa.md, "The DMA interlock"), so copying at issue is what it computes, for any stream.
     Opcode.DMA_IN_ASYNC: Machine._dma_in,
     Opcode.DMA_OUT_ASYNC: Machine._dma_out,
     Opcode.DMA_IN_DECODE: Machine._dma_decode,

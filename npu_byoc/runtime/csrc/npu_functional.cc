@@ -716,7 +716,8 @@ static uint32_t command(machine_t *mc, const uint32_t *w, size_t n, size_t i, ui
 
 static uint32_t execute(machine_t *mc, uint32_t op) {
     switch (op) {
-    // Background DMAs copy at issue: a stream lets no kick touch the SRAM of a DMA in flight.
+    // Background DMAs copy at issue: the hardware's interlock holds a kick whose SRAM operands
+    // meet a DMA in flight (docs/isa.md), which gives the same bytes for any stream.
     case NPU_OP_DMA_IN:
     case NPU_OP_DMA_IN_ASYNC: return kick_dma(mc, true);
     case NPU_OP_DMA_OUT:
