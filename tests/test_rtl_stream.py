@@ -548,7 +548,9 @@ def _op_streams(plans) -> dict[Opcode, tuple[list, int, dict]]:
                 stream = steps[:i] + [bg, WAIT] + steps[i + 1 :]
                 found.setdefault(bg.opcode, (stream, i, regions))
                 found.setdefault(Opcode.WAIT_DMA, (stream, i + 1, regions))
-    assert set(found) == {op for op, regs in isa.KICK_REGS.items() if regs}
+    # the decode DMAs are a weight decoder's, which the RTL does not have yet (it answers
+    # INVALID_OPCODE, test_weight_codec): their registers are swept on the machine and C model
+    assert set(found) == {op for op, regs in isa.KICK_REGS.items() if regs} - isa.DECODE_DMA
     return found
 
 
@@ -579,7 +581,7 @@ def test_every_register_of_every_kick_at_its_boundaries(rtl, plans):
                 got, _ = same_as_machine(rtl, encode(mutated), regions)
                 seen.add((opcode, got.status))
     assert {s for op, s in seen if op == Opcode.WAIT_DMA} == {Status.OK}  # it checks nothing
-    for opcode in (op for op, regs in isa.KICK_REGS.items() if regs and op != Opcode.WAIT_DMA):
+    for opcode in (op for op, regs in isa.KICK_REGS.items() if regs and op != Opcode.WAIT_DMA and op not in isa.DECODE_DMA):
         assert (opcode, Status.OK) in seen and ((opcode, Status.INVALID_PARAMETER) in seen
                                                 or (opcode, Status.INVALID_REGION) in seen), opcode  # fmt: skip
     assert {s for _, s in seen} >= {Status.OK, Status.INVALID_PARAMETER, Status.ADDRESS_OUT_OF_RANGE,

@@ -384,7 +384,7 @@ def summarize(layers: Sequence[LayerResult], hw: HwConfig, wall: float = 0.0, se
 # The plot
 
 CLASS_COLOURS = {"conv": "#1f77b4", "pointwise": "#2ca02c", "transpose_conv": "#17becf", "depthwise": "#ff7f0e",
-                 "fc": "#9467bd", "grouped_conv": "#8c564b", "matmul": "#e377c2"}
+                 "fc": "#9467bd", "grouped_conv": "#8c564b", "matmul": "#e377c2", "strided_conv": "#bcbd22"}
 
 
 def plot_utilization(report: CosimReport, path: str | Path) -> None:
