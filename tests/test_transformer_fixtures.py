@@ -120,6 +120,18 @@ def _npu_layers_vs_litert(name: str) -> list:
     return _layers[name]
 
 
+def test_kws_class_token_take_runs_on_the_npu_bit_exact_with_litert():
+    """The keyword transformer's class-token STRIDED_SLICE (x[:, 0, :] of [1, 50, 32], imported as
+    a flatten + take + reshape) is an NPU gather, one pixel of the token row: the model is ONE
+    NPU partition (it was two around a CPU take: three transitions), the gather LiteRT's tensor
+    exactly, as every other NPU layer (tests/test_strided_slice.py for the other forms)."""
+    name = "kws_transformer_int8.tflite"
+    report = npu_byoc.coverage_report(_partitioned(name))
+    assert (report.summary["partitions"], report.summary["transitions"]) == (1, 1)
+    assert [o.pattern for o in report.ops if o.op == "STRIDED_SLICE"] == ["npu.gather"]
+    assert [op.kind for op in _npu_layers_vs_litert(name)].count("gather") == 1
+
+
 def test_grouped_conv_npu_layers_bit_exact_with_litert():
     kinds = [op.kind for op in _npu_layers_vs_litert("grouped_conv_int8.tflite")]
     assert kinds.count("conv2d") >= 6 and kinds.count("grouped_conv2d") == 2
