@@ -35,6 +35,8 @@ FORMS = {
     "row_of_map": ((1, 6, 5, 8), [0, 2, 0, 0], [1, 3, 5, 8], [1, 1, 1, 1], dict(begin_mask=13, end_mask=13, shrink_axis_mask=2)),
     "features_2d": ((1, 64), [0, 16], [1, 48], [1, 1], dict(begin_mask=1, end_mask=1)),
     "vector": ((64,), [8], [40], [1], {}),
+    "ellipsis": ((1, 6, 16), [0, 4], [0, 12], [1, 1], dict(ellipsis_mask=1)),
+    "new_axis": ((1, 8, 16), [0, 3, 0, 0], [1, 4, 0, 16], [1, 1, 1, 1], dict(begin_mask=9, end_mask=9, new_axis_mask=4, shrink_axis_mask=2)),
 }
 
 
