@@ -21,6 +21,8 @@ target; the issue's goal is 0 LSB on TFLite):
   SQUARED_DIFFERENCE on the SQDIFF unit (tests/test_squared_difference.py), RSQRT as a LUT of
   LiteRT's integer kernel (tests/test_rsqrt.py), each LiteRT's arithmetic exactly layer by layer;
   the keyword transformer's class-token CONCATENATION copies a constant into its row;
+* the keyword transformer's class-token selection (STRIDED_SLICE x[:, 0, :], a flatten + take)
+  is an NPU gather of one pixel: the model is one NPU partition (it was two around a CPU take);
 * BATCH_MATMUL runs on the NPU as one CONV kick per head (npu_byoc.ops.matmul, tests/test_matmul.py);
 * before the channel MEANs ran on the NPU, npu.mean guessed an NCHW sequence's length for a
   rank-3 last axis, refused next to fully connected layers (npu_byoc.codegen.layout_agreement,
