@@ -105,3 +105,46 @@ def test_report_on_unpartitioned_module(imported):
     # coverage_report partitions an imported module itself.
     r = npu_byoc.coverage_report(imported("tiny_cnn_int8.tflite"))
     assert r.summary["ops_offloaded"] == 18
+
+
+_no_gather: dict = {}
+
+
+def _kws_without_gather():
+    """The keyword transformer partitioned with npu.gather excluded, once: its class-token
+    STRIDED_SLICE (flatten, take, reshape) keeps the take on the CPU between two partitions,
+    the flatten and the reshape NPU views."""
+    if not _no_gather:
+        mod = npu_byoc.load_model(model_path("kws_transformer_int8.tflite"))
+        _no_gather["mod"] = npu_byoc.partition_for_npu(mod, exclude=["npu.gather"])
+    return _no_gather["mod"]
+
+
+def test_a_cpu_take_between_npu_views_is_not_counted_offloaded():
+    """The report counted that STRIDED_SLICE offloaded ("npu.reshape", 114/114) because a match
+    took one of its bindings; every run-time binding left on the CPU now keeps its operator on
+    the CPU, the binding named in the reason."""
+    report = npu_byoc.coverage_report(_kws_without_gather())
+    s = report.summary
+    assert s["partitions"] == 2 and s["ops_offloaded"] == s["ops_total"] - 1
+    (cpu,) = [o for o in report.ops if not o.offloaded]
+    assert cpu.op == "STRIDED_SLICE" and cpu.reason.startswith("take strided_slice_98_2 runs on the CPU")
+    assert re.search(r"STRIDED_SLICE +CPU .*take strided_slice_98_2", report.to_text())
+
+
+def test_cpu_work_no_operator_owns_is_listed_by_its_binding():
+    """A run-time CPU binding no model operator's provenance names (one a rewrite made) is a row
+    of its own, named after its binding, never dropped from the count."""
+    from dataclasses import replace
+
+    from npu_byoc.frontends.load import model_info
+    from npu_byoc.partition.coverage import _build
+    from npu_byoc.partition.pipeline import partition_log
+
+    part = _kws_without_gather()
+    info = model_info(part)
+    orphaned = replace(info, ops=[o for o in info.ops if o.op != "STRIDED_SLICE"])
+    report = _build(part, orphaned, partition_log(part))
+    (row,) = [o for o in report.ops if not o.offloaded]
+    assert (row.name, row.op) == ("strided_slice_98_2", "relax.take") and "runs on the CPU" in row.reason
+    assert report.summary["ops_total"] == len(info.ops) - report.summary["qdq_nodes"]

@@ -104,7 +104,7 @@ def _extract_gather(root, bindings) -> QGather:
 
 
 def gather_copies(op, hw: HwConfig) -> str | None:
-    """The gather copies whole pixels of a 4-D NHWC tensor of batch 1 (rows, columns and a run of channels), and each axis is at most MAX_PERIOD arithmetic runs, at most MAX_COPIES strided copies in all (npu_byoc.ops.gather)."""
+    """The gather copies whole pixels of a tensor of batch 1 as the NPU stores it (rows, columns and a run of channels of a 4-D map; pixels of a [1, L, C] sequence; a run of a vector's features), and each axis is at most MAX_PERIOD arithmetic runs, at most MAX_COPIES strided copies in all (npu_byoc.ops.gather)."""
     # A strided slice does not say its layout: the partition's decides at lowering, so either will do here
     layouts = (op.layout,) if op.layout else ("NHWC", "NCHW")
     reasons = [C.geometry_reason(lambda lay=lay: decompose(op.index, op.input.shape, lay)) for lay in layouts]

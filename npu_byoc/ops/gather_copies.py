@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..arch.limits import ShapeError, hwc
+
 MAX_PERIOD = 8  # the largest period searched per axis (4 runs per axis = a 4x upsampling)
 MAX_COPIES = 16  # copies per gather: each is a pass over its part of the output
 
@@ -89,16 +91,44 @@ def copies_reason(g: PixelGather) -> str | None:
     return None
 
 
-def nhwc_index(index: np.ndarray, in_shape, layout: str) -> tuple[np.ndarray, tuple[int, ...]]:
-    """A gather laid out ``layout`` as the NHWC one: (its index map, the input's shape), with
-    NCHW flat input elements renumbered NHWC and the output positions in (N, H, W, C) order."""
-    if layout == "NHWC" or len(in_shape) != 4 or index.ndim != 4:
-        return index, tuple(in_shape)
-    n, c, h, w = (int(d) for d in in_shape)
+def _stored_flat(index: np.ndarray, in_shape, layout: str) -> np.ndarray:
+    """Model-order flat input elements renumbered in the order the NPU stores the input: HWC
+    (an NCHW map's channels last; an NCHW sequence [N, C, L] as L pixels of C channels)."""
+    if layout != "NCHW" or len(in_shape) not in (3, 4):
+        return index
+    n, c, *hw = (int(d) for d in in_shape)
+    h, w = hw if len(hw) == 2 else (1, hw[0])
     nn, rest = np.divmod(index, c * h * w)
     ch, rest = np.divmod(rest, h * w)
     row, col = np.divmod(rest, w)
-    return (((nn * h + row) * w + col) * c + ch).transpose(0, 2, 3, 1), (n, h, w, c)
+    return ((nn * h + row) * w + col) * c + ch
+
+
+def _stored_positions(index: np.ndarray, layout: str) -> np.ndarray:
+    """The output's index map with its positions in the order the NPU stores them."""
+    if layout == "NCHW" and index.ndim in (3, 4):
+        return index.transpose(0, *range(2, index.ndim), 1)
+    return index
+
+
+def nhwc_index(index: np.ndarray, in_shape, layout: str) -> tuple[np.ndarray, tuple[int, ...]]:
+    """A gather laid out ``layout`` as the NHWC one: (its index map, the input's shape), with
+    NCHW flat input elements renumbered NHWC and the output positions in (N, H, W, C) order.
+    A tensor of another rank (a sequence [N, L, C], rows [R, F], a vector) is the H x W x C
+    map the NPU stores it as (npu_byoc.arch.limits.hwc): a transformer's class token
+    ``x[:, 0, :]`` of [1, T, C] is one pixel of the T-pixel row."""
+    in_shape = tuple(int(d) for d in in_shape)
+    if len(in_shape) == 4 and index.ndim == 4:
+        if layout == "NHWC":
+            return index, in_shape
+        n, c, h, w = in_shape
+        return _stored_flat(index, in_shape, layout).transpose(0, 2, 3, 1), (n, h, w, c)
+    try:
+        in_hwc, out_hwc = hwc(in_shape, layout), hwc(index.shape, layout)
+    except ShapeError as err:
+        raise ValueError(f"gather from {list(in_shape)} to {list(index.shape)}: {err}") from None
+    stored = _stored_positions(_stored_flat(index, in_shape, layout), layout)
+    return stored.reshape(1, *out_hwc), (1, *in_hwc)
 
 
 def nearest_index(in_len: int, out_len: int, mode: str, rounding: str) -> np.ndarray:

@@ -165,9 +165,13 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
     bindings = _bindings_by_name(mod)
     macs_of_binding = {name: macs_of(value) for name, value in bindings.items()}
     qdq = {o.index for o in info.ops if o.qdq}
+    funcs = npu_functions(mod)
+    on_cpu = cpu_bindings(mod)
+    owned: set[str] = set()
     ops: list[OpCoverage] = []
     for op in info.ops:
-        if op.qdq:
+        if op.qdq:  # glue of the ops around it (counted as qdq_nodes), not an operator
+            owned.update(op.vars)
             continue
         producers = _skip_qdq(op.producers, info, qdq)
         if not op.vars:
@@ -178,8 +182,14 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
             # an op the partitioner canonicalised into other bindings (a Split into one slice per
             # output, a chain of data movement into one gather): their matches speak for it
             names = [folded_into(v) for v in op.vars]
+        owned.update(op.vars, names)
         decision = _working_decision([accepted[v] for v in names if v in accepted], macs_of_binding)
         macs = sum(macs_of_binding.get(v, 0) for v in op.vars)
+        left = [v for v in dict.fromkeys([*op.vars, *names]) if v in on_cpu]
+        if decision is not None and left:  # a match took part of it; its run-time rest is CPU work
+            reason = "; ".join(_cpu_reason(v, on_cpu[v], rejected) for v in left)
+            ops.append(OpCoverage(op.index, op.name, op.op, False, None, reason, macs, producers))
+            continue
         if decision is not None:
             ops.append(OpCoverage(op.index, op.name, op.op, True, decision.pattern, None, macs, producers,
                                   _convention(decision, op)))
@@ -192,7 +202,12 @@ def _build(mod: tvm.IRModule, info: ModelInfo, log) -> CoverageReport:
         reason = _dynamic_reason(op, kinds) or ("; ".join(reasons) if reasons else _no_pattern_reason(op, bindings))
         ops.append(OpCoverage(op.index, op.name, op.op, False, None, reason, macs, producers))
 
-    funcs = npu_functions(mod)
+    # run-time CPU work no model operator owns (a binding a rewrite made): named after its binding
+    start = max((o.index for o in ops), default=-1) + 1
+    for k, v in enumerate(v for v in on_cpu if v not in owned):
+        call = on_cpu[v]
+        ops.append(OpCoverage(start + k, v, op_name(call), False, None, _cpu_reason(v, call, rejected),
+                              macs_of_binding.get(v, 0)))
     summary = {
         "ops_total": len(ops),
         "ops_offloaded": sum(o.offloaded for o in ops),
@@ -347,6 +362,31 @@ def macs_of(call) -> int:
     except NotConstant:
         return 0
     return 0
+
+
+# Views: TVM's build (RewriteDataflowReshape) runs them as a new shape of the same buffer, no copy
+_VIEWS = {"relax.reshape", "relax.squeeze", "relax.expand_dims", "relax.flatten"}
+
+
+def cpu_bindings(mod) -> dict:
+    """Binding name -> call of main's run-time work on the CPU: a call of a Relax operator (not
+    of an NPU function, not a view) that reads a tensor (not one computed from constants alone).
+    An operator counts as offloaded only when none of its bindings is here: a match of its
+    flatten does not offload the take after it."""
+    out = {}
+    for block in mod["main"].body.blocks:
+        for b in block.bindings:
+            v = b.value
+            if (isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.Op) and v.op.name not in _VIEWS
+                    and relax.analysis.free_vars(v)):  # fmt: skip
+                out[b.var.name] = v
+    return out
+
+
+def _cpu_reason(var: str, call, rejected: dict) -> str:
+    """Why the binding ``var`` (``call``) runs on the CPU: its refused matches, or none."""
+    why = "; ".join(rejected.get(var, [])) or "no NPU match covers it"
+    return f"{op_name(call).removeprefix('relax.')} {var} runs on the CPU: {why}"
 
 
 def _transitions(mod, npu_names: set[str]) -> int:
