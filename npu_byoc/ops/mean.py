@@ -16,6 +16,7 @@ from . import checks as C
 from ._qdq import _Tail, _activation, _deq, _qdq_unary, _qparams, _requant_tail
 from ..arch import numerics as nx
 from ..arch.config import HwConfig
+from ..arch.limits import ShapeError, batch_of, per_image
 from .entry import Convention, NpuPattern
 from .lowering import hwc, view
 from .npu_ops import Mean, NpuOp, TensorRef
@@ -153,11 +154,12 @@ def mean_axes(op: QMean, hw: HwConfig) -> str | None:
     if rank > 4:
         return f"mean of a {rank}-D tensor: the NPU maps tensors of rank 1 to 4"
     layout = op.layout or "NHWC"
-    try:
-        ifm = TensorRef("x", 0, 0, hwc(op.input.shape, layout))
-        ofm = TensorRef("y", 0, 0, hwc(op.output.shape, layout))
+    try:  # one image's map: a batch-N mean runs image by image (its batch limit is checked apart)
+        batch = batch_of([op.input.shape, op.output.shape])
+        ifm = TensorRef("x", 0, 0, hwc(per_image(op.input.shape, batch), layout))
+        ofm = TensorRef("y", 0, 0, hwc(per_image(op.output.shape, batch), layout))
         src, _ = reduction_view(op, ifm, ofm, layout)
-    except Reject as err:
+    except (Reject, ShapeError) as err:
         return str(err)
     n = src.shape[0] * src.shape[1]
     if n > hw.max_mean_elements:
