@@ -14,11 +14,11 @@ from tvm.relax.dpl import is_op
 from . import checks as C
 from ._qdq import _deq, _extract_binary, _qdq_unary
 from ..arch import numerics as nx
-from .broadcast import ChannelReplicated, replicated, vector_second
+from .broadcast import ChannelReplicated, replicated, replicated_spec, vector_second
 from .entry import NpuPattern
 from .lowering import binary_operands
 from .npu_ops import Add, NpuOp, TensorRef
-from .npu_op_spec import NpuOpSpec, mac_channels_reason, shape_text
+from .npu_op_spec import NpuOpSpec
 from .records import QAdd, Reject
 
 
@@ -95,20 +95,7 @@ def golden_add(op: Add, x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return nx.add(x, y, op.ifm_zero_point, op.ifm2_zero_point, op.ofm_zero_point, params, op.act_min, op.act_max)
 
 
-def _describe_replicated(op) -> str:
-    return f"add {shape_text(op)} (the vector replicated over the channels)"
-
-
-def _replicate_limits(op, hw) -> str | None:
-    return mac_channels_reason(op.replicate, hw)  # the replicating CONV's channels
-
-
-def golden_replicated_add(op: ReplicatedAdd, x: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    return golden_add(op.binary, x, np.broadcast_to(vector, op.ofm.shape))  # the (H, W, 1) vector over C
-
-
 NPU_OPS = {
     Add: NpuOpSpec(golden_add, "elementwise"),
-    ReplicatedAdd: NpuOpSpec(golden_replicated_add, "replicated", describe=_describe_replicated,
-                            unit_reason=_replicate_limits, report_class=("add", "add")),
+    ReplicatedAdd: replicated_spec(golden_add, "add", ("add", "add")),
 }

@@ -18,6 +18,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .npu_op_spec import NpuOpSpec, mac_channels_reason, shape_text
 from .npu_ops import Conv2D, NpuOp, TensorRef, Tiling
 
 IDENTITY_MULTIPLIER, IDENTITY_SHIFT = 1 << 30, 1  # MBQM(acc, 2^30, +1) == acc, exactly
@@ -101,5 +102,22 @@ def replicated(op: NpuOp, cls: type[ChannelReplicated]) -> NpuOp:
     return cls(op.name, op)
 
 
-__all__ = ["ChannelReplicated", "channel_vector", "replicate_channels", "replicated", "vector_second",
+def replicated_spec(golden_binary, verb: str, report_class: tuple[str, str]) -> NpuOpSpec:
+    """The spec of a :class:`ChannelReplicated` op: ``golden_binary`` (the wrapped op's golden
+    model) on the (H, W, 1) vector broadcast over C, described as ``verb``, limited by the
+    replicating CONV's channels."""
+
+    def golden(op: ChannelReplicated, x: np.ndarray, vector: np.ndarray) -> np.ndarray:
+        return golden_binary(op.binary, x, np.broadcast_to(vector, op.ofm.shape))
+
+    def describe(op: ChannelReplicated) -> str:
+        return f"{verb} {shape_text(op)} (the vector replicated over the channels)"
+
+    def unit_reason(op: ChannelReplicated, hw) -> str | None:
+        return mac_channels_reason(op.replicate, hw)
+
+    return NpuOpSpec(golden, "replicated", describe=describe, unit_reason=unit_reason, report_class=report_class)
+
+
+__all__ = ["ChannelReplicated", "replicated_spec", "channel_vector", "replicate_channels", "replicated", "vector_second",
            "IDENTITY_MULTIPLIER", "IDENTITY_SHIFT"]  # fmt: skip

@@ -12,11 +12,11 @@ from tvm.relax.dpl import is_op
 from . import checks as C
 from ._qdq import _deq, _extract_binary, _qdq_unary
 from ..arch import numerics as nx
-from .broadcast import ChannelReplicated, replicated, vector_second
+from .broadcast import ChannelReplicated, replicated, replicated_spec, vector_second
 from .entry import NpuPattern
 from .lowering import binary_operands
 from .npu_ops import Mul, NpuOp, TensorRef
-from .npu_op_spec import NpuOpSpec, mac_channels_reason, shape_text
+from .npu_op_spec import NpuOpSpec
 from .records import QMul, Reject
 
 
@@ -79,20 +79,7 @@ def golden_mul(op: Mul, x: np.ndarray, y: np.ndarray) -> np.ndarray:
                   op.act_min, op.act_max)
 
 
-def _describe_replicated(op) -> str:
-    return f"mul {shape_text(op)} (the vector replicated over the channels)"
-
-
-def _replicate_limits(op, hw) -> str | None:
-    return mac_channels_reason(op.replicate, hw)  # the replicating CONV's channels
-
-
-def golden_replicated_mul(op: ReplicatedMul, x: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    return golden_mul(op.binary, x, np.broadcast_to(vector, op.ofm.shape))  # the (H, W, 1) vector over C
-
-
 NPU_OPS = {
     Mul: NpuOpSpec(golden_mul, "elementwise"),
-    ReplicatedMul: NpuOpSpec(golden_replicated_mul, "replicated", describe=_describe_replicated,
-                            unit_reason=_replicate_limits, report_class=("mul", "mul")),
+    ReplicatedMul: replicated_spec(golden_mul, "mul", ("mul", "mul")),
 }

@@ -22,11 +22,11 @@ from ..arch import numerics as nx
 from ..arch import numerics_sqdiff as sqd
 from ..arch.config import HwConfig
 from ..util.relax_utils import resolve
-from .broadcast import ChannelReplicated, replicated, vector_second
+from .broadcast import ChannelReplicated, replicated, replicated_spec, vector_second
 from .entry import NpuPattern
 from .lowering import binary_operands
 from .npu_ops import NpuOp, TensorRef, Tiling, _Binary
-from .npu_op_spec import NpuOpSpec, mac_channels_reason, shape_text
+from .npu_op_spec import NpuOpSpec
 from .records import QOp, Reject, _QBinary
 
 
@@ -152,22 +152,9 @@ def golden_squared_difference(op: SquaredDifference, x: np.ndarray, y: np.ndarra
                                   op.act_min, op.act_max)  # fmt: skip
 
 
-def golden_replicated(op: ReplicatedSquaredDifference, x: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    return golden_squared_difference(op.binary, x, np.broadcast_to(vector, op.ofm.shape))  # (H, W, 1) over C
-
-
-def _describe_replicated(op) -> str:
-    return f"squared difference {shape_text(op)} (the vector replicated over the channels)"
-
-
-def _replicate_limits(op, hw) -> str | None:
-    return mac_channels_reason(op.replicate, hw)  # the replicating CONV's channels
-
-
 NPU_OPS = {
     SquaredDifference: NpuOpSpec(golden_squared_difference, "elementwise",
                                  report_class=("squared_difference", "squared difference")),
-    ReplicatedSquaredDifference: NpuOpSpec(golden_replicated, "replicated", describe=_describe_replicated,
-                                           unit_reason=_replicate_limits,
-                                           report_class=("squared_difference", "squared difference")),
+    ReplicatedSquaredDifference: replicated_spec(golden_squared_difference, "squared difference",
+                                                 ("squared_difference", "squared difference")),
 }  # fmt: skip
