@@ -55,7 +55,6 @@ def sample(name: str) -> tuple[list[np.ndarray], list[np.ndarray]]:
 # --------------------------------------------------------------------------- model-zoo tables
 # keras_apps.py and onnx_apps.py print one row per model with these leading columns
 COVERAGE_HEADER = f"{'model':<24} {'ops on NPU':>11} {'MACs on NPU':>12} {'parts':>5} {'trans':>5}"
-IMPORT_TIME = "computed at import"  # SHAPE / PACK chains the import folds: no run-time work
 
 
 def coverage_cells(name: str, report) -> tuple[str, str, dict[str, list[str]]]:
@@ -63,8 +62,10 @@ def coverage_cells(name: str, report) -> tuple[str, str, dict[str, list[str]]]:
     CPU by type ("OP xN, ...", or "-") and each type's distinct reasons."""
     import collections
 
+    from npu_byoc.partition.coverage import CONSTANT_REASON
+
     s = report.summary
-    cpu = [o for o in report.ops if not o.offloaded and IMPORT_TIME not in (o.reason or "")]
+    cpu = [o for o in report.ops if not o.offloaded and o.reason != CONSTANT_REASON]  # no run-time work
     counts = collections.Counter(o.op for o in cpu)
     reasons: dict[str, list[str]] = {}
     for o in cpu:

@@ -187,17 +187,6 @@ def test_onnx_fixture_against_onnxruntime(name):
     assert any(o.op == "Conv" for o in model_info(mod).ops)
 
 
-def test_compare_reads_an_nchw_sequence_channel_last():
-    """`npu-byoc compare` flattens TVM's tensor of a layer in the NPU's H x W x C order: an NCHW
-    sequence [1, C=2, L=3] as one row of 3 pixels of 2 channels, worked out by hand (read
-    row-major, the keyword transformer's position-embedding ADD once showed 141 LSB)."""
-    from npu_byoc.runtime.compare import _layer_flat
-
-    sequence = np.arange(6).reshape(1, 2, 3)  # channel c, position l at 3 * c + l
-    assert _layer_flat(sequence, nchw=True).tolist() == [0, 3, 1, 4, 2, 5]
-    assert _layer_flat(sequence, nchw=False).tolist() == [0, 1, 2, 3, 4, 5]
-
-
 def test_compare_reads_the_token_sequence_partition():
     """`npu-byoc compare` on the keyword transformer: its position-embedding ADD (fed the same
     input on both sides) matches TVM's CPU build. The partition of that ADD and LayerNorm's first

@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from ..errors import LoweringError
 from ..arch.config import HwConfig
 from ..arch.isa import REQUANT_RECORD_BYTES, SOFTMAX_TABLE_BYTES
-from ..ops.npu_ops import Conv2D, DepthwiseConv2D, Lut, NpuOp, Pool, Softmax, Tiling, Phased
+from ..ops.npu_ops import Conv2D, DepthwiseConv2D, Lut, NpuOp, Pool, Softmax, Tiling, Phased, _Binary
 from ..ops.registry import NPU_OPS
 
 ALIGN = 16  # SRAM buffers and constants start on 16-byte boundaries (REQUANT_ADDR needs 4)
@@ -116,7 +116,7 @@ def _elementwise_buffers(op, r: int, cb: int) -> dict[str, int]:
     W = op.ofm.shape[1]
     bufs = {"lut": LUT_BYTES} if isinstance(op, Lut) else {}
     bufs |= {"ifm": r * W * cb}
-    if hasattr(op, "ifm2"):  # two operands
+    if isinstance(op, _Binary):  # two operands (ADD, MUL, SQUARED_DIFFERENCE)
         bufs["ifm2"] = cb if op.broadcast else r * W * cb
     return bufs | {"ofm": r * W * cb}
 

@@ -22,8 +22,7 @@ from ..arch.cycles import decode_dma_cycles, dma_cycles
 from ..arch.encoder import Dma, Step
 from ..arch.isa import Opcode, Region
 from ..ops.npu_ops import Conv2D, DepthwiseConv2D, FullyConnected, NpuOp, Phased
-
-ALIGN = 16
+from .tiling import ALIGN  # the blob's transfers start where the scheduler's constants do
 
 
 def worth_decoding(code: bytes | None, decoded: int, hw: HwConfig) -> bool:
