@@ -368,6 +368,15 @@ def test_mutated_fixture_streams_match_the_machine(rtl, plans, seed):
 # the driver API, the build
 
 
+def test_npu_submit_refuses_memories_it_cannot_time():
+    """npu_submit has no options: a configuration with other memories is refused in a sentence
+    (it was silently timed with the build's default memories), before anything is built."""
+    from npu_byoc.arch.config import configure
+
+    with pytest.raises(V.VerilatorBuildError, match="default memories"):
+        V.submit([0], [], configure(fm_mem_read_latency=32))
+
+
 def test_npu_submit_driver_api(rtl, head):
     plan, schedule = head
     regions = _regions(head)

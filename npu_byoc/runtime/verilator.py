@@ -459,7 +459,11 @@ def submit(words: Sequence[int] | np.ndarray, buffers: Sequence[np.ndarray | Non
            hw: HwConfig = DEFAULT_CONFIG) -> tuple[Status, int, int, int]:  # fmt: skip
     """Call the driver API ``npu_submit`` of the co-simulation library itself: buffers[r] is
     region r (None: unbound). Returns (status, word_index, cycles, commands). npu_submit has no
-    options: the memories are the build's, the defaults (VerilatorNpu.run passes ``hw``'s)."""
+    options: the memories are the build's, the defaults (VerilatorNpu.run passes ``hw``'s), so
+    other memories are refused rather than timed as the defaults."""
+    if _runtime_memory_config(hw) != _rtl_config(hw):
+        raise VerilatorBuildError("npu_submit times the default memories: run a configuration with other "
+                                  "fm_mem_* / const_mem_* fields through VerilatorNpu(hw).run")  # fmt: skip
     return driver_abi.submit(library(hw), words, buffers)
 
 
