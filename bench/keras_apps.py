@@ -7,6 +7,8 @@ random weights, a random calibration set, small inputs. Two steps, two environme
     # 1. make the models and LiteRT's outputs (needs tensorflow and ai-edge-litert, which
     #    npu_byoc itself never needs: use a separate venv)
     python bench/keras_apps.py --make /tmp/keras_apps [--models mobilenet_v3_small ...]
+    #    (or re-record LiteRT's outputs of models made before, with ai-edge-litert only)
+    python bench/keras_apps.py --litert /tmp/keras_apps
     # 2. run them through npu_byoc (the project's venv)
     .venv/bin/python bench/keras_apps.py /tmp/keras_apps [--backend golden|functional|verilator]
     # smoke run of step 2 without TensorFlow: the committed MLPerf Tiny fixtures (DS-CNN, the
@@ -17,13 +19,16 @@ random weights, a random calibration set, small inputs. Two steps, two environme
 
 Step 2 prints, per model: operators on the NPU, MACs on the NPU, NPU partitions, CPU<->NPU
 transitions, the operators left on the CPU (by type) and the largest difference of the model
-output from LiteRT's in LSB. LiteRT runs with BUILTIN_WITHOUT_DEFAULT_DELEGATES: its
-BUILTIN_REF resolver aborts on some of these graphs (the reference SOFTMAX asserts when 512 or
-more classes tie for the maximum, which random weights make likely over 1,000 classes). Its
-int8 kernels there are the reference ones for every op these models hold but SOFTMAX, whose
-optimized kernel builds its exp table in float; the NPU runs the reference algorithm
-(tests/test_softmax.py checks it against BUILTIN_REF), so a 1-LSB difference in the final
-column can come from LiteRT's side.
+output, in LSB, from LiteRT's reference kernels ("vs ref", OpResolverType.BUILTIN_REF: issue
+24's contract) and from its default optimized kernels ("vs opt", BUILTIN_WITHOUT_DEFAULT_DELEGATES).
+The two LiteRT runs differ by design: the optimized CONV_2D / DEPTHWISE_CONV_2D (ruy on x86)
+round a negative tie of the final right shift up where the reference kernels' RoundingDivideByPOT
+rounds it away from zero, and the optimized MEAN and SOFTMAX compute otherwise too; the NPU
+follows the reference kernels (docs/numerics.md). Each LiteRT run is a child process: the
+reference SOFTMAX aborts when a row's exponentials sum to 512 or more (a 1,000-class head of
+random weights often does; the NPU rounds exactly there, docs/numerics.md §8c). For such a
+model, --make also records the reference kernels' output of the model cut before that SOFTMAX
+(NAME.logits.tflite): step 2 runs it as the row "NAME:logits".
 """
 
 from __future__ import annotations
@@ -151,8 +156,8 @@ def _keras_model(name: str):
 
 def make(out: Path, names: list[str]) -> None:
     try:
+        import ai_edge_litert  # noqa: F401 (record's child processes run it)
         import tensorflow as tf
-        from ai_edge_litert.interpreter import Interpreter, OpResolverType
     except ImportError as err:
         sys.exit(f"bench/keras_apps.py --make needs TensorFlow and LiteRT ({err.name} is missing): "
                  "pip install tensorflow ai-edge-litert, in a separate venv (npu_byoc never needs them)")
@@ -175,30 +180,105 @@ def make(out: Path, names: list[str]) -> None:
         conv.inference_input_type = conv.inference_output_type = tf.int8
         data = conv.convert()
         (out / f"{name}.tflite").write_bytes(data)
-        it = Interpreter(model_content=data,
-                         experimental_op_resolver_type=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
-        it.allocate_tensors()
-        i, o = it.get_input_details()[0], it.get_output_details()[0]
-        x = rng.integers(-128, 128, i["shape"]).astype(np.int8)
-        it.set_tensor(i["index"], x)
-        it.invoke()
-        np.save(out / f"{name}.in.npy", x)
-        np.save(out / f"{name}.out.npy", it.get_tensor(o["index"]))
+        np.save(out / f"{name}.in.npy", rng.integers(-128, 128, (1, *shape)).astype(np.int8))
+        record(out, name)
         print(f"{name}: {len(data):,} bytes", flush=True)
 
 
+# LiteRT's op resolvers: the reference kernels (issue 24's contract) and the default optimized ones
+KERNELS = {"ref": "BUILTIN_REF", "opt": "BUILTIN_WITHOUT_DEFAULT_DELEGATES"}
+
+
+def litert_run(kernels: str, model: Path, x: Path, out: Path) -> None:
+    """The child process of :func:`litert_output`: one invoke of ``model`` on ``x``, output to ``out``."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    it = Interpreter(model_path=str(model), experimental_op_resolver_type=getattr(OpResolverType, kernels))
+    it.allocate_tensors()
+    it.set_tensor(it.get_input_details()[0]["index"], np.load(x))
+    it.invoke()
+    np.save(out, it.get_tensor(it.get_output_details()[0]["index"]))
+
+
+def litert_output(kernels: str, model: Path, x: Path, out: Path) -> str | None:
+    """Run LiteRT with ``kernels`` in a child process (its reference SOFTMAX aborts the process):
+    None when ``out`` was written, else why not, in one line."""
+    import signal
+    import subprocess
+
+    proc = subprocess.run([sys.executable, __file__, "--litert-run", kernels, str(model), str(x), str(out)],
+                          capture_output=True, text=True, timeout=3600)  # fmt: skip
+    if proc.returncode == 0:
+        return None
+    last = [line for line in proc.stderr.splitlines() if line.strip()][-1:] or [f"exit status {proc.returncode}"]
+    return f"LiteRT {kernels} failed ({signal.Signals(-proc.returncode).name if proc.returncode < 0 else last[0][:200]})"
+
+
+def without_final_softmax(data: bytes) -> bytes | None:
+    """The model cut before the SOFTMAX that makes its one output (its logits as the output), or
+    None if no SOFTMAX makes it."""
+    import flatbuffers
+    from ai_edge_litert import schema_py_generated as schema
+
+    model = schema.ModelT.InitFromPackedBuf(data, 0)
+    graph = model.subgraphs[0]
+    last = [op for op in graph.operators if list(op.outputs) == list(graph.outputs)]
+    if len(last) != 1 or model.operatorCodes[last[0].opcodeIndex].builtinCode != schema.BuiltinOperator.SOFTMAX:
+        return None
+    graph.outputs = [last[0].inputs[0]]
+    graph.operators.remove(last[0])
+    model.signatureDefs = None  # they name the old output
+    builder = flatbuffers.Builder(len(data) + 1024)
+    builder.Finish(model.Pack(builder), file_identifier=b"TFL3")
+    return bytes(builder.Output())
+
+
+def record(folder: Path, name: str) -> None:
+    """LiteRT's outputs of ``name`` on its input: NAME.ref.npy (reference kernels) and NAME.opt.npy
+    (optimized); if the reference kernels fail, NAME.ref.txt says why and, when they fail in the
+    final SOFTMAX, NAME.logits.tflite with its reference output NAME.logits.ref.npy."""
+    model, x = folder / f"{name}.tflite", folder / f"{name}.in.npy"
+    for tag, kernels in KERNELS.items():
+        failed = litert_output(kernels, model, x, folder / f"{name}.{tag}.npy")
+        if failed:
+            (folder / f"{name}.{tag}.txt").write_text(failed + "\n")
+            print(f"{name}: {failed}", flush=True)
+        if failed and tag == "ref" and (cut := without_final_softmax(model.read_bytes())) is not None:
+            (folder / f"{name}.logits.tflite").write_bytes(cut)
+            print(f"{name}.logits: " + (litert_output(kernels, folder / f"{name}.logits.tflite", x,
+                                                       folder / f"{name}.logits.ref.npy") or "recorded"), flush=True)
+
+
+def references(folder: Path, name: str) -> dict[str, np.ndarray | str | None]:
+    """LiteRT's recorded outputs of ``name`` by kernels ("ref", "opt"): the array, why it is missing
+    (NAME.ref.txt), or None. A folder --make wrote before the reference kernels were recorded
+    holds the optimized kernels' output as NAME.out.npy."""
+    refs: dict[str, np.ndarray | str | None] = {}
+    for tag in KERNELS:
+        npy, why = folder / f"{name}.{tag}.npy", folder / f"{name}.{tag}.txt"
+        legacy = folder / f"{name}.out.npy" if tag == "opt" else npy
+        refs[tag] = (np.load(npy) if npy.exists() else np.load(legacy) if legacy.exists()
+                     else why.read_text().strip() if why.exists() else None)  # fmt: skip
+    return refs
+
+
 def made(folder: Path, names: list[str]):
-    """(name, model file, input, LiteRT's output) of the models --make wrote, None if missing."""
+    """(name, model file, input, LiteRT's outputs) of the models --make wrote, None if missing; a
+    model whose reference kernels abort in its SOFTMAX is followed by its logits row."""
     for name in names:
         path = folder / f"{name}.tflite"
         if not path.exists():
             yield name, path, None, None
-        else:
-            yield name, path, np.load(folder / f"{name}.in.npy"), np.load(folder / f"{name}.out.npy")
+            continue
+        x = np.load(folder / f"{name}.in.npy")
+        yield name, path, x, references(folder, name)
+        if (folder / f"{name}.logits.tflite").exists():
+            yield f"{name}:logits", folder / f"{name}.logits.tflite", x, references(folder, f"{name}.logits")
 
 
 def fixtures(named: dict[str, str]):
-    """The same for committed fixtures (row name -> file; their first recorded sample)."""
+    """The same for committed fixtures (row name -> file; their first recorded sample, whose
+    resolver the fixture's .npz names: tools/make_models.py records the reference kernels)."""
     from benchlib import FIXTURES
 
     for name, fixture in named.items():
@@ -206,13 +286,24 @@ def fixtures(named: dict[str, str]):
             yield name, FIXTURES / fixture, None, None
             continue
         (x,), (y,) = sample(fixture)
-        yield name, FIXTURES / fixture, x, y
+        resolver = str(np.load(FIXTURES / fixture.replace(".tflite", ".npz"))["reference"])
+        yield name, FIXTURES / fixture, x, {"ref": y, "opt": None} if "BUILTIN_REF" in resolver else {"ref": None, "opt": y}
+
+
+def lsb_cell(got: np.ndarray, want: np.ndarray | str | None) -> str:
+    """The largest difference in LSB, "-" for no recorded output, "abort" for a failed LiteRT run."""
+    if want is None:
+        return "-"
+    if isinstance(want, str):
+        return "abort"
+    return str(int(np.abs(got.astype(np.int32) - want.astype(np.int32)).max()))
 
 
 def run(models, backend: str) -> None:
     import npu_byoc
 
-    print(f"{COVERAGE_HEADER} {'max LSB':>7} {'seconds':>7}  on the CPU (why: the indented lines)")
+    print(f"{COVERAGE_HEADER} {'vs ref':>6} {'vs opt':>6} {'seconds':>7}  on the CPU (why: the indented lines)")
+    failed = {}
     for name, path, x, want in models:
         if x is None:
             print(f"{name:<24} (no {path}: make it with --make)")
@@ -225,11 +316,17 @@ def run(models, backend: str) -> None:
         except Exception as err:  # one model's failure is a figure (e.g. does not import), not the end
             print(f"{name:<24} failed: {one_line(err)}", flush=True)
             continue
-        lsb = int(np.abs(got.astype(np.int32) - want.astype(np.int32)).max())
-        print(f"{lead} {lsb:>7} {time.perf_counter() - t0:>7.1f}  {cpu}", flush=True)
+        ref, opt = lsb_cell(got, want["ref"]), lsb_cell(got, want["opt"])
+        print(f"{lead} {ref:>6} {opt:>6} {time.perf_counter() - t0:>7.1f}  {cpu}", flush=True)
         print_reasons(reasons)
-    print("ops on NPU counts every operator of the file; SHAPE / PACK / STRIDED_SLICE chains that the "
-          "import computes (constants) count as CPU operators but do no run-time work and are not listed.")
+        if isinstance(want["ref"], str):
+            failed[name] = want["ref"]
+    for name, why in failed.items():
+        print(f"{name}: {why}")
+    print("vs ref: LiteRT's reference kernels (BUILTIN_REF), the contract; vs opt: its optimized kernels, "
+          "which round some ties otherwise (docstring). ops on NPU counts every operator of the file; "
+          "SHAPE / PACK / STRIDED_SLICE chains that the import computes (constants) count as CPU operators "
+          "but do no run-time work and are not listed.")
 
 
 def main(argv=None) -> int:
@@ -237,12 +334,17 @@ def main(argv=None) -> int:
     ap.add_argument("folder", type=Path, nargs="?", help="where --make writes the models / step 2 reads them")
     ap.add_argument("--quick", action="store_true", help="smoke run of step 2 on committed fixtures (no TensorFlow)")
     ap.add_argument("--make", action="store_true", help="make the models and LiteRT's outputs (tensorflow)")
+    ap.add_argument("--litert", action="store_true",
+                    help="record LiteRT's outputs (reference and optimized kernels) of models made before (ai-edge-litert)")
+    ap.add_argument("--litert-run", nargs=4, help=argparse.SUPPRESS)  # litert_output's child process
     ap.add_argument("--models", nargs="+", choices=list(MODELS), default=list(MODELS))
     ap.add_argument("--backend", default="golden", choices=["golden", "functional", "verilator"])
     ap.add_argument("--fixtures", nargs="+", metavar="NAME",
                     help="step 2 over these committed TFLite fixtures instead (e.g. vit_tiny_int8 kws_transformer_int8)")
     args = ap.parse_args(argv)
-    if args.quick:
+    if args.litert_run:
+        litert_run(args.litert_run[0], *map(Path, args.litert_run[1:]))
+    elif args.quick:
         print(QUICK_BANNER)
         run(fixtures(QUICK_FIXTURES), args.backend)
     elif args.fixtures:
@@ -251,6 +353,9 @@ def main(argv=None) -> int:
         ap.error("give the models' folder (or --quick)")
     elif args.make:
         make(args.folder, args.models)
+    elif args.litert:
+        for name in (n for n in args.models if (args.folder / f"{n}.tflite").exists()):
+            record(args.folder, name)
     else:
         run(made(args.folder, args.models), args.backend)
     return 0

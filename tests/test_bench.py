@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
@@ -218,7 +219,30 @@ def test_keras_apps_quick():
         on_npu, total = (int(v) for v in cells[0].split("/"))
         assert 0 < on_npu <= total
         assert 0 <= number(cells[1].rstrip("%")) <= 100
-        assert int(cells[4]) == 0  # golden backend vs LiteRT's reference kernels (their .npz)
+        assert int(cells[4]) == 0  # golden backend vs LiteRT's reference kernels (their .npz: BUILTIN_REF)
+        assert cells[5] == "-"  # no optimized kernels' output recorded for a fixture
+
+
+def test_keras_apps_reads_both_litert_outputs(monkeypatch, tmp_path):
+    """Step 2's LiteRT outputs by kernels: NAME.ref.npy / NAME.opt.npy, a legacy folder's NAME.out.npy
+    as the optimized one, NAME.ref.txt (the reference kernels aborted) as an "abort" cell, and the
+    logits row of a model cut before its SOFTMAX."""
+    keras_apps = load_bench("keras_apps", monkeypatch)
+    x = np.zeros((1, 4), np.int8)
+    for name in ("a", "b", "b.logits"):
+        (tmp_path / f"{name}.tflite").write_bytes(b"")
+        np.save(tmp_path / f"{name}.in.npy", x)
+    np.save(tmp_path / "a.ref.npy", np.array([[3, -2, 0, 1]], np.int8))
+    np.save(tmp_path / "a.out.npy", np.array([[3, -4, 0, 1]], np.int8))  # made before: optimized
+    (tmp_path / "b.ref.txt").write_text("LiteRT BUILTIN_REF failed (SIGABRT)\n")
+    np.save(tmp_path / "b.opt.npy", np.array([[0, 0, 0, 5]], np.int8))
+    np.save(tmp_path / "b.logits.ref.npy", np.array([[1, 1, 1, 1]], np.int8))
+    rows = {name: refs for name, _, _, refs in keras_apps.made(tmp_path, ["a", "b"])}
+    assert list(rows) == ["a", "b", "b:logits"]
+    got = np.array([[3, -3, 0, 1]], np.int8)
+    cells = {n: (keras_apps.lsb_cell(got, r["ref"]), keras_apps.lsb_cell(got, r["opt"])) for n, r in rows.items()}
+    assert cells == {"a": ("1", "1"), "b": ("abort", "4"), "b:logits": ("4", "-")}
+    assert rows["b"]["ref"] == "LiteRT BUILTIN_REF failed (SIGABRT)"
 
 
 def test_keras_apps_make_without_tensorflow_says_what_to_install(monkeypatch, tmp_path):
