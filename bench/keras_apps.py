@@ -21,10 +21,11 @@ Step 2 prints, per model: operators on the NPU, MACs on the NPU, NPU partitions,
 transitions, the operators left on the CPU (by type) and the largest difference of the model
 output, in LSB, from LiteRT's reference kernels ("vs ref", OpResolverType.BUILTIN_REF: issue
 24's contract) and from its default optimized kernels ("vs opt", BUILTIN_WITHOUT_DEFAULT_DELEGATES).
-The two LiteRT runs differ by design: the optimized CONV_2D / DEPTHWISE_CONV_2D (ruy on x86)
-round a negative tie of the final right shift up where the reference kernels' RoundingDivideByPOT
-rounds it away from zero, and the optimized MEAN and SOFTMAX compute otherwise too; the NPU
-follows the reference kernels (docs/numerics.md). Each LiteRT run is a child process: the
+The two LiteRT runs differ by design: the optimized CONV_2D / DEPTHWISE_CONV_2D round a
+negative tie of the requantize's final right shift up where the reference kernels'
+RoundingDivideByPOT rounds it away from zero, and the optimized MEAN over H and W rounds
+otherwise; the NPU follows the reference kernels (tests/test_scale_audit.py holds one measured
+element of each). Each LiteRT run is a child process: the
 reference SOFTMAX aborts when a row's exponentials sum to 512 or more (a 1,000-class head of
 random weights often does; the NPU rounds exactly there, docs/numerics.md §8c). For such a
 model, --make also records the reference kernels' output of the model cut before that SOFTMAX

@@ -361,3 +361,31 @@ def test_float_kernel_tables_are_dequantize_kernel_quantize(function):
         zp_in, zp_out = _zp(rng), _zp(rng)
         want = ref.float_kernel_table(FLOAT_KERNELS[function], s_in, zp_in, s_out, zp_out)
         np.testing.assert_array_equal(_table(function, _lut(function, s_in, zp_in, s_out, zp_out)), want)
+
+
+# Where LiteRT's default (optimized) kernels and its reference kernels disagree, the NPU follows the
+# reference ones. Both cases are tensors of bench/keras_apps.py's models, fed identical inputs in
+# both LiteRT runs (OpResolverType.BUILTIN_REF and BUILTIN_WITHOUT_DEFAULT_DELEGATES, ai-edge-litert 2.3).
+
+
+def test_requantize_rounds_a_negative_tie_away_from_zero_as_the_reference_conv():
+    """RegNetX002's second CONV_2D, one element: acc −12927 (bias in), (1211973700, −8), exact value
+    −28.498. SRDHM gives −7296 (−7295.6 rounded), whose 2^8 division is the tie −28.5: the
+    reference kernels' RoundingDivideByPOT rounds it away from zero, −29 (LiteRT BUILTIN_REF's
+    output); the optimized conv (ruy on x86) rounds it up, −28."""
+    assert int(ref.srdhm(np.int64(-12927), 1211973700)) == -7296
+    got = nx.requantize(np.array([-12927]), None, 1211973700, -8, 0)
+    assert got.tolist() == [-29] == ref.mbqm(np.array([-12927]), 1211973700, -8).tolist()
+
+
+def test_mean_rounds_as_the_reference_mean():
+    """RegNetY002's squeeze-excite MEAN over 16 x 16, one channel: Σ(x − zp_in) = 370, scales
+    6.8192174e-05 -> 3.0230663e-05 (float32), zero points −128: exact value −124.74. LiteRT's
+    reference kernels give −125 (BUILTIN_REF's output), its optimized MEAN −124."""
+    s_in, s_out = F32(6.819217378506437e-05), F32(3.02306634694105e-05)
+    x = np.full((1, 16, 16, 1), -128, np.int64)
+    x.reshape(-1)[:3] = (-1, -1, -12)  # 127 + 127 + 116 = 370 above the zero point
+    m, s = nx.mean_params(s_in, s_out, 256)
+    assert (m, s) == nx.fold_mean_count(*ref.quantize_multiplier(float(s_in) / float(s_out)), 256)
+    assert nx.mean(x, (1, 2), False, -128, -128, m, s).tolist() == [[-125]]
+    assert round(370 * float(s_in) / float(s_out) / 256 - 128, 2) == -124.74
