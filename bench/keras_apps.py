@@ -234,11 +234,11 @@ def without_final_softmax(data: bytes) -> bytes | None:
     return bytes(builder.Output())
 
 
-def record(folder: Path, name: str) -> None:
+def record(folder: Path, name: str, x: Path | None = None) -> None:
     """LiteRT's outputs of ``name`` on its input: NAME.ref.npy (reference kernels) and NAME.opt.npy
     (optimized); if the reference kernels fail, NAME.ref.txt says why and, when they fail in the
-    final SOFTMAX, NAME.logits.tflite with its reference output NAME.logits.ref.npy."""
-    model, x = folder / f"{name}.tflite", folder / f"{name}.in.npy"
+    final SOFTMAX, NAME.logits.tflite is recorded the same way (on NAME's input)."""
+    model, x = folder / f"{name}.tflite", x or folder / f"{name}.in.npy"
     for tag, kernels in KERNELS.items():
         failed = litert_output(kernels, model, x, folder / f"{name}.{tag}.npy")
         if failed:
@@ -246,8 +246,7 @@ def record(folder: Path, name: str) -> None:
             print(f"{name}: {failed}", flush=True)
         if failed and tag == "ref" and (cut := without_final_softmax(model.read_bytes())) is not None:
             (folder / f"{name}.logits.tflite").write_bytes(cut)
-            print(f"{name}.logits: " + (litert_output(kernels, folder / f"{name}.logits.tflite", x,
-                                                       folder / f"{name}.logits.ref.npy") or "recorded"), flush=True)
+            record(folder, f"{name}.logits", x)
 
 
 def references(folder: Path, name: str) -> dict[str, np.ndarray | str | None]:
