@@ -25,10 +25,10 @@ The two LiteRT runs differ by design: the optimized CONV_2D / DEPTHWISE_CONV_2D 
 negative tie of the requantize's final right shift up where the reference kernels'
 RoundingDivideByPOT rounds it away from zero, and the optimized MEAN over H and W rounds
 otherwise; the NPU follows the reference kernels (tests/test_scale_audit.py holds one measured
-element of each). Each LiteRT run is a child process: the
-reference SOFTMAX aborts when a row's exponentials sum to 512 or more (a 1,000-class head of
-random weights often does; the NPU rounds exactly there, docs/numerics.md §8c). For such a
-model, --make also records the reference kernels' output of the model cut before that SOFTMAX
+element of each). Each LiteRT run is a child process: the reference SOFTMAX aborts when a row's
+exponentials sum to 512 or more (a 1,000-class head of random weights often does; the NPU
+rounds exactly there, docs/numerics.md §8c). When the reference kernels fail on a model that
+ends in a SOFTMAX, --make also records LiteRT's outputs of the model cut before it
 (NAME.logits.tflite): step 2 runs it as the row "NAME:logits".
 """
 
@@ -236,10 +236,13 @@ def without_final_softmax(data: bytes) -> bytes | None:
 
 def record(folder: Path, name: str, x: Path | None = None) -> None:
     """LiteRT's outputs of ``name`` on its input: NAME.ref.npy (reference kernels) and NAME.opt.npy
-    (optimized); if the reference kernels fail, NAME.ref.txt says why and, when they fail in the
-    final SOFTMAX, NAME.logits.tflite is recorded the same way (on NAME's input)."""
+    (optimized), or NAME.ref.txt / NAME.opt.txt saying why the run failed; if the reference
+    kernels fail on a model that ends in a SOFTMAX, NAME.logits.tflite, recorded the same way
+    on NAME's input."""
     model, x = folder / f"{name}.tflite", x or folder / f"{name}.in.npy"
     for tag, kernels in KERNELS.items():
+        for stale in (folder / f"{name}.{tag}.npy", folder / f"{name}.{tag}.txt"):
+            stale.unlink(missing_ok=True)
         failed = litert_output(kernels, model, x, folder / f"{name}.{tag}.npy")
         if failed:
             (folder / f"{name}.{tag}.txt").write_text(failed + "\n")
