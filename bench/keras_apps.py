@@ -21,9 +21,9 @@ Step 2 prints, per model: operators on the NPU, MACs on the NPU, NPU partitions,
 transitions, the operators left on the CPU (by type) and the largest difference of the model
 output, in LSB, from LiteRT's reference kernels ("vs ref", OpResolverType.BUILTIN_REF: issue
 24's contract) and from its default optimized kernels ("vs opt", BUILTIN_WITHOUT_DEFAULT_DELEGATES).
-The two LiteRT runs differ by design: the optimized CONV_2D / DEPTHWISE_CONV_2D round a
-negative tie of the requantize's final right shift up where the reference kernels'
-RoundingDivideByPOT rounds it away from zero, and the optimized MEAN over H and W rounds
+The two LiteRT runs differ by design: the optimized CONV_2D rounds a negative tie of the
+requantize's final right shift up where the reference kernels' RoundingDivideByPOT rounds it
+away from zero (DEPTHWISE_CONV_2D differs likewise), and the optimized MEAN over H and W rounds
 otherwise; the NPU follows the reference kernels (tests/test_scale_audit.py holds one measured
 element of each). Each LiteRT run is a child process: the reference SOFTMAX aborts when a row's
 exponentials sum to 512 or more (a 1,000-class head of random weights often does; the NPU
