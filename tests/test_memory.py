@@ -17,7 +17,7 @@ from npu_byoc.arch import cycles
 from npu_byoc.arch.config import DEFAULT_CONFIG, HwConfig, configure
 from npu_byoc.arch.encoder import Dma, encode
 from npu_byoc.arch.isa import Opcode, Region, Status
-from npu_byoc.arch.memory import Memory, memory, sustained_bytes_per_cycle, transfer_cycles
+from npu_byoc.arch.memory import InFlight, Memory, memory, sustained_bytes_per_cycle, transfer_cycles
 from npu_byoc.arch.options import config_from
 from npu_byoc.arch.vela_config import from_vela_ini
 from npu_byoc.errors import NpuByocError
@@ -80,6 +80,71 @@ def test_vela_sram_by_hand():
     # a slower clock: 8 bytes every 8 core cycles is one byte a cycle
     flash = configure(const_mem_bytes_per_cycle=8, const_mem_clock_divider=8)
     assert cycles.dma_cycles(1000, hw=flash, region=int(Region.CONST)) == cycles.DMA_SETUP_CYCLES + 1000
+
+
+def test_in_flight_across_transfers_equals_the_recurrence():
+    """memory.InFlight against docs/memory.md's definition with no shortcut: the bursts of every
+    transfer on one memory and direction in one sequence, burst i starting at
+    ``max(d_{i-1}, max(ready, d_{i-O}) + L)``, a transfer's first at its first request at the
+    earliest; random transfers, queued (ready before origin) or not, on both memories."""
+    rng = random.Random(2025)
+    for _ in range(300):
+        hw = random_memory_config(rng, replace(DEFAULT_CONFIG, dma_bytes_per_cycle=rng.choice([1, 8, 16])))
+        flights, seen = InFlight(hw), {}  # seen: per (memory, write) every burst's d so far
+        t = 0
+        for _ in range(rng.randint(1, 6)):
+            rows, row_bytes = rng.randint(1, 40), rng.choice([1, 3, 16, 40, 300, 5000])
+            region, write = rng.choice([int(Region.CONST), int(Region.SCRATCH)]), rng.random() < 0.5
+            ready = t + rng.randint(0, 3)
+            origin = ready + rng.choice([0, 0, 1, 20, 200])
+            got = flights.transfer(rows, row_bytes, region, write, ready, origin)
+            name = "const_mem" if region == int(Region.CONST) else "fm_mem"
+            m = memory(hw, name)
+            latency, window = (m.write_latency, m.max_writes) if write else (m.read_latency, m.max_reads)
+            d = seen.setdefault((name, write), [])
+            times = []  # the recurrence's own bursts (test_transfer_cycles_equal_the_recurrence)
+            per_burst = 256 * hw.dma_bytes_per_cycle
+            for _ in range(rows):
+                for offset in range(0, row_bytes, per_burst):
+                    b = min(per_burst, row_bytes - offset)
+                    charged = max(b, m.burst_bytes) if offset == 0 else b
+                    times.append(max(_ceil_div(b, hw.dma_bytes_per_cycle),
+                                     _ceil_div(m.clock_divider * charged, m.bytes_per_cycle)))  # fmt: skip
+            prev = origin
+            for tb in times:
+                oldest = d[-window] if len(d) >= window else 0
+                prev = max(prev, max(ready, oldest) + latency) + tb
+                d.append(prev)
+            assert got == prev, (hw, rows, row_bytes, region, write, ready, origin)
+            t = got + rng.choice([0, 1, 3, 50])
+
+
+def test_a_queued_transfer_finds_its_latency_paid():
+    """Two 1024-byte loads queued back to back on U55's SRAM (latency 32, 4 reads in flight, an
+    8-byte port), by hand: the first acts at 0, is queued at 3 and streams its one burst of 128
+    cycles from 3 + 32, done at 35 + 128 + 2 = 165. The second, queued at 7, had its requests
+    issued then (one burst in flight before it): the mover takes it at 166 and its data streams
+    at once, done at 166 + 128 + 2 = 296, not 328 (the latency paid again after the first).
+    With one read in flight its request waits for the first burst's end (163): data at 195."""
+    hw = configure(dma_bytes_per_cycle=8, fm_mem_bytes_per_cycle=8, fm_mem_read_latency=32, fm_mem_burst_bytes=32,
+                   fm_mem_max_reads=4, dma_queue_depth=4)  # fmt: skip
+    load = Dma(Opcode.DMA_IN, int(Region.SCRATCH), 0, 0, 1024, background=True)
+    for reads, second in ((4, 296), (1, 195 + 128 + 2)):
+        hw_r = replace(hw, fm_mem_max_reads=reads)
+        clock = cycles.Timeline(4, hw_r)
+        for _ in range(2):
+            clock.command(load.opcode, cycles.step_cycles(load, hw_r), 0, cycles.dma_registers(load))
+        assert clock.ends == [165, second]
+        alone = cycles.Timeline(4)  # each transfer timed alone: the latency paid twice
+        for _ in range(2):
+            alone.command(load.opcode, cycles.step_cycles(load, hw_r))
+        assert alone.ends == [165, 165 + 165 - cycles.QUEUE_HANDOFF_CYCLES]
+    # a synchronous DMA is queued the cycle the mover takes it: nothing to look ahead to
+    sync = replace(load, background=False)
+    clock = cycles.Timeline(4, hw)
+    for _ in range(2):
+        clock.command(sync.opcode, cycles.step_cycles(sync, hw), 0, cycles.dma_registers(sync))
+    assert clock.ends == [165, 166 + 165]
 
 
 def test_defaults_are_the_zero_wait_state_memory():

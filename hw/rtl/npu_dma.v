@@ -8,7 +8,10 @@
 // (mem_wdata). One request per cycle at most: the memory paces them with mem_grant (the mover
 // issues its next request, described by mem_req*, only at an edge where mem_grant is high; the
 // harness's memory model, npu_byoc.arch.memory, decides), so latency, bursts and bandwidth
-// stretch the copy while the data path stays as it is.
+// stretch the copy while the data path stays as it is. With each request the mover says how
+// long its transfer waited in the queue (mem_req_wait): the engine looks ahead into its queue,
+// so a queued transfer's first requests may go out while the one before it still streams (up
+// to the memory's reads or writes in flight), and the memory model times them from then.
 //
 // Checks (two cycles, nothing moves before they pass), in the ISA's order:
 //   region bound, and not CONST for DMA_OUT          -> INVALID_REGION
@@ -92,6 +95,7 @@ module npu_dma #(
     output wire [3:0]  mem_req_region,
     output wire [31:0] mem_req_row_left,   // bytes left in its contiguous row, this request's included
     output wire        mem_req_row_first,  // the first request of its row
+    output wire [31:0] mem_req_wait,       // cycles its transfer waited queued before the mover took it
     // SRAM ports
     output reg           sram_rd_en,
     output reg  [AW-1:0] sram_rd_addr,
@@ -143,6 +147,11 @@ module npu_dma #(
   desc_t     fifo [0:FD-1];
   range_t    fifo_range [0:FD-1];
   reg [FB-1:0] f_rd, f_wr, f_count;
+  // request look-ahead: the cycle each transfer was queued (a free-running count), so the memory
+  // model can issue its first requests from then (mem_req_wait)
+  reg [31:0] now;
+  reg [31:0] fifo_ready [0:FD-1];
+  reg [31:0] m_ready;
 
   // mover
   localparam [1:0] M_IDLE = 2'd0, M_MOVE = 2'd2, M_DRAIN = 2'd3;
@@ -186,6 +195,7 @@ module npu_dma #(
   assign mem_req_region = m.region;
   assign mem_req_row_left = contiguous ? row_left : 32'd1;  // a strided byte is a row of its own
   assign mem_req_row_first = !contiguous || i0 == 32'd0;
+  assign mem_req_wait = now - m_ready;
   assign pop_done = state == M_DRAIN && tail == 2'd1;
 
   // min(a * b, SAT)
@@ -255,6 +265,7 @@ module npu_dma #(
       if (push) begin
         fifo[f_wr] <= c_desc;
         fifo_range[f_wr] <= c_range;
+        fifo_ready[f_wr] <= now + 32'd1;  // in the FIFO from the next cycle
         f_wr <= (f_wr == FB'(FD - 1)) ? '0 : f_wr + 1'b1;
       end
       if (take_fifo) f_rd <= (f_rd == FB'(FD - 1)) ? '0 : f_rd + 1'b1;
@@ -325,7 +336,9 @@ module npu_dma #(
       sram_rd_en <= 1'b0;
       in_valid <= 1'b0;
       out_valid <= 1'b0;
+      now <= 32'd0;
     end else begin
+      now <= now + 32'd1;
       mem_valid <= 1'b0;
       sram_rd_en <= 1'b0;
       in_valid <= 1'b0;
@@ -337,6 +350,7 @@ module npu_dma #(
             d = take_fifo ? fifo[f_rd] : c_desc;
             m <= d;
             m_range <= take_fifo ? fifo_range[f_rd] : c_range;
+            m_ready <= take_fifo ? fifo_ready[f_rd] : now + 32'd1;  // taken at once: it never waited
             i0 <= 32'd0;
             i1 <= 32'd0;
             i2 <= 32'd0;

@@ -58,6 +58,7 @@ module npu_top #(
     output wire [3:0]  mem_req_region,
     output wire [31:0] mem_req_row_left,
     output wire        mem_req_row_first,
+    output wire [31:0] mem_req_wait,
     // trace
     output wire        cmd_done,
     output wire [7:0]  cmd_opcode,
@@ -366,6 +367,7 @@ module npu_top #(
       .mem_req_region(mem_req_region),
       .mem_req_row_left(mem_req_row_left),
       .mem_req_row_first(mem_req_row_first),
+      .mem_req_wait(mem_req_wait),
       .mem_wdata(mem_wdata),
       .mem_rdata(mem_rdata),
       .sram_rd_en(dma_rd_en),

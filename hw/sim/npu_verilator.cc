@@ -63,9 +63,12 @@ void from_bytes(T &signal, const uint8_t *bytes) {
 // ---- The external memories' timing (npu_byoc.arch.memory, docs/memory.md) -----------------
 // The DMA presents its next request (mem_req, with its row and direction); the memory grants
 // it (mem_grant) at the cycle the model says. A burst is up to kMaxBurstBeats requests of one
-// row; burst i starts at max(d_{i-1}, d_{i-O} + latency) and occupies T_i cycles (its requests
-// one per cycle, the last held until T_i is spent); cycles count from the transfer's first
-// request. The C model's memory_cycles() and cycles.dma_cycles() compute the same d_N.
+// row; burst i starts at max(d_{i-1}, max(ready, d_{i-O}) + latency) and occupies T_i cycles
+// (its requests one per cycle, the last held until T_i is spent), the first burst of a transfer
+// no earlier than its first request; d_{i-O} is the O-th burst before it on the same memory and
+// direction, earlier transfers' included, and ready the cycle its transfer was queued
+// (mem_req_wait before its first request): the engine issues a queued transfer's requests while
+// the one before it streams. The C model's memory_end() and memory.InFlight compute the same d.
 struct MemoryTiming {
     uint64_t bytes_per_cycle, clock_divider, read_latency, write_latency, burst_bytes, max_reads, max_writes;
 };
@@ -87,37 +90,39 @@ class MemoryModel {
         const_ = constants;
     }
 
-    // Whether the request the DMA presents at cycle `now` is granted at this edge.
-    bool grant(uint64_t now, bool req, bool write, unsigned region, uint64_t row_left, bool row_first) {
+    // Whether the request the DMA presents at cycle `now` (of the run) is granted at this edge;
+    // `wait`: the cycles its transfer waited queued before the mover took it.
+    bool grant(uint64_t now, bool req, bool write, unsigned region, uint64_t row_left, bool row_first, uint64_t wait) {
         if (!req) {
             active_ = false;  // between transfers (the mover drains and idles at least a cycle)
             return true;
         }
-        if (!active_) {  // a transfer's first request: its cycles count from here
+        if (!active_) {  // a transfer's first request: its first burst starts no earlier
             active_ = true;
-            origin_ = now;
-            index_ = 0;
+            ready_ = now - wait;
+            last_ = now;
             k_ = 0;
-            last_ = 0;
-            for (auto &e : ends_) e = 0;
         }
         if (k_ == 0) {  // a burst begins: when, and for how long
-            const MemoryTiming &m = region == NPU_REGION_CONST ? const_ : fm_;
+            const bool in_const = region == NPU_REGION_CONST;
+            const MemoryTiming &m = in_const ? const_ : fm_;
             const uint64_t per_burst = kMaxBurstBeats * kDmaBytes;
             const uint64_t bytes = std::min(row_left, per_burst);
             const uint64_t charged = row_first ? std::max(bytes, m.burst_bytes) : bytes;
             window_ = std::min<uint64_t>(std::max<uint64_t>(1, write ? m.max_writes : m.max_reads), kMaxInFlight);
             const uint64_t latency = write ? m.write_latency : m.read_latency;
+            flight_ = &flights_[2 * in_const + write];
+            const uint64_t oldest = flight_->count >= window_ ? flight_->ends[flight_->count % window_] : 0;  // d_{i-O}
             requests_ = ceil_div(bytes, kDmaBytes);
             occupancy_ = std::max(requests_, ceil_div(m.clock_divider * charged, m.bytes_per_cycle));
-            start_ = std::max(last_, ends_[index_ % window_] + latency);
+            start_ = std::max(last_, std::max(ready_, oldest) + latency);
         }
         const uint64_t due = k_ + 1 == requests_ ? start_ + occupancy_ - 1 : start_ + k_;
-        if (now - origin_ < due) return false;
+        if (now < due) return false;
         if (++k_ == requests_) {  // the burst is done: d_i
             last_ = start_ + occupancy_;
-            ends_[index_ % window_] = last_;
-            ++index_;
+            flight_->ends[flight_->count % window_] = last_;
+            flight_->count += 1;
             k_ = 0;
         }
         return true;
@@ -125,11 +130,17 @@ class MemoryModel {
 
   private:
     static uint64_t ceil_div(uint64_t a, uint64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+    // the last bursts of one memory and direction: d, absolute, a ring (the oldest at count % window)
+    struct Flight {
+        uint64_t ends[kMaxInFlight] = {0};
+        uint64_t count = 0;
+    };
     MemoryTiming fm_ = kFmMem, const_ = kConstMem;
     bool active_ = false;
-    uint64_t origin_ = 0, index_ = 0, k_ = 0, last_ = 0;
+    uint64_t ready_ = 0, k_ = 0, last_ = 0;
     uint64_t window_ = 1, requests_ = 1, occupancy_ = 1, start_ = 0;
-    uint64_t ends_[kMaxInFlight] = {0};  // d_{i-O} .. d_{i-1}, a ring
+    Flight flights_[4];  // [2 * const + write]
+    Flight *flight_ = &flights_[0];
 };
 
 // A memory's seven fields as the caller gives them (npu_verilator_options_t), kept in range:
@@ -267,7 +278,7 @@ class Harness {
                 top_->fetch_word = i < n_words ? stream[i] : 0u;
             }
             top_->mem_grant = memory_.grant(cycles, top_->mem_req, top_->mem_req_write, top_->mem_req_region,
-                                            top_->mem_req_row_left, top_->mem_req_row_first);
+                                            top_->mem_req_row_left, top_->mem_req_row_first, top_->mem_req_wait);
             if (top_->mem_valid && !serve_memory(table)) {
                 opt->harness_fault = 1;
                 status = NPU_STATUS_CYCLE_LIMIT;

@@ -60,7 +60,10 @@ STOP           the run ends (done) at ``max(t, e_J) + 1``; a run that fails also
                engine
 =============  ==================================================================================
 
-Compute kicks do not wait for the engine. Without background DMAs, ``E <= t`` always and a run
+With a memory of latency > 0 a transfer's ``dma`` depends on the bursts in flight before it:
+a queued one's requests go out while the one before it streams (``Timeline`` given ``hw``,
+npu_byoc.arch.memory.InFlight; docs/memory.md "Across transfers"), so ``e`` may come sooner
+than the table says. Compute kicks do not wait for the engine. Without background DMAs, ``E <= t`` always and a run
 is the sum of its commands. ``stream_cycles(steps, hw)`` is the RTL's ``cycles`` (start pulse
 to done) of ``encode(steps)``; ``command_timeline`` its per-command trace cycles.
 """
@@ -71,7 +74,7 @@ from collections.abc import Iterable, Mapping
 
 from .config import DEFAULT_CONFIG, HwConfig
 from .isa import ASYNC_DMA, DECODE_DMA, DMA_OPCODES, SOFTMAX_TABLE_BYTES, Opcode, Reg
-from .memory import dma_memory_cycles, memory, memory_name, transfer_cycles
+from .memory import InFlight, dma_memory_cycles, memory, memory_name, transfer_cycles
 
 DMA_SETUP_CYCLES = 5  # fixed cycles of a DMA: its checks (2), start, the first request's latency, done
 MAC_SETUP_CYCLES = 14  # checks 3, start 1, table-scan pipeline 3, first block 1, array pipeline 2,
@@ -82,6 +85,8 @@ LUT_BYTES = 256
 SOFTMAX_RECIP_CYCLES = 4  # GetReciprocal: the initial estimate, three Newton-Raphson steps
 ASYNC_ISSUE_CYCLES = 3  # a background DMA holds the command processor for its start and checks
 QUEUE_HANDOFF_CYCLES = 2  # the checks a queued transfer has done before the mover takes it
+DMA_READY_CYCLES = 3  # from the cycle a DMA acts to its descriptor queued: start and the two checks
+DMA_DONE_CYCLES = DMA_SETUP_CYCLES - DMA_READY_CYCLES  # from the last burst's end: the last write, done
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -185,51 +190,83 @@ def command_cycles(step, hw: HwConfig = DEFAULT_CONFIG) -> int:
 
 
 class Timeline:
-    """The command processor's and the DMA engine's clocks over a stream (module docstring)."""
+    """The command processor's and the DMA engine's clocks over a stream (module docstring).
 
-    def __init__(self, depth: int = 1) -> None:
+    Given ``hw``, a DMA given its registers is timed against the bursts in flight before it
+    (npu_byoc.arch.memory.InFlight): a transfer queued at ``a + DMA_READY_CYCLES`` behind
+    another has its first requests issued while that one streams, so it may find its latency
+    paid when the mover takes it (``origin``, the cycle after the one before completes); its
+    copy completes ``DMA_DONE_CYCLES`` after its last burst (with a decoder: after its decode)."""
+
+    def __init__(self, depth: int = 1, hw: HwConfig | None = None) -> None:
         self.t = 0  # cycles elapsed: the next word is fetched at cycle t
         self.depth = depth  # Q: transfers outstanding at most
         self.ends: list[int] = []  # e_j: when each transfer issued so far completes (in order)
+        self.hw = hw
+        self.in_flight = InFlight(hw) if hw is not None else None
 
     def drained(self, pending: int) -> int:
         """The first cycle at most ``pending`` of the transfers issued are outstanding."""
         return self.ends[-1 - pending] if len(self.ends) > pending else 0
 
-    def command(self, opcode: Opcode, own: int, pending: int = 0) -> int:
+    def command(self, opcode: Opcode, own: int, pending: int = 0, transfer: Mapping[Reg, int] | None = None) -> int:
         """Advance over a command whose own cycles (kick_cycles) are ``own`` (``pending``: a
-        WAIT_DMA's DMA_WAIT_PENDING): its trace cycles."""
+        WAIT_DMA's DMA_WAIT_PENDING): its trace cycles. A DMA with its registers
+        (``transfer``) on a Timeline with ``hw`` is timed with the bursts in flight (exact);
+        without, as a transfer of ``own`` cycles alone (an estimate when latency > 0)."""
         t0 = self.t
         if opcode == Opcode.WAIT_DMA:
             self.t = max(self.t, self.drained(pending)) + 1
-        elif opcode in ASYNC_DMA:
-            a = max(self.t, self.drained(self.depth - 1))
-            self.ends.append(max(a + own, self.drained(0) + own - QUEUE_HANDOFF_CYCLES))
-            self.t = a + 1 + ASYNC_ISSUE_CYCLES
         elif opcode in DMA_OPCODES:
-            a = max(self.t, self.drained(0))
-            self.ends.append(a + own)
-            self.t = a + 1 + own
+            background = opcode in ASYNC_DMA
+            a = max(self.t, self.drained(self.depth - 1 if background else 0))
+            if transfer is not None and self.in_flight is not None:
+                e = self._copy(opcode, transfer, a)
+            else:
+                e = max(a + own, self.drained(0) + own - QUEUE_HANDOFF_CYCLES) if background else a + own
+            self.ends.append(e)
+            self.t = a + 1 + ASYNC_ISSUE_CYCLES if background else e + 1
         else:
             self.t += 1 + own
         return self.t - t0
+
+    def _copy(self, opcode: Opcode, r: Mapping[Reg, int], a: int) -> int:
+        """e: when the transfer of the DMA acting at ``a`` (registers ``r``) completes."""
+        ready = a + DMA_READY_CYCLES
+        origin = max(ready, self.drained(0) + DMA_READY_CYCLES - QUEUE_HANDOFF_CYCLES)
+        region = r.get(Reg.DMA_EXT_REGION, 0)
+        if opcode in DECODE_DMA:
+            end = self.in_flight.transfer(1, r[Reg.DMA_N0], region, False, ready, origin)
+            decode = _ceil_div(r[Reg.DMA_DECODE_BYTES], max(self.hw.weight_decoder_bytes_per_cycle, 1))
+            return origin + max(end - origin, decode) + DMA_DONE_CYCLES
+        write = opcode in (Opcode.DMA_OUT, Opcode.DMA_OUT_ASYNC)
+        end = self.in_flight.dma(r[Reg.DMA_N0], r[Reg.DMA_N1], r[Reg.DMA_N2], r[Reg.DMA_STRIDE0], region, write,
+                                 ready, origin)  # fmt: skip
+        return end + DMA_DONE_CYCLES
 
     def stop(self) -> int:
         """The run's cycles when STOP is the next word."""
         return max(self.t, self.drained(0)) + 1
 
 
+def dma_registers(step) -> dict[Reg, int] | None:
+    """A DMA step's registers (Timeline.command's ``transfer``), None for any other step."""
+    if step.opcode not in DMA_OPCODES:
+        return None
+    return {Reg(k): int(v) for k, v in dict(step.registers()).items()}
+
+
 def _timeline(steps: list, hw: HwConfig) -> tuple[list[int], int]:
     from .encoder import encode_with_starts  # the encoder imports isa only
 
     words, starts = encode_with_starts(steps)
-    clock, per_step = Timeline(hw.dma_queue_depth), []
+    clock, per_step = Timeline(hw.dma_queue_depth, hw), []
     ends = starts[1:] + [len(words) - 1]  # per step: the word after its command
     clock.t = starts[0] if starts else len(words) - 1
     for step, start, end in zip(steps, starts, ends):
         clock.t += end - 1 - start  # its SET_REGs, two words each
         pending = step[Reg.DMA_WAIT_PENDING] if step.opcode == Opcode.WAIT_DMA else 0
-        per_step.append(clock.command(step.opcode, step_cycles(step, hw), pending))
+        per_step.append(clock.command(step.opcode, step_cycles(step, hw), pending, dma_registers(step)))
     return per_step, clock.stop()
 
 
@@ -275,6 +312,9 @@ __all__ = [
     "stream_budget",
     "DEFAULT_MAX_CYCLES",
     "Timeline",
+    "dma_registers",
+    "DMA_READY_CYCLES",
+    "DMA_DONE_CYCLES",
     "ASYNC_ISSUE_CYCLES",
     "QUEUE_HANDOFF_CYCLES",
 ]

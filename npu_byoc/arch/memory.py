@@ -23,6 +23,13 @@ One transfer (a DMA command's copy) with the DMA port's D bytes per request:
   with d_j = 0 for j <= 0, L the read (DMA_IN) or write (DMA_OUT) latency and O the reads or
   writes in flight at most. The transfer's memory cycles are d_N.
 
+Across transfers (:class:`InFlight`) the bursts of one memory and direction are one sequence:
+the engine looks ahead into its queue and issues a queued transfer's requests from the cycle
+it was queued (``ready``) while the one before it streams, so burst i starts at
+``max(d_{i−1}, max(ready, d_{i−O}) + L)`` with d_{i−O} possibly an earlier transfer's, the
+first no earlier than the transfer's first request (``origin``). :func:`transfer_cycles` is
+a transfer alone (nothing in flight, ready = origin = 0).
+
 With the defaults (latency 0, burst 1 byte, 64 bytes per cycle, divider 1) every burst is one
 request of one cycle: d_N is the request count, today's zero-wait-state memory. The RTL harness
 (hw/sim/npu_verilator.cc, ``MemoryModel``) grants the DMA's requests at these cycles and the C
@@ -33,6 +40,7 @@ from __future__ import annotations
 
 import functools
 from collections import deque
+from itertools import accumulate
 from dataclasses import dataclass
 
 from .config import HwConfig
@@ -90,27 +98,86 @@ def _row_bursts(row_bytes: int, port: int, mem: Memory) -> tuple[int, int, int, 
     return bursts, first, occupancy(per_burst, False), last
 
 
+def _span(times: tuple[int, ...], prefix: tuple[int, ...], i: int, k: int) -> int:
+    """The T of bursts i .. k−1 of a transfer whose rows burst as ``times`` (prefix: its sums)."""
+    n, row = len(times), prefix[-1]
+    return (k // n - i // n) * row + prefix[k % n] - prefix[i % n]
+
+
+def run_bursts(ends: deque, times: tuple[int, ...], rows: int, latency: int, ready: int, origin: int) -> int:
+    """The end d_N (absolute) of a transfer of ``rows`` rows, each in bursts of occupancy
+    ``times``, whose first request is presented at ``origin`` and whose requests may be issued
+    from ``ready`` (the cycle it is queued: the engine looks ahead into its queue). ``ends``
+    holds d of the last O bursts on the same memory and direction (maxlen O, oldest first:
+    earlier transfers' included), and is updated. Burst i starts at
+    ``max(d_{i−1}, max(ready, d_{i−O}) + L)``, the first at ``max(origin, …)``."""
+    window = ends.maxlen
+    n, bpr = rows * len(times), len(times)
+    prefix = (0, *accumulate(times))
+    streaming = latency == 0 or (window - 1) * min(times) >= latency
+    prev, periodic, i = origin, 0, 0
+    while i < n:
+        if i >= window and streaming:  # d_{i-1} >= d_{i-O} + L: back to back from here
+            for k in range(max(i, n - window), n):
+                ends.append(prev + _span(times, prefix, i, k + 1))
+            return ends[-1]
+        if i >= window and periodic >= window:  # d_j = d_{j-O} + L + T from here (one T)
+            snapshot, step = list(ends), latency + times[0]
+            for k in range(max(i, n - window), n):
+                q, r = divmod(k - (i - window), window)
+                ends.append(snapshot[r] + q * step)
+            return ends[-1]
+        t = times[i % bpr]
+        d = max(prev, max(ready, ends[0]) + latency) + t
+        periodic = periodic + 1 if bpr == 1 and i >= window and d - ends[0] == latency + t else 0
+        ends.append(d)
+        prev, i = d, i + 1
+    return prev
+
+
+def row_times(row_bytes: int, port: int, mem: Memory) -> tuple[int, ...]:
+    """The occupancies T of one row's bursts (first, middle ones, last)."""
+    bursts, first, mid, last = _row_bursts(row_bytes, port, mem)
+    return (first,) if bursts == 1 else (first,) + (mid,) * (bursts - 2) + (last,)
+
+
 @functools.lru_cache(maxsize=4096)
 def transfer_cycles(rows: int, row_bytes: int, port: int, mem: Memory, write: bool) -> int:
     """d_N: the cycles ``rows`` rows of ``row_bytes`` contiguous bytes take on ``mem`` through a
-    port of ``port`` bytes per request (module docstring)."""
-    bursts, first, mid, last = _row_bursts(row_bytes, port, mem)
-    row = first + (bursts - 2) * mid + last if bursts > 1 else first
-    t_min = min(first, mid, last) if bursts > 2 else min(first, last)
-    latency = mem.write_latency if write else mem.read_latency
+    port of ``port`` bytes per request, alone (nothing in flight before it: module docstring)."""
     window = mem.max_writes if write else mem.max_reads
-    if latency == 0:
-        return rows * row
-    if (window - 1) * t_min >= latency:  # enough bursts in flight: the latency is paid once
-        return latency + rows * row
-    if bursts == 1:  # every burst alike: d_N = L + N·T + floor((N − 1) / O)·(L − (O − 1)·T)
-        return latency + rows * first + (rows - 1) // window * (latency - (window - 1) * first)
-    ends: deque[int] = deque([0] * window, maxlen=window)  # d_{i-O} .. d_{i-1}
-    times = [first] + [mid] * (bursts - 2) + [last]
-    for _ in range(rows):
-        for t in times:
-            ends.append(max(ends[-1], ends[0] + latency) + t)
-    return ends[-1]
+    latency = mem.write_latency if write else mem.read_latency
+    return run_bursts(deque([0] * window, maxlen=window), row_times(row_bytes, port, mem), rows, latency, 0, 0)
+
+
+class InFlight:
+    """The bursts in flight of one run, per memory and direction, in absolute cycles: the DMA
+    engine issues a queued transfer's first requests while the one before it still streams
+    (up to the memory's reads or writes in flight), so a transfer that waited in the queue
+    finds its latency already paid."""
+
+    def __init__(self, hw: HwConfig) -> None:
+        self.hw = hw
+        self.ends: dict[tuple[str, bool], deque] = {}
+
+    def transfer(self, rows: int, row_bytes: int, region: int, write: bool, ready: int, origin: int) -> int:
+        """The absolute end d_N of a transfer of ``rows`` rows of ``row_bytes`` contiguous bytes
+        on the memory of ``region``, queued at ``ready``, its first request at ``origin``."""
+        name = memory_name(region)
+        mem = memory(self.hw, name)
+        latency = mem.write_latency if write else mem.read_latency
+        times = row_times(row_bytes, self.hw.dma_bytes_per_cycle, mem)
+        if latency == 0:  # nothing to hide: the bursts back to back from the first request
+            return origin + rows * sum(times)
+        window = mem.max_writes if write else mem.max_reads
+        ends = self.ends.setdefault((name, write), deque([0] * window, maxlen=window))
+        return run_bursts(ends, times, rows, latency, ready, origin)
+
+    def dma(self, n0: int, n1: int, n2: int, stride0: int, region: int, write: bool, ready: int, origin: int) -> int:
+        """As :meth:`transfer` for a DMA of n2 × n1 × n0 bytes (``stride0`` region-side)."""
+        if stride0 == 1:
+            return self.transfer(n1 * n2, n0, region, write, ready, origin)
+        return self.transfer(n0 * n1 * n2, 1, region, write, ready, origin)
 
 
 def dma_memory_cycles(n0: int, n1: int, n2: int, stride0: int, hw: HwConfig, region: int = 0,
@@ -131,4 +198,5 @@ def sustained_bytes_per_cycle(mem: Memory, port: int, run_bytes: int, write: boo
 
 
 __all__ = ["MEMORIES", "FIELDS", "MAX_BURST_BEATS", "Memory", "memory", "memory_name", "transfer_cycles", "dma_memory_cycles",
+           "run_bursts", "row_times", "InFlight",
            "sustained_bytes_per_cycle"]  # fmt: skip

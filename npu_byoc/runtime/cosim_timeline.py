@@ -63,7 +63,7 @@ def _slice(name: str, track: str, ts: int, dur: int, args: dict) -> dict:
 
 def _dma_copies(run: StreamRun, hw: HwConfig) -> dict[int, tuple[int, int]]:
     """Per DMA step: (first, end) cycle of the engine's copy, from the analytic model."""
-    clock, out = cycle_model.Timeline(hw.dma_queue_depth), {}
+    clock, out = cycle_model.Timeline(hw.dma_queue_depth, hw), {}
     ends = run.starts[1:] + [run.n_words - 1]
     clock.t = run.starts[0] if run.starts else 0
     busy_until = 0
@@ -71,10 +71,12 @@ def _dma_copies(run: StreamRun, hw: HwConfig) -> dict[int, tuple[int, int]]:
         clock.t += end - 1 - start  # its SET_REGs
         own = cycle_model.step_cycles(step, hw)
         pending = step[Reg.DMA_WAIT_PENDING] if step.opcode == Opcode.WAIT_DMA else 0
-        clock.command(step.opcode, own, pending)
+        clock.command(step.opcode, own, pending, cycle_model.dma_registers(step))
         if step.opcode in DMA_OPCODES:
             e = clock.ends[-1]
-            first = max(e - own, busy_until)  # one copy at a time: a queued one starts as the last ends
+            # one copy at a time: a queued one starts as the last ends (its latency may be paid
+            # already: then it ends sooner than `own` after that)
+            first = max(e - own, busy_until)
             out[i], busy_until = (first, e), e
     return out
 

@@ -212,7 +212,26 @@ static uint64_t burst_occupancy(const npu_memory_t *mem, uint64_t port, uint64_t
     return max_u64(ceil_div(b, port), ceil_div((uint64_t)mem->clock_divider * charged, mem->bytes_per_cycle));
 }
 
-static uint64_t memory_cycles(uint64_t rows, uint64_t row_bytes, uint64_t port, const npu_memory_t *mem, bool write) {
+// The bursts in flight of one memory and direction over a run (memory.InFlight): d of the last
+// `window` bursts, absolute cycles, a ring (ends[count % window] is the oldest once full).
+typedef struct in_flight {
+    uint64_t ends[NPU_FUNCTIONAL_MAX_IN_FLIGHT];
+    uint64_t count;
+} in_flight_t;
+
+// d_{count-back}: a burst `back` before the next one (0 before the run's first)
+static uint64_t ring_at(const in_flight_t *f, uint64_t window, uint64_t back) {  // d_{count-back}
+    return back > f->count ? 0 : f->ends[(f->count - back) % window];
+}
+
+// The absolute end d_N of a transfer of `rows` rows of `row_bytes` contiguous bytes on `mem`
+// through a port of `port` bytes per request (memory.run_bursts): a row in bursts of up to
+// kMaxBurstBeats requests, the first charged at least burst_bytes; burst i starts at
+// max(d_{i-1}, max(ready, d_{i-O}) + L), the first at max(origin, ...), with d_{i-O} from `f`
+// (earlier transfers' bursts on this memory and direction: the engine issues a queued
+// transfer's requests from `ready`, while the one before it streams). `f` is updated.
+static uint64_t memory_end(in_flight_t *f, uint64_t rows, uint64_t row_bytes, uint64_t port, const npu_memory_t *mem,
+                           bool write, uint64_t ready, uint64_t origin) {
     const uint64_t per_burst = kMaxBurstBeats * port;
     const uint64_t bursts = ceil_div(row_bytes, per_burst);
     const uint64_t t_first = burst_occupancy(mem, port, min_u64(per_burst, row_bytes), true);
@@ -222,20 +241,49 @@ static uint64_t memory_cycles(uint64_t rows, uint64_t row_bytes, uint64_t port, 
     const uint64_t t_min = bursts > 2 ? min_u64(t_first, min_u64(t_mid, t_last)) : min_u64(t_first, t_last);
     const uint64_t latency = write ? mem->write_latency : mem->read_latency;
     const uint64_t window = min_u64(max_u64(1, write ? mem->max_writes : mem->max_reads), NPU_FUNCTIONAL_MAX_IN_FLIGHT);
-    uint64_t ends[NPU_FUNCTIONAL_MAX_IN_FLIGHT] = {0};  // d_{i-O} .. d_{i-1}, a ring
-    uint64_t i = 0, last = 0, r, k;
-    if (latency == 0) return rows * row;
-    if ((window - 1) * t_min >= latency) return latency + rows * row;  // the latency is hidden after the first
-    if (bursts == 1)  // every burst alike: d_N = L + N*T + floor((N-1)/O) * (L - (O-1)*T)
-        return latency + rows * t_first + (rows - 1) / window * (latency - (window - 1) * t_first);
-    for (r = 0; r < rows; ++r) {
-        for (k = 0; k < bursts; ++k, ++i) {
-            const uint64_t t = k == 0 ? t_first : (k + 1 == bursts ? t_last : t_mid);
-            last = max_u64(last, ends[i % window] + latency) + t;
-            ends[i % window] = last;
+    const uint64_t n = rows * bursts;
+    if (latency == 0) return origin + rows * row;  // nothing to hide: back to back
+    const bool streaming = (window - 1) * t_min >= latency;
+    uint64_t prev = origin, i = 0, periodic = 0;
+#define T_OF(k) ((k) % bursts == 0 ? t_first : ((k) % bursts + 1 == bursts ? t_last : t_mid))
+    while (i < n) {
+        if (i >= window && streaming) {  // d_{i-1} >= d_{i-O} + L: back to back from here
+            // d_k = prev + T_i + ... + T_k; only the last `window` are kept
+            const uint64_t keep = n - window > i ? n - window : i;
+            uint64_t k = i, d = prev;
+            while (k < keep && k % bursts != 0) d += T_OF(k), ++k;  // the bursts before the kept
+            d += (keep - k) / bursts * row;                            // ones: whole rows at once
+            k += (keep - k) / bursts * bursts;
+            while (k < keep) d += T_OF(k), ++k;
+            for (; k < n; ++k) {
+                d += T_OF(k);
+                f->ends[f->count % window] = d;
+                f->count += 1;
+            }
+            return d;
         }
+        if (i >= window && periodic >= window) {  // d_j = d_{j-O} + L + T from here (one T)
+            uint64_t snapshot[NPU_FUNCTIONAL_MAX_IN_FLIGHT], k, d = prev;
+            for (k = 0; k < window; ++k) snapshot[k] = ring_at(f, window, window - k);  // d_{i-O+k}
+            for (k = (n - window > i ? n - window : i); k < n; ++k) {
+                const uint64_t p = k - (i - window);
+                d = snapshot[p % window] + p / window * (latency + t_first);
+                f->ends[f->count % window] = d;
+                f->count += 1;
+            }
+            return d;
+        }
+        const uint64_t t = T_OF(i);
+        const uint64_t oldest = ring_at(f, window, window);  // d_{i-O}
+        const uint64_t d = max_u64(prev, max_u64(ready, oldest) + latency) + t;
+        periodic = bursts == 1 && i >= window && d - oldest == latency + t ? periodic + 1 : 0;
+        f->ends[f->count % window] = d;
+        f->count += 1;
+        prev = d;
+        ++i;
     }
-    return last;
+#undef T_OF
+    return prev;
 }
 
 static bool memory_ok(const npu_memory_t *m) {
@@ -614,6 +662,31 @@ static uint64_t drained(const dma_ends_t *q, uint64_t depth, uint64_t pending) {
 
 static uint32_t command(machine_t *mc, const uint32_t *w, size_t n, size_t i, uint32_t *op_out, size_t *fault_index);
 
+static const uint64_t kDmaReadyCycles = 3;  // cycles.DMA_READY_CYCLES: a DMA's start and checks, then queued
+static const uint64_t kDmaDoneCycles = kDmaSetupCycles - kDmaReadyCycles;  // the last write, done
+
+// cycles.Timeline._copy: when the transfer of the DMA acting at `a` completes, `last` the
+// completion of the transfer before it. Its requests may be issued once it is queued (`ready`);
+// its copy starts when the mover takes it (`origin`: at once, or the cycle after `last`);
+// flights[2 * const + write]: the bursts in flight of each memory and direction.
+static uint64_t copy_end(const machine_t *mc, in_flight_t flights[4], uint32_t op, uint64_t a, uint64_t last) {
+    const uint64_t ready = a + kDmaReadyCycles;
+    const uint64_t origin = max_u64(ready, last + kDmaReadyCycles - kQueueHandoffCycles);
+    const bool in_const = reg_u(mc, NPU_REG_DMA_EXT_REGION) == NPU_REGION_CONST;
+    const npu_memory_t *mem = in_const ? &mc->cfg->const_mem : &mc->cfg->fm_mem;
+    const uint64_t port = mc->cfg->dma_bytes_per_cycle;
+    const uint64_t n0 = reg_u(mc, NPU_REG_DMA_N0), n1 = reg_u(mc, NPU_REG_DMA_N1), n2 = reg_u(mc, NPU_REG_DMA_N2);
+    if (op == NPU_OP_DMA_IN_DECODE || op == NPU_OP_DMA_IN_DECODE_ASYNC) {  // the read and the decoder's writes, side by side
+        const uint64_t end = memory_end(&flights[2 * in_const], 1, n0, port, mem, false, ready, origin);
+        const uint64_t rate = mc->cfg->weight_decoder_bytes_per_cycle ? mc->cfg->weight_decoder_bytes_per_cycle : 1;
+        return origin + max_u64(end - origin, ceil_div(reg_u(mc, NPU_REG_DMA_DECODE_BYTES), rate)) + kDmaDoneCycles;
+    }
+    const bool write = op == NPU_OP_DMA_OUT || op == NPU_OP_DMA_OUT_ASYNC;
+    in_flight_t *f = &flights[2 * in_const + write];
+    if (reg_s(mc, NPU_REG_DMA_STRIDE0) == 1) return memory_end(f, n1 * n2, n0, port, mem, write, ready, origin) + kDmaDoneCycles;
+    return memory_end(f, n0 * n1 * n2, 1, port, mem, write, ready, origin) + kDmaDoneCycles;
+}
+
 static void machine_run(machine_t *mc, const uint32_t *w, size_t n, npu_result_t *res, uint64_t *kicks) {
     res->status = kOk;
     res->word_index = 0;
@@ -640,6 +713,8 @@ static void machine_run(machine_t *mc, const uint32_t *w, size_t n, npu_result_t
     const uint64_t depth = mc->cfg->dma_queue_depth;
     dma_ends_t q;
     memset(&q, 0, sizeof q);
+    in_flight_t flights[4];
+    memset(flights, 0, sizeof flights);
     uint64_t commands = 0;
     size_t i = NPU_HEADER_WORDS;
     for (;;) {
@@ -677,14 +752,14 @@ static void machine_run(machine_t *mc, const uint32_t *w, size_t n, npu_result_t
             return;
         }
         if (op != NPU_OP_SET_REG && op != NPU_OP_NOP) {
-            const uint64_t own = kick_cycles(mc, op);
             if (engine) {  // queued behind a copy, it starts when that one completes
-                const uint64_t end = cycles - 1 + own;
-                const uint64_t last = drained(&q, depth, 0);
-                q.ends[q.issued % kRing] = async ? max_u64(end, last + own - kQueueHandoffCycles) : end;
+                const uint64_t end = copy_end(mc, flights, op, cycles - 1, drained(&q, depth, 0));
+                q.ends[q.issued % kRing] = end;
                 q.issued += 1;
+                cycles = async ? cycles + kAsyncIssueCycles : end + 1;
+            } else {
+                cycles += kick_cycles(mc, op);
             }
-            cycles += async ? kAsyncIssueCycles : own;
             if (kicks != NULL) kicks[op] += 1;
         }
         i += words;
@@ -1305,24 +1380,6 @@ static uint64_t kick_cycles(const machine_t *mc, uint32_t opcode) {
     const uint64_t cols = mc->cfg->array_cols ? mc->cfg->array_cols : 1;
     const uint64_t lanes = cols;
     switch (opcode) {
-    case NPU_OP_DMA_IN_DECODE:
-    case NPU_OP_DMA_IN_DECODE_ASYNC: {  // cycles.decode_dma_cycles: the read and the decoder's writes, side by side
-        const npu_memory_t *mem = reg_u(mc, NPU_REG_DMA_EXT_REGION) == NPU_REGION_CONST ? &mc->cfg->const_mem : &mc->cfg->fm_mem;
-        const uint64_t read = memory_cycles(1, reg_u(mc, NPU_REG_DMA_N0), mc->cfg->dma_bytes_per_cycle, mem, false);
-        const uint64_t rate = mc->cfg->weight_decoder_bytes_per_cycle ? mc->cfg->weight_decoder_bytes_per_cycle : 1;
-        return kDmaSetupCycles + max_u64(read, ceil_div(reg_u(mc, NPU_REG_DMA_DECODE_BYTES), rate));
-    }
-    case NPU_OP_DMA_IN:
-    case NPU_OP_DMA_OUT:
-    case NPU_OP_DMA_IN_ASYNC:
-    case NPU_OP_DMA_OUT_ASYNC: {
-        const uint64_t n0 = reg_u(mc, NPU_REG_DMA_N0), n1 = reg_u(mc, NPU_REG_DMA_N1), n2 = reg_u(mc, NPU_REG_DMA_N2);
-        const npu_memory_t *mem = reg_u(mc, NPU_REG_DMA_EXT_REGION) == NPU_REGION_CONST ? &mc->cfg->const_mem : &mc->cfg->fm_mem;
-        const bool write = opcode == NPU_OP_DMA_OUT || opcode == NPU_OP_DMA_OUT_ASYNC;
-        if (reg_s(mc, NPU_REG_DMA_STRIDE0) == 1)
-            return kDmaSetupCycles + memory_cycles(n1 * n2, n0, mc->cfg->dma_bytes_per_cycle, mem, write);
-        return kDmaSetupCycles + memory_cycles(n0 * n1 * n2, 1, mc->cfg->dma_bytes_per_cycle, mem, write);
-    }
     case NPU_OP_CONV:
     case NPU_OP_DWCONV:
     case NPU_OP_FC: {
