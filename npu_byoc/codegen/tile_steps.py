@@ -171,7 +171,7 @@ def _spatial_tile(op, io: "TileIo", r0: int, nr: int, c0: int, nc: int) -> list[
     if isinstance(op, Pool):
         opcode = Opcode.AVGPOOL if op.pool == "avg" else Opcode.MAXPOOL
     else:
-        opcode = _SPATIAL_OPCODE[type(op)]
+        opcode = next(_SPATIAL_OPCODE[t] for t in type(op).__mro__ if t in _SPATIAL_OPCODE)  # a CONV form too
         regs |= {Reg.IFM_ZERO_POINT: op.ifm_zero_point, Reg.OFM_ZERO_POINT: op.ofm_zero_point,
                  Reg.WEIGHT_ADDR: io.sram["weights"], Reg.REQUANT_ADDR: io.sram["requant"]}  # fmt: skip
     return [*steps, Kick.make(opcode, regs), *store]
