@@ -1,8 +1,9 @@
 """MEAN / SUM-free MEAN with requantize over the axes the MEAN unit can reach: the spatial axes
 (global average pooling), and through a strided view any axis set whose reduced axes the DMA can
-lay out as the unit's H x W and whose kept axes as its channels (LayerNorm's mean over a token's
-or a pixel's channels). The conventions, extraction into a :class:`QMean`, checks and lowering
-to :class:`Mean`."""
+lay out as the unit's H x W and whose kept axes as its channels. A mean over each pixel's (or
+token's) channels, LayerNorm's, lowers to :class:`ChannelMean` instead: a 1x1 CONV that reads
+the map as it lies. The conventions, extraction into a :class:`QMean`, checks and lowering to
+:class:`Mean` / :class:`ChannelMean`."""
 
 from __future__ import annotations
 
@@ -247,8 +248,8 @@ def _lower_mean(name: str, op: QMean, ifms: list[TensorRef], ofm: TensorRef) -> 
 
 ENTRY = NpuPattern(
     name="npu.mean",
-    summary="mean with requantize over the spatial axes (global average pooling) or, through a strided view, "
-            "over channels (LayerNorm)",
+    summary="mean with requantize over the spatial axes (global average pooling), over each pixel's channels "
+            "(LayerNorm: a 1x1 conv of all-ones weights) or, through a strided view, over other axes",
     anchor_ops=("relax.mean",),
     conventions=_mean_conventions(),
     extract=_extract_mean,
