@@ -1,6 +1,7 @@
-"""MEAN over the channel axis (LayerNorm's mean and variance) and other axis sets the MEAN unit
-reaches through a strided view (npu_byoc.ops.mean.reduction_view): the reduced axes become the
-unit's H x W, the kept ones its channels. Checked against LiteRT's BUILTIN_REF vectors of a mean
+"""MEAN over the channel axis (LayerNorm's mean and variance: a 1x1 CONV of all-ones weights with
+MEAN's requantize, npu_byoc.ops.mean.ChannelMean) and other axis sets the MEAN unit reaches
+through a strided view (npu_byoc.ops.mean.reduction_view): the reduced axes become the unit's
+H x W, the kept ones its channels. Checked against LiteRT's BUILTIN_REF vectors of a mean
 over C (tests/fixtures/ops/mean.npz) and LiteRT's formula transcribed in tests/litert_reference.py,
 on the golden model, the C model and the RTL."""
 
@@ -48,7 +49,7 @@ def test_mean_over_channels_reproduces_litert(backend):
         key = (tuple(c["input"].shape), (3,), bool(c["keep_dims"]), float(c["input_scale"]),
                int(c["input_zero_point"]), float(c["output_scale"]), int(c["output_zero_point"]))  # fmt: skip
         model = _model(key, backend)
-        assert model.plans and [op.kind for p in model.plans.values() for op in p.ops] == ["mean"]
+        assert model.plans and [op.kind for p in model.plans.values() for op in p.ops] == ["channel_mean"]
         np.testing.assert_array_equal(model.run([c["input"]])[0], c["output"])
 
 
@@ -71,8 +72,8 @@ def test_mean_over_any_reachable_axes_is_litert_s_formula(shape, axes):
 
 
 def test_mean_over_channels_on_the_rtl():
-    """The RTL (Verilator) agrees with the golden model and the analytic cycle model on the
-    strided channel view."""
+    """The RTL (Verilator) agrees with the golden model (MEAN's definition) and the analytic cycle
+    model on the CONV form of a channel mean."""
     from npu_byoc.runtime.cosim import cosim
 
     rng = np.random.default_rng(5)
@@ -104,3 +105,24 @@ def test_unreachable_axes_say_why():
     ifm, ofm = TensorRef("x", 4, 0, (4, 5, 6)), TensorRef("y", 5, 0, (4, 1, 6))
     with pytest.raises(Reject, match="reduces up to two strided axes and keeps one run"):
         reduction_view(op, ifm, ofm, "NHWC")
+
+
+# Scales that put MEAN's (multiplier, shift) at its ends: a ratio of 1 over n = 768 (shift -8),
+# a tiny output scale (a left shift of 5, both ends saturate), a ratio just under 2.
+CONV_FORM_CASES = [((1, 3, 768), 0.02, 5, 0.02, -3), ((1, 7, 5), 0.5, 3, 0.004, -100),
+                   ((1, 2, 2, 33), 0.0999, 127, 0.05, 0)]  # fmt: skip
+
+
+@pytest.mark.parametrize("shape, s_in, zp_in, s_out, zp_out", CONV_FORM_CASES)
+def test_channel_mean_runs_as_a_conv_and_equals_litert(shape, s_in, zp_in, s_out, zp_out):
+    """A mean over the channels lowers to the CONV form (ChannelMean); the stream it runs on the
+    C model equals LiteRT's MEAN formula, including saturation at both ends."""
+    axes = (len(shape) - 1,)
+    key = (shape, axes, True, s_in, zp_in, s_out, zp_out)
+    rng = np.random.default_rng(sum(shape))
+    x = rng.integers(-128, 128, shape, dtype=np.int64).astype(np.int8)
+    x[..., 0, :] = 127  # a saturated pixel for the left-shifting case
+    want = _litert_mean(x, axes, s_in, zp_in, s_out, zp_out)
+    model = _model(key, "functional")
+    assert [op.kind for p in model.plans.values() for op in p.ops] == ["channel_mean"]
+    np.testing.assert_array_equal(model.run([x])[0].reshape(want.shape), want)

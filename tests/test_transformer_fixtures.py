@@ -165,10 +165,10 @@ def test_broadcast_layers_bit_exact_with_litert(name, broadcasts):
 
 @pytest.mark.parametrize("name, layernorms", list(LAYERNORM_FIXTURES.items()))
 def test_layernorm_means_and_rsqrt_bit_exact_with_litert(name, layernorms):
-    """LayerNorm's MEANs over channels (read through the transposing view) and its RSQRT tables,
-    fed LiteRT's own input tensors, give LiteRT's output tensors exactly."""
+    """LayerNorm's MEANs over channels (a 1x1 CONV of all-ones weights with MEAN's requantize) and
+    its RSQRT tables, fed LiteRT's own input tensors, give LiteRT's output tensors exactly."""
     checked = _npu_layers_vs_litert(name)
-    channel_means = [op for op in checked if op.kind == "mean" and op.ifm.box_strides is not None]
+    channel_means = [op for op in checked if op.kind == "channel_mean"]
     assert len(channel_means) >= 2 * layernorms
     assert sum(op.kind == "lut" and op.function == "rsqrt" for op in checked) == layernorms
 

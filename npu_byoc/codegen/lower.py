@@ -30,7 +30,7 @@ from ..ops.npu_ops import NpuOp, TensorRef
 
 from ..ops.lowering import hwc, partition_batch, per_image, view  # noqa: F401 (lower.X callers)
 from ..ops.reshape import order_free
-from ..ops.registry import IN_PLACE, LOWERINGS, VIEWS, unit_reason
+from ..ops.registry import IN_PLACE, LOWERINGS, STRIDED_READERS, STRIDED_VIEWS, VIEWS, unit_reason
 from ..ops.softmax import last_axis_as_channels
 
 SCRATCH_ALIGN = 16
@@ -346,6 +346,11 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
                     refs[b.var] = view(ifms[0], hwc_shape)
                 else:
                     refs[b.var] = VIEWS[type(qop)](qop, ifms, hwc_shape, model_layout)
+                continue
+            if (type(qop) in STRIDED_VIEWS and b.var not in output_region and b.var not in concat.slots
+                    and readers.get(b.var) and all(type(r) in STRIDED_READERS for r in readers[b.var])):
+                args = _operand_args(local_funcs[b.value.op], b.value, qop)
+                refs[b.var] = STRIDED_VIEWS[type(qop)](qop, [refs[a] for a in args], hwc_shape)
                 continue
             ofm = home(b.var)
             args = _operand_args(local_funcs[b.value.op], b.value, qop)

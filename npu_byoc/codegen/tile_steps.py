@@ -171,7 +171,7 @@ def _spatial_tile(op, io: "TileIo", r0: int, nr: int, c0: int, nc: int) -> list[
     if isinstance(op, Pool):
         opcode = Opcode.AVGPOOL if op.pool == "avg" else Opcode.MAXPOOL
     else:
-        opcode = _SPATIAL_OPCODE[type(op)]
+        opcode = next(_SPATIAL_OPCODE[t] for t in type(op).__mro__ if t in _SPATIAL_OPCODE)  # a CONV form too
         regs |= {Reg.IFM_ZERO_POINT: op.ifm_zero_point, Reg.OFM_ZERO_POINT: op.ofm_zero_point,
                  Reg.WEIGHT_ADDR: io.sram["weights"], Reg.REQUANT_ADDR: io.sram["requant"]}  # fmt: skip
     return [*steps, Kick.make(opcode, regs), *store]
@@ -326,7 +326,8 @@ def constants_of(op: NpuOp, pool: Constants) -> dict[str, tuple[int, int]]:
         placed: dict = {}  # phases with one weights array and requantize table share their bytes in the blob
         out = []
         for p in op.phases:
-            key = (id(p.weights), _requant_table(p)) if isinstance(p, Conv2D) else None
+            # by value: a strided conv's row kicks (O, KH, 1, KW·C) and border kicks (O, KH, KW, C) hold the same bytes
+            key = (p.weights.tobytes(), _requant_table(p)) if isinstance(p, Conv2D) else None
             if key is None or key not in placed:
                 placed[key] = constants_of(p, pool)
             out.append(placed[key])
@@ -353,12 +354,18 @@ def constants_of(op: NpuOp, pool: Constants) -> dict[str, tuple[int, int]]:
     return {}
 
 
-def op_steps(op: NpuOp, tiling: Tiling, io: TileIo, consts: dict[str, tuple[int, int]]) -> list[Step]:
+def op_steps(op: NpuOp, tiling: Tiling, io: TileIo, consts: dict[str, tuple[int, int]],
+             in_sram: dict[str, Dma] | None = None) -> list[Step]:  # fmt: skip
     """The steps of one op: its LUT once, per channel block its weights and requantize block,
-    then its row tiles. A phased op: the steps of each of its phases."""
+    then its row tiles. A phased op: the steps of each of its phases; where its phases share
+    their constants (``shares_constants``: a strided conv's row and border kicks), a weights or
+    requantize block still in its SRAM buffer from the phase before (``in_sram``: the last load
+    of each buffer) is not loaded again."""
     if isinstance(op, Phased):
+        in_sram = {} if op.shares_constants else None
         return [step for p, c in zip(op.phases, consts["phases"])
-                for step in op_steps(p, Tiling(min(tiling.rows, KINDS[type(p)].rows(p)), tiling.channels), io, c)]
+                for step in op_steps(p, Tiling(min(tiling.rows, KINDS[type(p)].rows(p)), tiling.channels), io, c,
+                                     in_sram)]  # fmt: skip
     kind, emit_tile = KINDS[type(op)], TILE_STEPS[type(op)]
     rows, channels = kind.rows(op), kind.channels(op)
     steps: list[Step] = []
@@ -371,7 +378,12 @@ def op_steps(op: NpuOp, tiling: Tiling, io: TileIo, consts: dict[str, tuple[int,
         for name in ("weights", "requant"):  # once per channel block
             if name in consts:
                 offset, per_channel = consts[name]
-                steps.append(_load(offset + c0 * per_channel, bio.sram[name], nc * per_channel))
+                load = _load(offset + c0 * per_channel, bio.sram[name], nc * per_channel)
+                if in_sram is not None and in_sram.get(name) == load:
+                    continue  # the same bytes at the same address: still there
+                steps.append(load)
+                if in_sram is not None:
+                    in_sram[name] = load
         if type(op) in BLOCK_LOADS:
             steps += BLOCK_LOADS[type(op)](op, bio, c0, nc, consts)
         for tile, r0 in enumerate(range(0, rows, tiling.rows)):

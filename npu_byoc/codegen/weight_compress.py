@@ -107,7 +107,13 @@ def weight_bytes(op: NpuOp, channels_per_block: int, hw: HwConfig) -> tuple[int,
     phase), each encoded on its own when it is worth decoding (``worth_decoding``). The
     requantize records are not weights: they are counted in the memory traffic only."""
     if isinstance(op, Phased):
-        parts = [weight_bytes(p, channels_per_block, hw) for p in op.phases]
+        parts, last = [], None
+        for p in op.phases:
+            one_block = isinstance(p, Conv2D) and p.weights.shape[0] <= channels_per_block
+            held = p.weights.tobytes() if one_block else None
+            if not (op.shares_constants and held is not None and held == last):  # else still in SRAM (op_steps)
+                parts.append(weight_bytes(p, channels_per_block, hw))
+            last = held
         return sum(p[0] for p in parts), sum(p[1] for p in parts)
     if not isinstance(op, Conv2D | DepthwiseConv2D | FullyConnected):
         return 0, 0

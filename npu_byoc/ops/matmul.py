@@ -464,6 +464,9 @@ ENTRY = NpuPattern(
 
 ENTRIES = (ENTRY,)
 LOWERINGS = {QMatMul: _lower}
+# Each head's rows and columns are DMA boxes over the operands' strides: a transposed operand
+# (registry.STRIDED_VIEWS) is read in place, a key's column as one run of the key's row.
+STRIDED_READERS = {QMatMul: "a matmul head's DMAs read its operands through their strides"}
 NPU_OPS = {
     MatMul: NpuOpSpec(golden_matmul, "phased", _describe, report_class=("matmul", "matmul (two activations)")),
     MatMulHead: NpuOpSpec(golden_matmul_head, "matmul", _describe, _head_unit_reason),

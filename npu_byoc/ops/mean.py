@@ -1,12 +1,14 @@
 """MEAN / SUM-free MEAN with requantize over the axes the MEAN unit can reach: the spatial axes
 (global average pooling), and through a strided view any axis set whose reduced axes the DMA can
-lay out as the unit's H x W and whose kept axes as its channels (LayerNorm's mean over a token's
-or a pixel's channels). The conventions, extraction into a :class:`QMean`, checks and lowering
-to :class:`Mean`."""
+lay out as the unit's H x W and whose kept axes as its channels. A mean over each pixel's (or
+token's) channels, LayerNorm's, lowers to :class:`ChannelMean` instead: a 1x1 CONV that reads
+the map as it lies. The conventions, extraction into a :class:`QMean`, checks and lowering to
+:class:`Mean` / :class:`ChannelMean`."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -17,9 +19,10 @@ from ._qdq import _Tail, _activation, _deq, _qdq_unary, _qparams, _requant_tail
 from ..arch import numerics as nx
 from ..arch.config import HwConfig
 from ..arch.limits import ShapeError, batch_of, per_image
+from .conv2d import conv_unit_reason
 from .entry import Convention, NpuPattern
 from .lowering import hwc, view
-from .npu_ops import Mean, NpuOp, TensorRef
+from .npu_ops import Conv2D, Mean, NpuOp, TensorRef
 from .npu_op_spec import NpuOpSpec, what
 from .records import QMean, QTensor, Reject
 from ..util.relax_utils import dtype_of, op_name, resolve, shape_of
@@ -180,8 +183,50 @@ def layout_is_guess(op) -> bool:
 # Lowering
 
 
+@dataclass(eq=False)
+class ChannelMean(Conv2D):
+    """MEAN over the channels of each pixel (LayerNorm's), run as a 1x1 CONV with one output
+    channel of all-ones weights, bias 0 and the MEAN's (multiplier, shift): the CONV's
+    accumulator is then sum(x - ifm_zero_point) over the channels and its requantize is
+    MultiplyByQuantizedMultiplier + ofm_zero_point, clamped: MEAN's arithmetic exactly. The MEAN
+    unit would read the pixels as its channels through a strided view (one-byte DMA runs); the
+    CONV reads the map as it lies. Its golden semantics are MEAN's (golden_channel_mean), not
+    the CONV's, so the stream it runs is checked against the definition."""
+
+    kind: str = field(default="channel_mean", init=False)
+
+    @property
+    def macs(self) -> int:
+        return 0  # a reduction, as the MEAN unit's: no model MACs
+
+
+def _channel_mean(name: str, op: QMean, ifm: TensorRef, ofm: TensorRef, layout: str) -> ChannelMean | None:
+    """The CONV form of a mean whose reduced axes are exactly the channels of a dense map (size-1
+    axes aside) and whose output is one dense run of the pixels; None otherwise."""
+    rank = len(op.input.shape)
+    pos = _axis_positions(rank, layout)
+    reduced = {pos[a] for a in op.axes if a in pos and op.input.shape[a] != 1}
+    h, w, c = ifm.shape
+    if reduced != {2} or ifm.is_slice or ifm.strides[2] != 1 or ofm.is_slice or ofm.nbytes != h * w:
+        return None
+    try:
+        dst = view(ofm, (h, w, 1))
+    except Reject:
+        return None
+    mult, shift = nx.mean_params(op.input.scale, op.output.scale, c)
+    return ChannelMean(
+        name=name, ifm=ifm, ofm=dst, weights=np.ones((1, 1, 1, c), np.int8), bias=np.zeros(1, np.int32),
+        multiplier=np.array([mult], np.int32), shift=np.array([shift], np.int32),
+        ifm_zero_point=op.input.zero_point, ofm_zero_point=op.output.zero_point, stride=(1, 1),
+        padding=(0, 0, 0, 0), act_min=op.act_min, act_max=op.act_max,
+    )  # fmt: skip
+
+
 def _lower_mean(name: str, op: QMean, ifms: list[TensorRef], ofm: TensorRef) -> NpuOp:
-    src, dst = reduction_view(op, ifms[0], ofm, op.layout or "NHWC")
+    layout = op.layout or "NHWC"
+    if (conv := _channel_mean(name, op, ifms[0], ofm, layout)) is not None:
+        return conv
+    src, dst = reduction_view(op, ifms[0], ofm, layout)
     h, w, _ = src.shape
     mult, shift = nx.mean_params(op.input.scale, op.output.scale, h * w)
     return Mean(
@@ -203,8 +248,8 @@ def _lower_mean(name: str, op: QMean, ifms: list[TensorRef], ofm: TensorRef) -> 
 
 ENTRY = NpuPattern(
     name="npu.mean",
-    summary="mean with requantize over the spatial axes (global average pooling) or, through a strided view, "
-            "over channels (LayerNorm)",
+    summary="mean with requantize over the spatial axes (global average pooling), over each pixel's channels "
+            "(LayerNorm: a 1x1 conv of all-ones weights) or, through a strided view, over other axes",
     anchor_ops=("relax.mean",),
     conventions=_mean_conventions(),
     extract=_extract_mean,
@@ -231,4 +276,12 @@ def _unit_reason(npu_op: Mean, hw: HwConfig) -> str | None:
     return None
 
 
-NPU_OPS = {Mean: NpuOpSpec(golden_mean, "mean", lambda op: f"mean {'x'.join(map(str, op.ifm.shape))}", _unit_reason)}
+def golden_channel_mean(op: ChannelMean, x: np.ndarray) -> np.ndarray:
+    out = nx.mean(x, (2,), True, op.ifm_zero_point, op.ofm_zero_point, int(op.multiplier[0]), int(op.shift[0]))
+    return np.clip(out, op.act_min, op.act_max).astype(np.int8)
+
+
+NPU_OPS = {
+    Mean: NpuOpSpec(golden_mean, "mean", lambda op: f"mean {'x'.join(map(str, op.ifm.shape))}", _unit_reason),
+    ChannelMean: NpuOpSpec(golden_channel_mean, "spatial", unit_reason=conv_unit_reason, report_class=("mean", "mean")),
+}

@@ -44,6 +44,12 @@ NPU_OPS: dict[type, NpuOpSpec] = _merged("NPU_OPS")
 VIEWS = _merged("VIEWS")
 # ... or their inputs write their slices of it in place, the others copied in (concat: InPlace).
 IN_PLACE = _merged("IN_PLACE")
+# Records whose output may be a strided view of their input (a transpose: its input's strides
+# permuted) when every reader of it is a STRIDED_READERS record: no NPU op, no copy ...
+STRIDED_VIEWS = _merged("STRIDED_VIEWS")
+# ... records whose lowering reads each operand through its strides, whatever they are (record
+# type -> why), so they can read such a view directly.
+STRIDED_READERS = _merged("STRIDED_READERS")
 # Each op's rewrites of the module into the forms its conventions match, in their order.
 CANONICAL_FORMS = tuple(sorted((f for module in REGISTRY for f in getattr(module, "CANONICAL_FORMS", ())),
                                key=lambda f: f.order))  # fmt: skip
@@ -59,4 +65,4 @@ def unit_reason(npu_op: NpuOp, hw) -> str | None:
     return NPU_OPS[type(npu_op)].unit_reason(npu_op, hw)
 
 
-__all__ = ["REGISTRY", "LOWERINGS", "NPU_OPS", "VIEWS", "IN_PLACE", "CANONICAL_FORMS", "unit_reason"]
+__all__ = ["REGISTRY", "LOWERINGS", "NPU_OPS", "VIEWS", "IN_PLACE", "STRIDED_VIEWS", "STRIDED_READERS", "CANONICAL_FORMS", "unit_reason"]

@@ -153,6 +153,19 @@ def _lower_transpose(name: str, op: QTranspose, ifms: list[TensorRef], ofm: Tens
     return Transpose(name, ifms[0], ofm, perm)
 
 
+def permuted_view(op: QTranspose, ifms: list[TensorRef], shape: tuple[int, int, int]) -> TensorRef:
+    """The transpose as no op at all: its input's bytes seen in the output's shape through the
+    input's strides, permuted (the view Transpose.phases copies from). Lowering takes it where
+    every reader of the output reads its operands through their strides (registry.STRIDED_READERS:
+    a matmul's DMAs), so the copy would only move bytes the reader's DMA can gather itself."""
+    perm = hwc_perm(op.axes, op.layout)
+    src = ifms[0]
+    if tuple(src.shape[p] for p in perm) != tuple(shape):
+        raise Reject(f"transpose of {src.shape} by {perm} does not give {shape}")
+    strides = tuple(src.strides[p] for p in perm)  # named as its input: the tensor its strides walk
+    return TensorRef(src.name, src.region, src.offset, shape, src.layout, src.pitch, strides)
+
+
 # ---------------------------------------------------------------------------------------------
 # Golden semantics
 
@@ -178,5 +191,7 @@ ENTRY = NpuPattern(
 
 ENTRIES = (ENTRY,)
 LOWERINGS = {QTranspose: _lower_transpose}
+# ... or, read only by ops that gather their operands through strides, a view (lower.py)
+STRIDED_VIEWS = {QTranspose: permuted_view}
 NPU_OPS = {Transpose: NpuOpSpec(golden_transpose, "phased", describe=lambda op: f"transpose {shape_text(op)}",
                                 report_class=("transpose", "transpose (copies)"))}  # fmt: skip

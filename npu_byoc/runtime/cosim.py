@@ -71,7 +71,8 @@ class CosimMismatch(NpuByocError):
 class _LayerCall:
     name: str
     composite: relax.Function  # a layer's composite, or a concatenation's copy (_copy_function)
-    sources: list[tuple[str, int]]  # per composite argument: ("input", i), ("layer", k), ("constant", value) or ("concat", (axis, sources))
+    sources: list[tuple[str, int]]  # per composite argument: ("input", i), ("layer", k), ("constant", value),
+    # ("concat", (axis, sources)) or ("permute", (axes, input shape, source))
     shape: tuple[int, ...]  # the layer output's shape in the model (Relax)
     dtype: str
 
@@ -87,6 +88,8 @@ def _layer_calls(func: relax.Function, plan: PartitionPlan | None = None) -> lis
     aliases = {b.var: b.value for b in bindings if isinstance(b.value, relax.Var)}
     copy_input = dict(plan.copy_ops) if plan is not None else {}  # op index -> concatenation input
     concats: dict = {}  # concatenation var -> (axis, its inputs' sources)
+    permuted: dict = {}  # var of a transpose lowered to a view (no NPU op) -> ("permute", (axes, source))
+    plan_layers = set(plan.layers) if plan is not None else None
     index: dict = {}  # layer output var -> its entry
     out: list[_LayerCall] = []
 
@@ -101,6 +104,8 @@ def _layer_calls(func: relax.Function, plan: PartitionPlan | None = None) -> lis
             return ("layer", index[a])
         if a in concats:
             return ("concat", concats[a])
+        if a in permuted:
+            return permuted[a]
         raise NpuByocError(f"cosim: an argument of layer '{layer}' is neither a partition input "
                            "nor an NPU layer's output")  # fmt: skip
 
@@ -120,6 +125,10 @@ def _layer_calls(func: relax.Function, plan: PartitionPlan | None = None) -> lis
             concats[b.var] = (_concat_axis(composite), parts)
         elif str(composite.attrs["Composite"]) in VIEW_PATTERNS:  # a view (reshape): its input's bytes
             aliases[b.var] = b.value.args[0]
+        elif plan_layers is not None and name not in plan_layers and _permute_axes(composite) is not None:
+            # a transpose its readers read in place (ops.transpose.permuted_view): its input, permuted
+            arg = b.value.args[0]
+            permuted[b.var] = ("permute", (_permute_axes(composite), shape_of(arg), source(arg, name)))
         else:
             index[b.var] = len(out)
             out.append(_LayerCall(name, composite, [source(a, name) for a in b.value.args], shape_of(b.var),
@@ -167,6 +176,15 @@ def _concat_inputs(composite: relax.Function, call: relax.Call) -> list:
     return out
 
 
+def _permute_axes(composite: relax.Function) -> tuple[int, ...] | None:
+    """The axes of the permute_dims inside an npu.transpose composite (None: another composite)."""
+    if str(composite.attrs["Composite"]) != "npu.transpose":
+        return None
+    call = next(b.value for block in composite.body.blocks for b in block.bindings
+                if isinstance(b.value, relax.Call) and getattr(b.value.op, "name", "") == "relax.permute_dims")  # fmt: skip
+    return tuple(int(a) for a in call.attrs.axes)
+
+
 def _concat_axis(composite: relax.Function) -> int:
     """The axis of the concat inside an npu.concat composite."""
     call = next(b.value for block in composite.body.blocks for b in block.bindings
@@ -184,6 +202,9 @@ def _source_value(src, inputs, model_values) -> np.ndarray:
         return model_values[i]
     if kind == "constant":
         return i
+    if kind == "permute":
+        axes, shape, inner = i  # the input seen in its own shape (a reshape before it is an alias)
+        return np.transpose(_source_value(inner, inputs, model_values).reshape(shape), axes)
     axis, parts = i
     return np.concatenate([_source_value(s, inputs, model_values) for s in parts], axis=axis)
 

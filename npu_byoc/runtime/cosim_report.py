@@ -89,7 +89,7 @@ _NOT_COMPUTE = {Opcode.NOP, Opcode.SET_REG, Opcode.STOP, Opcode.WAIT_DMA} | _DMA
 def op_class(op: NpuOp) -> str:
     """The report's class of an NPU op: conv (standard), pointwise (1x1 conv), transpose_conv, depthwise, fc,
     pool, mean, add, mul, lut, gather, resize, softmax, then the classes ops name in their specs."""
-    if isinstance(op, Conv2D):
+    if isinstance(op, Conv2D) and type(op) not in _CLASS_OF_TYPE:  # a CONV form of another op keeps its class
         return "pointwise" if tuple(op.kernel) == (1, 1) else "conv"
     return _CLASS_OF_TYPE[type(op)]
 
