@@ -67,6 +67,11 @@ synthetic 10-class task, calibrated on its 64 calibration inputs):
     Self-attention (1x3x8x8): patch conv 2x2/2, Reshape + Transpose to 16 tokens of 16, MatMul
     Q, K, V (16x16 each), Transpose K, MatMul Q·K^T, Softmax, MatMul P·V (both MatMuls between
     two activations), MatMul 16x16.
+``normalization_sub_int8.tflite``
+    keras.applications' preprocessing (16x16x3): Normalization(mean, variance) (SUB of a
+    3-value constant, MUL), Conv2D 3x3 16 ReLU, a SUB of a constant pixel vector [1, 16, 16, 1],
+    a channel-vector constant minus the activation (SUB, the constant first), Conv2D 3x3/2,
+    global pool, Dense 10.
 ONNX models are quantized by onnxruntime's quantize_static (QDQ, int8 activations, per-channel
 int8 weights).
 """
@@ -274,6 +279,27 @@ def make_strided_conv(batch_size):
     return keras.Model(x0, L.Dense(10, activation="softmax", name="head")(x))
 
 
+def make_normalization_sub(batch_size):
+    """keras.applications' preprocessing (EfficientNetV2, ConvNeXt): Normalization(mean, variance)
+    of the 3 input channels (a SUB of a 3-value constant, a MUL by its reciprocal root), a conv;
+    then SUBs of a constant of two other shapes: a pixel vector [1, H, W, 1] taken from the
+    activation, and an activation taken from a channel vector (the constant first)."""
+    import keras
+    from keras import layers as L
+
+    rng = np.random.default_rng(24)
+    pixel = rng.uniform(-0.5, 0.5, (1, 16, 16, 1)).astype(np.float32)
+    channel = rng.uniform(0.0, 1.0, (16,)).astype(np.float32)
+    x0 = keras.Input(shape=(16, 16, 3), batch_size=batch_size, name="input")
+    x = L.Normalization(mean=[0.1, -0.2, 0.3], variance=[0.8, 1.3, 0.6], name="normalization")(x0)
+    x = L.Conv2D(16, 3, padding="same", activation="relu", name="conv1")(x)
+    x = L.Lambda(lambda t: t - pixel, name="sub_pixel")(x)
+    x = L.Lambda(lambda t: channel - t, name="rsub_channel")(x)
+    x = L.Conv2D(16, 3, strides=2, padding="same", activation="relu", name="conv2")(x)
+    x = L.GlobalAveragePooling2D(name="pool")(x)
+    return keras.Model(x0, L.Dense(10, activation="softmax", name="head")(x))
+
+
 KERAS = {
     "vit_tiny_int8": (make_vit_tiny, (32, 32, 3), "tiny ViT: patch conv 4x4/4, MultiHeadAttention, LayerNormalization, GELU MLP"),
     "vit_dynamic_batch_int8": (make_vit_dynamic_batch, (16, 16, 3), "tiny ViT with an open batch: Dense as Tensordot (RESHAPE, 2-D FULLY_CONNECTED)"),
@@ -283,6 +309,7 @@ KERAS = {
     "channel_shuffle_int8": (make_channel_shuffle, (8, 8, 3), "channel shuffle of 3 groups (RESHAPE rank 5, TRANSPOSE, RESHAPE)"),
     "nasnet_pads_int8": (make_nasnet_pads, (16, 16, 3), "NASNet's pads: ZeroPadding2D before MaxPool, shifted path, PADV2 fill 0.5"),
     "strided_conv_int8": (make_strided_conv, (32, 32, 3), "7x7/4 pad 3, 5x5/4 same, 6x6/4 valid convolutions"),
+    "normalization_sub_int8": (make_normalization_sub, (16, 16, 3), "Normalization(mean, variance) + conv, SUBs of a pixel vector and from a channel vector"),
 }
 
 

@@ -454,12 +454,14 @@ def _carried(tensor) -> QTensor:
     return QTensor(shape=shape_of(tensor), dtype=dtype_of(tensor), scale=None, zero_point=0)
 
 
-def _extract_binary(word: str, verb: str, record: type, operands: Callable = lambda body, bindings: body.args):
-    """add / multiply of two dequantized int8 tensors -> QAdd / QMul. One may be a constant of
-    the model (a BatchNorm's scale or offset left after a concat): it becomes input_b, carried
-    as ``constant`` with its shape padded to the output's rank as numpy broadcasts it.
-    ``operands(body, bindings)``: the two dequantized operands of the float computation before
-    the output's quantize (its arguments; a squared difference's subtract's)."""
+def _extract_binary(word: str, verb: str, record: type, operands: Callable = lambda body, bindings: body.args,
+                    commutes: bool = True):
+    """add / multiply / subtract of two dequantized int8 tensors -> QAdd / QMul / QSub. One may be
+    a constant of the model (a BatchNorm's scale or offset left after a concat, a Normalization
+    layer's mean): it becomes input_b, carried as ``constant`` with its shape padded to the
+    output's rank as numpy broadcasts it; an op that does not commute (SUB) records the swap as
+    ``reverse``. ``operands(body, bindings)``: the two dequantized operands of the float
+    computation before the output's quantize (its arguments; a squared difference's subtract's)."""
 
     def extract(root, bindings):
         tail = _Tail(root, bindings)
@@ -470,7 +472,8 @@ def _extract_binary(word: str, verb: str, record: type, operands: Callable = lam
         constants = [_constant_value(d, bindings) for d in (a, b)]
         if all(c is not None for c in constants):
             raise Reject(f"both operands of {word} are constants: nothing for the NPU to {verb.removesuffix('s')}")
-        if constants[0] is not None:  # ADD, MUL, SQUARED_DIFFERENCE commute exactly (both rescaled alike)
+        swapped = constants[0] is not None
+        if swapped:  # ADD, MUL, SQUARED_DIFFERENCE commute exactly (both rescaled alike); SUB says so
             (a, b), constants = (b, a), constants[::-1]
         out = tail.output(bindings)
         qa = _activation(a, bindings, "input a", a.args[0])
@@ -485,6 +488,7 @@ def _extract_binary(word: str, verb: str, record: type, operands: Callable = lam
             input_a=qa, input_b=qb, output=out, act_min=lo, act_max=hi,
             convention="qdq", constant=constant,
             operands=(a.args[0],) if constant is not None else (a.args[0], b.args[0]),
+            **({} if commutes else {"reverse": swapped}),
         )
 
     return extract

@@ -250,6 +250,14 @@ class QMul(_QBinary):
 
 
 @dataclass(frozen=True, eq=False)
+class QSub(_QBinary):
+    """TFLite int8 SUB: ``input_a − input_b``, or ``input_b − input_a`` when ``reverse`` (the
+    model's constant came first and was moved to ``input_b``, where a constant always is)."""
+
+    reverse: bool = False
+
+
+@dataclass(frozen=True, eq=False)
 class QLut(QOp):
     """An elementwise function of one int8 input, computed through a 256-entry table."""
 
