@@ -378,9 +378,10 @@ class Lut(NpuOp):
 @dataclass(eq=False)
 class Gather(Phased):
     """out[h, w, c] = in[rows[h], cols[w], c0 + c]: a nearest-neighbour resize, a strided slice,
-    a tile of rows or columns. The NPU runs it as identity-LUT copies, one per pair of
-    arithmetic runs of ``rows`` and ``cols`` (npu_byoc.ops.gather), each reading a strided box of
-    the input and writing every s-th row and column of the output."""
+    a tile of rows or columns. The NPU runs it as LUT copies, one per pair of arithmetic runs of
+    ``rows`` and ``cols`` (npu_byoc.ops.gather), each reading a strided box of the input and
+    writing every s-th row and column of the output through ``table``: the identity, or the
+    int8 -> int8 requantize of a copy quantized unlike its input (an ONNX Slice's)."""
 
     name: str
     ifm: TensorRef
@@ -388,6 +389,7 @@ class Gather(Phased):
     rows: tuple[int, ...]  # per output row, the input row it copies
     cols: tuple[int, ...]  # per output column, the input column
     c0: int = 0  # the first input channel copied
+    table: np.ndarray | None = None  # int8 [256] requantize; None: the identity (a plain copy)
     tiling: Tiling | None = None
     kind: str = field(default="gather", init=False)
 
@@ -399,15 +401,20 @@ class Gather(Phased):
     def phases(self) -> list[Lut]:
         from .gather_copies import axis_runs
 
-        out, c = [], self.ofm.shape[2]
+        (out, c), (function, table) = ([], self.ofm.shape[2]), self.lut
         for rh in axis_runs(self.rows):
             for rw in axis_runs(self.cols):
                 name = f"{self.name}[rows {rh.out0}::{rh.out_step}, cols {rw.out0}::{rw.out_step}]"
                 shape = (rh.count, rw.count, c)
                 ifm = self.ifm.box(rh.in0, rw.in0, shape, (rh.in_step, rw.in_step), name, self.c0)
                 ofm = self.ofm.box(rh.out0, rw.out0, shape, (rh.out_step, rw.out_step), name)
-                out.append(Lut(name, "copy", ifm, ofm, IDENTITY_TABLE))
+                out.append(Lut(name, function, ifm, ofm, table))
         return out
+
+    @property
+    def lut(self) -> tuple[str, np.ndarray]:
+        """(function, table) of every copy: a plain copy, or a requantizing one."""
+        return ("copy", IDENTITY_TABLE) if self.table is None else ("requantize", self.table)
 
 
 @dataclass(eq=False)

@@ -307,6 +307,8 @@ class QGather(QOp):
     # TFLite's NHWC); None: the partition's (a strided slice has no layout of its own).
     layout: str | None = None
     operands: tuple = field(default=(), compare=False, repr=False)
+    # whose arithmetic a requantizing copy replicates (an ONNX Slice quantized unlike its input)
+    numerics: str = DEFAULT_NUMERICS
     takes_partition_layout: ClassVar[str] = "gather"
 
     @property
