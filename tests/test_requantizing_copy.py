@@ -11,13 +11,16 @@ numpy from ONNX's DequantizeLinear / QuantizeLinear definitions.
 from __future__ import annotations
 
 import numpy as np
+import pytest
+from tvm import relax
+from tvm.script import relax as R
 
 import npu_byoc
 from npu_byoc.codegen.lower import lower_module
 from npu_byoc.ops.lut import requantize_table
 from npu_byoc.ops.npu_ops import Gather
 from npu_byoc.ops.records import QTensor
-from npu_byoc.partition.pipeline import partition_for_npu
+from npu_byoc.partition.pipeline import partition_for_npu, partition_log
 
 from .conftest import check_onnx_fixture
 
@@ -48,3 +51,49 @@ def test_requantizing_slices_run_on_the_npu():
     (plan,) = lower_module(part).values()
     gathers = [op for op in plan.ops if isinstance(op, Gather)]
     assert len(gathers) == 4 and sum(g.table is not None for g in gathers) >= 2
+
+
+def _qdq_move(shape, move, s_in=0.05, zp_in=2, s_out=0.1, zp_out=-3):
+    """dequantize(int8 x; s_in, zp_in) -> move -> quantize(s_out, zp_out): an ONNX QDQ data
+    movement whose output is quantized unlike its input."""
+    from tvm.relax.op import dequantize, quantize
+
+    x = relax.Var("x", relax.TensorType(list(shape), "int8"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            d = bb.emit(dequantize(x, relax.const(s_in, "float32"), relax.const(zp_in, "int8"), axis=-1))
+            m = bb.emit(move(d))
+            q = bb.emit(quantize(m, relax.const(s_out, "float32"), relax.const(zp_out, "int8"), axis=-1, out_dtype="int8"))
+            gv = bb.emit_output(q)
+        bb.emit_func_output(gv)
+    return bb.get()
+
+
+MOVES = {  # name -> (input shape, the Relax op, the same movement in numpy, its NPU pattern)
+    "transpose": ((1, 5, 7, 4), lambda t: R.permute_dims(t, [0, 2, 1, 3]), lambda x: x.transpose(0, 2, 1, 3),
+                  "npu.transpose"),
+    "channel_take": ((1, 5, 7, 6), lambda t: R.take(t, relax.const(np.array([0, 3, 1, 4, 2, 5], "int64")), axis=3),
+                     lambda x: x[..., [0, 3, 1, 4, 2, 5]], "npu.channel_shuffle"),
+}
+
+
+@pytest.mark.parametrize("name", list(MOVES))
+def test_requantizing_transpose_and_take(name):
+    """A transpose and a take along the channels whose outputs are quantized unlike their inputs
+    (scale 0.05 zp 2 -> 0.1 zp −3): one NPU partition; the data moved as numpy moves it and
+    requantized by LiteRT's int8 -> int8 QUANTIZE (a Relax module's numerics: TFLite's,
+    tests/litert_reference.py); golden == the C model; within 1 LSB of TVM's float CPU build."""
+    from . import litert_reference as ref
+
+    shape, move, numpy_move, pattern = MOVES[name]
+    mod = _qdq_move(shape, move)
+    part = partition_for_npu(mod)
+    assert [(d.pattern, d.accepted) for d in partition_log(part)] == [(pattern, True)]
+    x = np.random.default_rng(len(name)).integers(-128, 128, shape, dtype=np.int8)
+    got = npu_byoc.build(part, "golden").run([x])[0]
+    table = ref.requantize_table(0.05, 2, 0.1, -3).astype(np.int8)
+    np.testing.assert_array_equal(got, table[numpy_move(x).astype(np.int64) + 128])
+    np.testing.assert_array_equal(npu_byoc.build(part, "functional").run([x])[0], got)
+    cpu = npu_byoc.build(mod, "cpu").run([x])[0]
+    assert np.abs(got.astype(int) - cpu.astype(int)).max() <= 1

@@ -42,7 +42,7 @@ def _gather_conventions() -> tuple[Convention, ...]:
     return (Convention("int8", "TFLite (RESIZE_NEAREST_NEIGHBOR, STRIDED_SLICE, SPLIT, TILE, GATHER)", core,
                        "reshape(take(reshape(int8 x, [N]), constant indices), shape)"),
             Convention("qdq", "ONNX QDQ (Resize nearest, Slice, Split)", _quant(_moves(_deq())),
-                       f"dequantize(x) → {moves} → quantize (same scale and zero point)"),
+                       f"dequantize(x) → {moves} → quantize (another scale or zero point: a requantizing copy)"),
             Convention("int8-op", "TVM's import of int8 data movement", _moves(wildcard()), f"{moves}(int8 x)"))
 
 

@@ -375,6 +375,14 @@ class Lut(NpuOp):
         return 0
 
 
+def copy_lut(name: str, ifm: TensorRef, ofm: TensorRef, table: np.ndarray | None = None) -> Lut:
+    """A data-movement op's copy on the LUT unit: the identity (``table`` None), or the
+    requantize of an output quantized unlike its input (npu_byoc.ops.lut.requantize_table)."""
+    if table is None:
+        return Lut(name, "copy", ifm, ofm, IDENTITY_TABLE)
+    return Lut(name, "requantize", ifm, ofm, table)
+
+
 @dataclass(eq=False)
 class Gather(Phased):
     """out[h, w, c] = in[rows[h], cols[w], c0 + c]: a nearest-neighbour resize, a strided slice,
@@ -401,20 +409,15 @@ class Gather(Phased):
     def phases(self) -> list[Lut]:
         from .gather_copies import axis_runs
 
-        (out, c), (function, table) = ([], self.ofm.shape[2]), self.lut
+        out, c = [], self.ofm.shape[2]
         for rh in axis_runs(self.rows):
             for rw in axis_runs(self.cols):
                 name = f"{self.name}[rows {rh.out0}::{rh.out_step}, cols {rw.out0}::{rw.out_step}]"
                 shape = (rh.count, rw.count, c)
                 ifm = self.ifm.box(rh.in0, rw.in0, shape, (rh.in_step, rw.in_step), name, self.c0)
                 ofm = self.ofm.box(rh.out0, rw.out0, shape, (rh.out_step, rw.out_step), name)
-                out.append(Lut(name, function, ifm, ofm, table))
+                out.append(copy_lut(name, ifm, ofm, self.table))
         return out
-
-    @property
-    def lut(self) -> tuple[str, np.ndarray]:
-        """(function, table) of every copy: a plain copy, or a requantizing one."""
-        return ("copy", IDENTITY_TABLE) if self.table is None else ("requantize", self.table)
 
 
 @dataclass(eq=False)
