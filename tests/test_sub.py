@@ -126,3 +126,54 @@ def test_keras_normalization_runs_whole_on_the_npu_bit_exact_with_litert():
         np.testing.assert_array_equal(model.run(x)[0], y[0])
     rep = cosim(model_path(NORMALIZATION), r["inputs"][0], r["outputs"][0])  # the RTL, its cycles
     assert rep.summary["max_diff_golden"] == 0 and rep.summary["cycle_model_exact"]
+
+
+def _float_constant_sub(c: np.ndarray, const_first: bool, op: str = "subtract"):
+    """dequantize(int8 x; 0.05, zp 2) − a float32 constant (or the constant minus it) ->
+    quantize(0.04, zp −1): onnxruntime's QDQ Sub, whose initializer its quantizer leaves float."""
+    from tvm import relax
+    from tvm.script import relax as R
+
+    x = relax.Var("x", relax.TensorType([1, 6, 5, 8], "int8"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            d = bb.emit(R.dequantize(x, relax.const(0.05, "float32"), relax.const(2, "int8"), axis=-1))
+            k = relax.const(c.astype("float32"))
+            y = bb.emit({"subtract": R.subtract, "add": R.add}[op](*((k, d) if const_first else (d, k))))
+            q = bb.emit(R.quantize(y, relax.const(0.04, "float32"), relax.const(-1, "int8"), axis=-1, out_dtype="int8"))
+            gv = bb.emit_output(q)
+        bb.emit_func_output(gv)
+    return bb.get()
+
+
+FLOAT_CONSTANTS = {  # name -> (constant shape, constant first, op)
+    "channel_vector": ((1, 1, 1, 8), False, "subtract"),
+    "channel_vector_first": ((1, 1, 1, 8), True, "subtract"),
+    "pixel_vector": ((1, 6, 5, 1), False, "subtract"),
+    "scalar": ((1,), False, "subtract"),
+    "add_row": ((1, 1, 5, 8), False, "add"),
+}
+
+
+@pytest.mark.parametrize("name", list(FLOAT_CONSTANTS))
+def test_a_float_constant_is_quantized_and_stays_within_1_lsb_of_tvm(name):
+    """The float constant becomes int8 (its range in 255 steps, each no coarser than the output's
+    scale): one NPU partition, within 1 LSB of TVM's CPU build of the float computation."""
+    shape, first, op = FLOAT_CONSTANTS[name]
+    rng = np.random.default_rng(len(name))
+    c = rng.uniform(-1.5, 2.0, shape).astype(np.float32)
+    mod = _float_constant_sub(c, first, op)
+    x = rng.integers(-128, 128, (1, 6, 5, 8), dtype=np.int8)
+    got = _run(mod, [x])
+    cpu = npu_byoc.build(mod, "cpu").run([x])[0]
+    assert np.abs(got.astype(int) - cpu.astype(int)).max() <= 1
+
+
+def test_a_float_constant_too_wide_for_the_output_scale_says_why():
+    """A constant whose int8 step would be coarser than the output's scale stays on the CPU."""
+    from npu_byoc.partition.pipeline import partition_log
+
+    mod = _float_constant_sub(np.array([[[[-20.0, 30.0, 0.5, 1, 2, 3, 4, 5]]]], np.float32), False)
+    (d,) = [d for d in partition_log(partition_for_npu(mod)) if d.pattern == "npu.sub"]
+    assert not d.accepted and "coarser than the output's scale" in d.reason

@@ -13,21 +13,21 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tvm.relax.dpl import is_op
+from tvm.relax.dpl import is_const, is_op
 
 from . import checks as C
-from ._qdq import _deq, _extract_binary, _qdq_unary
+from ._qdq import _deq, _extract_binary, _qdq_unary, _requant_tail
 from ..arch import numerics as nx
 from .broadcast import ChannelReplicated, replicated, replicated_spec, vector_second
-from .entry import NpuPattern
+from .entry import Convention, NpuPattern
 from .lowering import binary_operands
 from .npu_ops import Add, NpuOp, TensorRef
 from .npu_op_spec import NpuOpSpec
 from .records import QAdd, QSub, Reject
 
 
-_extract_add = _extract_binary("add", "adds", QAdd)
-_extract_sub = _extract_binary("sub", "subtracts", QSub, commutes=False)
+_extract_add = _extract_binary("add", "adds", QAdd, float_constant=True)
+_extract_sub = _extract_binary("sub", "subtracts", QSub, commutes=False, float_constant=True)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -84,15 +84,25 @@ class ReplicatedAdd(ChannelReplicated):
 
 
 # ---------------------------------------------------------------------------------------------
-# Table entry
+# Table entries
+
+
+def _float_constant_forms(op: str, word: str) -> list[Convention]:
+    """A float constant on either side (onnxruntime's QDQ quantizer leaves Sub's initializer
+    float): quantized to int8 at extraction (npu_byoc.ops._qdq._quantized_constant)."""
+    cores = (("qdq-float", lambda x: is_op(op)(x, is_const()), f"dequantize(a), float constant → {word}"),
+             ("qdq-float-first", lambda x: is_op(op)(is_const(), x), f"float constant, dequantize(b) → {word}"))
+    return [Convention(f"{name}{tail}", "ONNX QDQ (onnxruntime leaves the initializer float)", pat, form + tail_form)
+            for name, core, form in cores for tail, pat, tail_form in _requant_tail(core(_deq()))]  # fmt: skip
 
 
 ENTRY = NpuPattern(
     name="npu.add",
     summary="elementwise add of two int8 tensors with rescaling, either may be broadcast (a channel or pixel vector, a row, a scalar) or a model constant (TFLite int8 add)",
     anchor_ops=("relax.add",),
-    conventions=tuple(
-        _qdq_unary(lambda x: is_op("relax.add")(x, _deq()), "dequantize(a), dequantize(b) → add")
+    conventions=(
+        *_qdq_unary(lambda x: is_op("relax.add")(x, _deq()), "dequantize(a), dequantize(b) → add"),
+        *_float_constant_forms("relax.add", "add"),
     ),
     extract=_extract_add,
     checks=(*C.COMMON, C.binary_broadcast),
@@ -103,8 +113,9 @@ SUB_ENTRY = NpuPattern(
     name="npu.sub",
     summary="elementwise subtract of two int8 tensors with rescaling, either may be broadcast (a channel or pixel vector, a row) or a model constant (a Normalization layer's mean): the ADD unit with the subtrahend negated (TFLite int8 sub)",
     anchor_ops=("relax.subtract",),
-    conventions=tuple(
-        _qdq_unary(lambda x: is_op("relax.subtract")(x, _deq()), "dequantize(a), dequantize(b) → subtract")
+    conventions=(
+        *_qdq_unary(lambda x: is_op("relax.subtract")(x, _deq()), "dequantize(a), dequantize(b) → subtract"),
+        *_float_constant_forms("relax.subtract", "subtract"),
     ),
     extract=_extract_sub,
     checks=(*C.COMMON, C.binary_broadcast),

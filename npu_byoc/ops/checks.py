@@ -202,8 +202,8 @@ def binary_broadcast(op: QOp, hw: HwConfig) -> str | None:
     vector (the unit's IFM2_BROADCAST), or any other broadcast (a pixel vector [1, H, W, 1], a
     row, a scalar, both operands) that the DMA repeats with a stride of 0 (ops.lowering.broadcast_view)."""
     word = "add" if isinstance(op, QAdd) else "sub" if isinstance(op, QSub) else "mul"
-    if getattr(op, "constant", None) is not None and op.constant.size == 1:
-        # the table entry (npu.lut's add / mul of a constant) computes it in one pass, in place
+    if getattr(op, "constant", None) is not None and op.constant.size == 1 and op.convention != "qdq-float":
+        # the table entry (npu.lut's add / mul of a quantized constant) computes it in one pass, in place
         return f"{word} of a constant scalar: a 256-entry table computes it (npu.lut)"
     return broadcast_reason(op, word)
 
