@@ -505,12 +505,13 @@ def qdq_add(
     relu: bool = False,
     clip=None,
     op: str = "add",
+    b_first: bool = False,
 ) -> tvm.IRModule:
-    """dequantize(a), dequantize(b) -> add (``op="multiply"``: multiply) -> [relu] -> quantize
-    -> [clip].
+    """dequantize(a), dequantize(b) -> add (``op="multiply"``: multiply, ``"subtract"``:
+    subtract) -> [relu] -> quantize -> [clip].
 
     ``b_shape`` makes the second input broadcast; ``b_const`` makes it a constant int8 tensor
-    instead of a model input."""
+    instead of a model input; ``b_first`` computes op(b, a) (a constant minus an activation)."""
     a = _tensor("a", shape, "int8")
     params = [a]
     if b_const is None:
@@ -522,7 +523,7 @@ def qdq_add(
     def body(bb):
         ad = bb.emit(R.dequantize(a, _scale_const(scale_a), _zp_const(zp_a), axis=-1))
         bd = bb.emit(R.dequantize(b, _scale_const(scale_b), _zp_const(zp_b), axis=-1))
-        y = bb.emit({"add": R.add, "multiply": R.multiply}[op](ad, bd))
+        y = bb.emit({"add": R.add, "multiply": R.multiply, "subtract": R.subtract}[op](*((bd, ad) if b_first else (ad, bd))))
         return _requantize_tail(bb, y, output_scale, output_zp, "int8", relu=relu, clip=clip)
 
     return _build(params, body)

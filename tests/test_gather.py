@@ -146,12 +146,23 @@ def test_qdq_nearest_resize_is_a_gather():
     assert np.array_equal(got, x.repeat(2, 1).repeat(2, 2))
 
 
-def test_rescaling_nearest_resize_says_why():
-    """A nearest resize whose output is quantized unlike its input is a requantize, not a copy:
-    it stays on the CPU with that reason (and no bilinear reason)."""
-    decisions = partition_log(npu_byoc.partition_for_npu(_qdq_resize_nearest(0.2)))
-    assert [d.pattern for d in decisions] == ["npu.gather"] and not decisions[0].accepted
-    assert "the NPU copies the integers unchanged" in decisions[0].reason
+def test_rescaling_nearest_resize_is_a_requantizing_copy():
+    """A nearest resize whose output is quantized unlike its input (scale 0.1 -> 0.2, zp 3) is
+    a copy plus a requantize: its copies run through the requantize table (a Relax module's
+    numerics: LiteRT's int8 -> int8 QUANTIZE, tests/litert_reference.py), within 1 LSB of TVM's
+    float CPU build."""
+    from . import litert_reference as ref
+
+    mod = _qdq_resize_nearest(0.2)
+    part = npu_byoc.partition_for_npu(mod)
+    (d,) = partition_log(part)
+    assert d.pattern == "npu.gather" and d.accepted and d.convention == "qdq"
+    x = np.random.default_rng(5).integers(-128, 128, (1, 4, 5, 3), dtype=np.int8)
+    got = npu_byoc.build(part, "golden").run([x])[0]
+    table = ref.requantize_table(0.1, 3, 0.2, 3)
+    np.testing.assert_array_equal(got, table[x.repeat(2, 1).repeat(2, 2).astype(np.int64) + 128])
+    cpu = npu_byoc.build(mod, "cpu").run([x])[0]
+    assert np.abs(got.astype(int) - cpu.astype(int)).max() <= 1
 
 
 def test_keras3_upsampling_is_one_gather():

@@ -45,6 +45,11 @@ synthetic 10-class task, calibrated on its 64 calibration inputs):
     Strides above the MAC array's (32x32x3): ZeroPadding2D(3) + Conv2D 7x7/4 16 ReLU (8x8), then
     Conv2D 5x5/4 "same" 24 ReLU and, beside it, ZeroPadding2D((0, 2), (0, 2)) + Conv2D 6x6/4
     valid 24 ReLU (2x2 each), Add, global pool, Dense 10.
+``shuffle_unit_qop.onnx``
+    ShuffleNetV2 stride-1 unit (onnx.helper, NCHW 1x3x8x8) in onnxruntime's QOperator format:
+    Mul by a [1, 3, 1, 1] initializer (QLinearMul), stem conv, Add of a [1, 1, 8, 8] initializer
+    (QLinearAdd), ``chunk(2, dim=1)`` as two Slices, branch, Concat, channel shuffle, a second
+    chunk, two head convs, Concat: each Slice quantized with its half's range, unlike its input.
 ``channel_shuffle_qdq.onnx``
     ShuffleNetV2 unit (onnx.helper, NCHW 1x3x8x8): stem conv, channel Split, branch conv1x1 /
     depthwise 3x3 / conv1x1, Concat, channel shuffle as torchvision writes it (rank-5 Reshape
@@ -67,6 +72,11 @@ synthetic 10-class task, calibrated on its 64 calibration inputs):
     Self-attention (1x3x8x8): patch conv 2x2/2, Reshape + Transpose to 16 tokens of 16, MatMul
     Q, K, V (16x16 each), Transpose K, MatMul Q·K^T, Softmax, MatMul P·V (both MatMuls between
     two activations), MatMul 16x16.
+``normalization_sub_int8.tflite``
+    keras.applications' preprocessing (16x16x3): Normalization(mean, variance) (SUB of a
+    3-value constant, MUL), Conv2D 3x3 16 ReLU, a SUB of a constant pixel vector [1, 16, 16, 1],
+    a channel-vector constant minus the activation (SUB, the constant first), Conv2D 3x3/2,
+    global pool, Dense 10.
 ONNX models are quantized by onnxruntime's quantize_static (QDQ, int8 activations, per-channel
 int8 weights).
 """
@@ -274,6 +284,27 @@ def make_strided_conv(batch_size):
     return keras.Model(x0, L.Dense(10, activation="softmax", name="head")(x))
 
 
+def make_normalization_sub(batch_size):
+    """keras.applications' preprocessing (EfficientNetV2, ConvNeXt): Normalization(mean, variance)
+    of the 3 input channels (a SUB of a 3-value constant, a MUL by its reciprocal root), a conv;
+    then SUBs of a constant of two other shapes: a pixel vector [1, H, W, 1] taken from the
+    activation, and an activation taken from a channel vector (the constant first)."""
+    import keras
+    from keras import layers as L
+
+    rng = np.random.default_rng(24)
+    pixel = rng.uniform(-0.5, 0.5, (1, 16, 16, 1)).astype(np.float32)
+    channel = rng.uniform(0.0, 1.0, (16,)).astype(np.float32)
+    x0 = keras.Input(shape=(16, 16, 3), batch_size=batch_size, name="input")
+    x = L.Normalization(mean=[0.1, -0.2, 0.3], variance=[0.8, 1.3, 0.6], name="normalization")(x0)
+    x = L.Conv2D(16, 3, padding="same", activation="relu", name="conv1")(x)
+    x = L.Lambda(lambda t: t - pixel, name="sub_pixel")(x)
+    x = L.Lambda(lambda t: channel - t, name="rsub_channel")(x)
+    x = L.Conv2D(16, 3, strides=2, padding="same", activation="relu", name="conv2")(x)
+    x = L.GlobalAveragePooling2D(name="pool")(x)
+    return keras.Model(x0, L.Dense(10, activation="softmax", name="head")(x))
+
+
 KERAS = {
     "vit_tiny_int8": (make_vit_tiny, (32, 32, 3), "tiny ViT: patch conv 4x4/4, MultiHeadAttention, LayerNormalization, GELU MLP"),
     "vit_dynamic_batch_int8": (make_vit_dynamic_batch, (16, 16, 3), "tiny ViT with an open batch: Dense as Tensordot (RESHAPE, 2-D FULLY_CONNECTED)"),
@@ -283,6 +314,7 @@ KERAS = {
     "channel_shuffle_int8": (make_channel_shuffle, (8, 8, 3), "channel shuffle of 3 groups (RESHAPE rank 5, TRANSPOSE, RESHAPE)"),
     "nasnet_pads_int8": (make_nasnet_pads, (16, 16, 3), "NASNet's pads: ZeroPadding2D before MaxPool, shifted path, PADV2 fill 0.5"),
     "strided_conv_int8": (make_strided_conv, (32, 32, 3), "7x7/4 pad 3, 5x5/4 same, 6x6/4 valid convolutions"),
+    "normalization_sub_int8": (make_normalization_sub, (16, 16, 3), "Normalization(mean, variance) + conv, SUBs of a pixel vector and from a channel vector"),
 }
 
 
@@ -426,17 +458,58 @@ ONNX = {
 }
 
 
+def shuffle_unit_float_onnx():
+    """torchvision's ShuffleNetV2 stride-1 unit after a normalizing stem: Mul by a [1, 3, 1, 1]
+    initializer (1/std; a Sub before it would stay float: onnxruntime's QOperator format has no
+    QLinearSub), stem conv, an Add of a [1, 1, 8, 8] initializer,
+    ``x.chunk(2, dim=1)`` as torch exports it (two Slices), branch conv1x1 / dw 3x3 / conv1x1 on
+    the second half, Concat, channel shuffle (Reshape rank 5, Transpose, Reshape), a second
+    chunk whose halves feed the head conv. onnxruntime's QOperator quantizer gives each Slice
+    the range of its half: a requantizing copy."""
+    weight, node, nodes, inits = _onnx_builder(mm.SEED + 24)
+    x = node("Mul", ["input", weight("inv_std", (1, 3, 1, 1), value=[[[[1.1]], [[0.9]], [[1.3]]]])], "normalize_mul")
+    x = _conv(weight, node, x, "stem", 3, 16)
+    x = node("Add", [x, weight("pixel_bias", (1, 1, 8, 8), 0.3)], "pixel_add")
+
+    def chunk(x, name):
+        starts = weight(f"{name}.starts", (1,), value=[0], dtype=np.int64)
+        mid = weight(f"{name}.mid", (1,), value=[8], dtype=np.int64)
+        end = weight(f"{name}.end", (1,), value=[16], dtype=np.int64)
+        axes = weight(f"{name}.axes", (1,), value=[1], dtype=np.int64)
+        return (node("Slice", [x, starts, mid, axes], f"{name}_slice"),
+                node("Slice", [x, mid, end, axes], f"{name}_slice_1"))
+
+    x1, x2 = chunk(x, "unit")
+    b = _conv(weight, node, x2, "branch_pw1", 8, 8)
+    b = _conv(weight, node, b, "branch_dw", 8, 8, k=3, group=8, relu=False)
+    b = _conv(weight, node, b, "branch_pw2", 8, 8)
+    y = node("Concat", [x1, b], "concat", axis=1)
+    y = node("Reshape", [y, weight("shape5", (5,), value=[1, 2, 8, 8, 8], dtype=np.int64)], "shuffle_view")
+    y = node("Transpose", [y], "shuffle_transpose", perm=[0, 2, 1, 3, 4])
+    y = node("Reshape", [y, weight("shape4", (4,), value=[1, 16, 8, 8], dtype=np.int64)], "shuffle_flat")
+    y1, y2 = chunk(y, "head")
+    y = node("Concat", [_conv(weight, node, y1, "head_a", 8, 5), _conv(weight, node, y2, "head_b", 8, 5)], "output", axis=1)
+    return mm._float_onnx_model("shuffle_unit", nodes, inits, [1, 3, 8, 8], [1, 10, 8, 8])
+
+
+ONNX_QOP = {
+    "shuffle_unit_qop": (shuffle_unit_float_onnx, (8, 8, 3), "ShuffleNetV2 unit, Slices quantized unlike their input, QLinearMul / QLinearAdd of initializers"),
+}
+
+
 def build_onnx(name: str, out: Path) -> Path:
-    make, hwc, what = ONNX[name]
+    qop = name in ONNX_QOP
+    make, hwc, what = ONNX_QOP[name] if qop else ONNX[name]
+    fmt = "QOperator" if qop else "QDQ"
     calib = mm.nhwc_batch(mm.CALIB_SEEDS, *hwc).transpose(0, 3, 1, 2).copy()
     path = out / f"{name}.onnx"
-    qmodel = mm._ort_quantize(make(), calib, "QDQ", "QInt8", path)
-    mm._ort_references(path, qmodel, f"{name} ONNX QDQ {what} (tools/make_transformer_models.py)", hwc, "QDQ", "QInt8")
+    qmodel = mm._ort_quantize(make(), calib, fmt, "QInt8", path)
+    mm._ort_references(path, qmodel, f"{name} ONNX {fmt} {what} (tools/make_transformer_models.py)", hwc, fmt, "QInt8")
     return path
 
 
 BUILDERS = {**{n: (lambda out, n=n: build_keras(n, out)) for n in KERAS},
-            **{n: (lambda out, n=n: build_onnx(n, out)) for n in ONNX}}
+            **{n: (lambda out, n=n: build_onnx(n, out)) for n in (*ONNX, *ONNX_QOP)}}
 
 
 def main(argv=None):

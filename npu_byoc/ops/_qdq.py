@@ -454,40 +454,75 @@ def _carried(tensor) -> QTensor:
     return QTensor(shape=shape_of(tensor), dtype=dtype_of(tensor), scale=None, zero_point=0)
 
 
-def _extract_binary(word: str, verb: str, record: type, operands: Callable = lambda body, bindings: body.args):
-    """add / multiply of two dequantized int8 tensors -> QAdd / QMul. One may be a constant of
-    the model (a BatchNorm's scale or offset left after a concat): it becomes input_b, carried
-    as ``constant`` with its shape padded to the output's rank as numpy broadcasts it.
+def _extract_binary(word: str, verb: str, record: type, operands: Callable = lambda body, bindings: body.args,
+                    commutes: bool = True, float_constant: bool = False):
+    """add / multiply / subtract of two dequantized int8 tensors -> QAdd / QMul / QSub. One may be
+    a constant of the model (a BatchNorm's scale or offset left after a concat, a Normalization
+    layer's mean): it becomes input_b, carried as ``constant`` with its shape padded to the
+    output's rank as numpy broadcasts it; an op that does not commute (SUB) records the swap as
+    ``reverse``. ``float_constant``: the constant may also be float (onnxruntime's QDQ quantizer
+    leaves Sub's initializer float): quantized here (:func:`_quantized_constant`).
     ``operands(body, bindings)``: the two dequantized operands of the float computation before
     the output's quantize (its arguments; a squared difference's subtract's)."""
 
     def extract(root, bindings):
         tail = _Tail(root, bindings)
-        a, b = (resolve(x, bindings) for x in operands(tail.body, bindings))
-        for role, d in (("first", a), ("second", b)):
-            if op_name(d) != "relax.dequantize":
-                raise Reject(f"{role} operand of {word} is not a quantized tensor")
-        constants = [_constant_value(d, bindings) for d in (a, b)]
-        if all(c is not None for c in constants):
-            raise Reject(f"both operands of {word} are constants: nothing for the NPU to {verb.removesuffix('s')}")
-        if constants[0] is not None:  # ADD, MUL, SQUARED_DIFFERENCE commute exactly (both rescaled alike)
-            (a, b), constants = (b, a), constants[::-1]
         out = tail.output(bindings)
-        qa = _activation(a, bindings, "input a", a.args[0])
-        qb = _activation(b, bindings, "input b", b.args[0])
-        constant = constants[1]
-        if constant is not None:
-            shape = (1,) * (len(out.shape) - constant.ndim) + constant.shape
-            qb = replace(qb, shape=shape)
-            constant = constant.reshape(shape)
+        a, b = (resolve(x, bindings) for x in operands(tail.body, bindings))
+        (qa, ca, xa), (qb, cb, xb) = (_binary_operand(d, bindings, role, word, out, float_constant)
+                                      for role, d in (("a", a), ("b", b)))  # fmt: skip
+        if ca is not None and cb is not None:
+            raise Reject(f"both operands of {word} are constants: nothing for the NPU to {verb.removesuffix('s')}")
+        swapped = ca is not None
+        if swapped:  # ADD, MUL, SQUARED_DIFFERENCE commute exactly (both rescaled alike); SUB says so
+            (qa, ca, xa), (qb, cb, xb) = (qb, cb, xb), (qa, ca, xa)
+        if cb is not None:
+            shape = (1,) * (len(out.shape) - cb.ndim) + cb.shape
+            qb, cb = replace(qb, shape=shape), cb.reshape(shape)
         lo, hi = tail.clamp(out, bindings)
         return record(
             input_a=qa, input_b=qb, output=out, act_min=lo, act_max=hi,
-            convention="qdq", constant=constant,
-            operands=(a.args[0],) if constant is not None else (a.args[0], b.args[0]),
+            convention="qdq" if xb is not None else "qdq-float",  # "qdq-float": a float constant quantized here
+            constant=cb, operands=(xa,) if cb is not None else (xa, xb),
+            **({} if commutes else {"reverse": swapped}),
         )
 
     return extract
+
+
+def _binary_operand(d, bindings, role: str, word: str, out: QTensor, float_constant: bool):
+    """(its quantization, its int8 values when it is a model constant else None, the quantized
+    tensor the composite reads) of operand ``role`` ("a", "b") of a binary op."""
+    if op_name(d) == "relax.dequantize":
+        return _activation(d, bindings, f"input {role}", d.args[0]), _constant_value(d, bindings), d.args[0]
+    value = _float_value(d, bindings) if float_constant else None
+    if value is None:
+        raise Reject(f"{'first' if role == 'a' else 'second'} operand of {word} is not a quantized tensor")
+    return (*_quantized_constant(value, word, out.scale), None)
+
+
+def _float_value(expr, bindings) -> np.ndarray | None:
+    """The values of a float constant of the model, None for anything else."""
+    try:
+        value = np.asarray(const_eval(expr, bindings))
+    except NotConstant:
+        return None
+    return value if value.dtype.kind == "f" else None
+
+
+def _quantized_constant(value: np.ndarray, word: str, out_scale: float) -> tuple[QTensor, np.ndarray]:
+    """A float constant operand as int8 (its range, 0 included, in 255 steps; each value within
+    half a step of itself): exact in the ADD unit's arithmetic thereafter. Its step must not
+    exceed the output's scale, so the result stays within 1 LSB of the float computation."""
+    v = value.astype(np.float32)
+    lo, hi = min(float(v.min()), 0.0), max(float(v.max()), 0.0)
+    scale = float(np.float32((hi - lo) / 255.0)) or float(out_scale)
+    if scale > out_scale:
+        raise Reject(f"{word}'s float constant spans [{lo:.6g}, {hi:.6g}]: as int8 its step {scale:.6g} is coarser "
+                     f"than the output's scale {out_scale:.6g} (more than 1 LSB off the float result)")  # fmt: skip
+    zp = int(np.clip(round(-128 - lo / scale), -128, 127))
+    ints = np.clip(np.rint(v / np.float32(scale)) + zp, -128, 127).astype(np.int8)
+    return QTensor(tuple(v.shape), "int8", scale, zp), ints
 
 
 def _constant_value(dequantize, bindings) -> np.ndarray | None:

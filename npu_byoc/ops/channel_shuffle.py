@@ -3,7 +3,8 @@ one axis with a periodic index map, as strided copies: no opcode of its own. The
 turns the rank-5 chain into the one ``take`` along one axis it is (ONNX's
 ``[N,g,C/g,H,W] -> (0,2,1,3,4)`` or TFLite's ``[N,H,W,g,C/g] -> (0,1,2,4,3)``: a channel
 permutation), and the NPU copies each arithmetic run of that permutation (out[o0 + s·j] =
-in[i0 + t·j]) with the identity LUT, between two strided boxes: a shuffle of g groups is g
+in[i0 + t·j]) with the identity LUT (a requantize table when the output is quantized unlike
+the input), between two strided boxes: a shuffle of g groups is g
 copies. Everything the compiler knows about it is here: record, typed op, canonical form,
 conventions, checks, lowering, golden semantics and tiling kind."""
 
@@ -26,8 +27,9 @@ from .entry import Convention, NpuPattern
 from .gather_canonical import _ReplaceCalls
 from .gather_copies import MAX_COPIES, MAX_PERIOD, axis_runs
 from .npu_op_spec import NpuOpSpec, shape_text
-from .npu_ops import IDENTITY_TABLE, Lut, Phased, TensorRef, Tiling
-from .records import QOp, QTensor, Reject
+from .lut import requantize_table
+from .npu_ops import Lut, Phased, TensorRef, Tiling, copy_lut
+from .records import DEFAULT_NUMERICS, QOp, QTensor, Reject
 from .transpose import hwc_axes
 from ..util.relax_utils import constant_value, op_name, resolve, shape_of
 
@@ -39,7 +41,8 @@ from ..util.relax_utils import constant_value, op_name, resolve, shape_of
 @dataclass(frozen=True, eq=False)
 class QAxisGather(QOp):
     """``output = take(input, index, axis)``: output position i along ``axis`` copies input
-    position ``index[i]``; the bytes are copied unchanged."""
+    position ``index[i]``; the bytes are copied, requantized when the output is quantized unlike
+    the input."""
 
     input: QTensor
     output: QTensor
@@ -48,6 +51,7 @@ class QAxisGather(QOp):
     convention: str = ""
     layout: str | None = None  # the partition's (lowering fills it in): which axis is C
     operands: tuple = field(default=(), compare=False, repr=False)
+    numerics: str = DEFAULT_NUMERICS  # whose requantize a rescaling copy replicates
     takes_partition_layout: ClassVar[str] = "channel shuffle"
 
     @property
@@ -68,14 +72,16 @@ def _axis_box(ref: TensorRef, q: int, start: int, step: int, count: int, name: s
 
 @dataclass(eq=False)
 class AxisGather(Phased):
-    """out[..., i, ...] = in[..., index[i], ...] along H x W x C axis ``axis``: one identity-LUT
-    copy per arithmetic run of ``index`` (a channel shuffle of g groups: g runs)."""
+    """out[..., i, ...] = table[in[..., index[i], ...]] along H x W x C axis ``axis``: one LUT
+    copy per arithmetic run of ``index`` (a channel shuffle of g groups: g runs), the identity
+    when ``table`` is None."""
 
     name: str
     ifm: TensorRef
     ofm: TensorRef
     axis: int  # 0, 1, 2: H, W, C of the maps
     index: tuple[int, ...]
+    table: np.ndarray | None = None  # int8 [256] requantize; None: the identity (a plain copy)
     tiling: Tiling | None = None
     kind: str = field(default="channel_shuffle", init=False)
 
@@ -90,7 +96,7 @@ class AxisGather(Phased):
             name = f"{self.name}[{'hwc'[self.axis]} {r.out0}::{r.out_step}]"
             src = _axis_box(self.ifm, self.axis, r.in0, r.in_step, r.count, name)
             dst = _axis_box(self.ofm, self.axis, r.out0, r.out_step, r.count, name)
-            out.append(Lut(name, "copy", src, dst, IDENTITY_TABLE))
+            out.append(copy_lut(name, src, dst, self.table))
         return out
 
 
@@ -219,7 +225,7 @@ def _conventions() -> tuple[Convention, ...]:
     take = is_op("relax.take")
     return (
         Convention("qdq", "ONNX QDQ (channel shuffle: Reshape, Transpose, Reshape)", _quant(take(_deq(), is_const())),
-                   "dequantize(x) → take(constant indices, axis) → quantize (same scale and zero point)"),
+                   "dequantize(x) → take(constant indices, axis) → quantize (another scale or zero point: a requantizing copy)"),
         Convention("int8", "TFLite (channel shuffle: RESHAPE, TRANSPOSE, RESHAPE)", take(wildcard(), is_const()),
                    "take(int8 x, constant indices, axis)"),
     )  # fmt: skip
@@ -248,14 +254,6 @@ def _extract(root, bindings) -> QAxisGather:
 # Checks
 
 
-def axis_gather_same_quantization(op, hw: HwConfig) -> str | None:
-    """A channel shuffle keeps the quantization (input and output share scale and zero point): the NPU copies the bytes."""
-    if not C.same_quantization(op.input, op.output):
-        return (f"channel shuffle rescales (input scale {op.input.scale:.6g} zp {op.input.zero_point}, output scale "
-                f"{op.output.scale:.6g} zp {op.output.zero_point}): the NPU copies the bytes")  # fmt: skip
-    return None
-
-
 def axis_gather_copies(op, hw: HwConfig) -> str | None:
     """The take keeps the batch axis, and its indices are at most 16 arithmetic runs of a period up to 8 (a shuffle of up to 8 groups): one strided copy each."""
     if len(op.input.shape) >= 3 and op.axis == 0:
@@ -277,7 +275,7 @@ def _lower(name: str, op: QAxisGather, ifms: list[TensorRef], ofm: TensorRef) ->
     q = hwc_axes(len(op.input.shape), op.layout).get(op.axis)
     if q is None:
         raise Reject(f"take along axis {op.axis}: not an axis of the maps the NPU sees")
-    return AxisGather(name, ifms[0], ofm, q, op.index)
+    return AxisGather(name, ifms[0], ofm, q, op.index, requantize_table(name, op.input, op.output, op.numerics))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -286,7 +284,8 @@ def _lower(name: str, op: QAxisGather, ifms: list[TensorRef], ofm: TensorRef) ->
 
 def golden_axis_gather(op: AxisGather, x: np.ndarray) -> np.ndarray:
     """The definition, not the copies the NPU runs."""
-    return np.take(x, np.asarray(op.index), axis=op.axis)
+    y = np.take(x, np.asarray(op.index), axis=op.axis)
+    return y if op.table is None else op.table[y.astype(np.int64) + 128]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -296,11 +295,11 @@ def golden_axis_gather(op: AxisGather, x: np.ndarray) -> np.ndarray:
 ENTRY = NpuPattern(
     name="npu.channel_shuffle",
     summary="channel shuffle (rank-5 reshape, transpose, reshape) and any take along one axis of periodic "
-    "indices: one identity copy between strided boxes per arithmetic run",
+    "indices: one LUT copy (the identity, or a requantize) between strided boxes per arithmetic run",
     anchor_ops=("relax.take",),
     conventions=_conventions(),
     extract=_extract,
-    checks=(*C.COMMON, axis_gather_same_quantization, axis_gather_copies),
+    checks=(*C.COMMON, axis_gather_copies),
     # a rank-1 take is TFLite's flat gather (npu.gather's, around its views)
     applies=lambda op: op.convention != "constant" and op.input.dtype in _INT_ACTIVATIONS and len(op.input.shape) > 1,
     moves_data=True,

@@ -18,7 +18,7 @@ import numpy as np
 from ..arch import limits
 from ..arch.config import HwConfig
 from ..arch.isa import SHIFT_MAX, SHIFT_MIN
-from .records import QAdd, QConvolution, QFullyConnected, QOp, QTensor
+from .records import QAdd, QConvolution, QFullyConnected, QOp, QSub, QTensor
 from .requant import fc_scale, weighted_requant
 
 Check = Callable[[QOp, HwConfig], "str | None"]
@@ -29,7 +29,7 @@ ACTIVATION_DTYPES = ("int8",)
 def _tensors(op: QOp) -> list[tuple[str, QTensor]]:
     if hasattr(op, "inputs"):  # QConcat
         return [*((f"input {k}", t) for k, t in enumerate(op.inputs)), ("output", op.output)]
-    if hasattr(op, "input_b"):  # QAdd, QMul
+    if hasattr(op, "input_b"):  # QAdd, QSub, QMul
         return [("input a", op.input_a), ("input b", op.input_b), ("output", op.output)]
     return [("input", op.input), ("output", op.output)]
 
@@ -201,9 +201,9 @@ def binary_broadcast(op: QOp, hw: HwConfig) -> str | None:
     """The operands broadcast to the output's shape as numpy does: the same shape, a channel
     vector (the unit's IFM2_BROADCAST), or any other broadcast (a pixel vector [1, H, W, 1], a
     row, a scalar, both operands) that the DMA repeats with a stride of 0 (ops.lowering.broadcast_view)."""
-    word = "add" if isinstance(op, QAdd) else "mul"
-    if getattr(op, "constant", None) is not None and op.constant.size == 1:
-        # the table entry (npu.lut's add / mul of a constant) computes it in one pass, in place
+    word = "add" if isinstance(op, QAdd) else "sub" if isinstance(op, QSub) else "mul"
+    if getattr(op, "constant", None) is not None and op.constant.size == 1 and op.convention != "qdq-float":
+        # the table entry (npu.lut's add / mul of a quantized constant) computes it in one pass, in place
         return f"{word} of a constant scalar: a 256-entry table computes it (npu.lut)"
     return broadcast_reason(op, word)
 

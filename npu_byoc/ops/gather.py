@@ -20,6 +20,7 @@ from .gather_canonical import compose_gathers, split_to_slices
 from .gather_copies import decompose, resize_index, slice_index
 from .npu_ops import Gather, NpuOp, TensorRef
 from .npu_op_spec import NpuOpSpec, shape_text
+from .lut import requantize_table
 from .records import QGather, Reject
 from ..util.relax_utils import op_name, prim_value, resolve, shape_of
 
@@ -41,7 +42,7 @@ def _gather_conventions() -> tuple[Convention, ...]:
     return (Convention("int8", "TFLite (RESIZE_NEAREST_NEIGHBOR, STRIDED_SLICE, SPLIT, TILE, GATHER)", core,
                        "reshape(take(reshape(int8 x, [N]), constant indices), shape)"),
             Convention("qdq", "ONNX QDQ (Resize nearest, Slice, Split)", _quant(_moves(_deq())),
-                       f"dequantize(x) → {moves} → quantize (same scale and zero point)"),
+                       f"dequantize(x) → {moves} → quantize (another scale or zero point: a requantizing copy)"),
             Convention("int8-op", "TVM's import of int8 data movement", _moves(wildcard()), f"{moves}(int8 x)"))
 
 
@@ -93,10 +94,7 @@ def _extract_gather(root, bindings) -> QGather:
     if not qdq:
         return QGather(_carried(x), _carried(root), index, "int8", layout, operands=(x,))
     inp, out = _activation(deq, bindings, "input", x), _activation(e, bindings, "output", e)
-    if not C.same_quantization(inp, out):
-        raise Reject(f"input (scale {inp.scale:.6g} zp {inp.zero_point}) quantized unlike the output (scale "
-                     f"{out.scale:.6g} zp {out.zero_point}): the NPU copies the integers unchanged")  # fmt: skip
-    return QGather(inp, out, index, "qdq", layout, operands=(x,))
+    return QGather(inp, out, index, "qdq", layout, operands=(x,))  # quantized unlike x: a requantizing copy
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,7 +120,9 @@ def _lower_gather(name: str, op: QGather, ifms: list[TensorRef], ofm: TensorRef)
         g = decompose(op.index, op.input.shape, layout)
     except ValueError as err:
         raise Reject(str(err)) from None
-    return Gather(name=name, ifm=ifms[0], ofm=ofm, rows=g.rows, cols=g.cols, c0=g.c0)
+    table = requantize_table(name, op.input, op.output, op.numerics)
+    return Gather(name=name, ifm=ifms[0], ofm=ofm, rows=g.rows, cols=g.cols, c0=g.c0, table=table)
+
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,7 +131,7 @@ def _lower_gather(name: str, op: QGather, ifms: list[TensorRef], ofm: TensorRef)
 
 ENTRY = NpuPattern(
     name="npu.gather",
-    summary="nearest-neighbour resize, strided slice, split, tile of int8 pixels: strided copies (identity LUT passes)",
+    summary="nearest-neighbour resize, strided slice, split, tile of int8 pixels: strided copies (LUT passes: the identity, or a requantize when the output is quantized unlike the input)",
     anchor_ops=("relax.take",),
     conventions=_gather_conventions(),
     extract=_extract_gather,
@@ -150,9 +150,11 @@ LOWERINGS = {QGather: _lower_gather}
 
 
 def golden_gather(op: Gather, x: np.ndarray) -> np.ndarray:
-    """Pixels by their row and column maps: the definition, not the copies the NPU runs."""
+    """Pixels by their row and column maps (each through the requantize table, if any): the
+    definition, not the copies the NPU runs."""
     c = op.ofm.shape[2]
-    return x[np.asarray(op.rows)][:, np.asarray(op.cols)][:, :, op.c0 : op.c0 + c]
+    y = x[np.asarray(op.rows)][:, np.asarray(op.cols)][:, :, op.c0 : op.c0 + c]
+    return y if op.table is None else op.table[y.astype(np.int64) + 128]
 
 
 NPU_OPS = {Gather: NpuOpSpec(golden_gather, "phased",

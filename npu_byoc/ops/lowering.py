@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..arch import limits
 from .npu_ops import Phased, TensorRef
-from .records import QAdd, QMul, Reject
+from .records import QAdd, QMul, QSub, Reject
 
 
 def hwc(shape: tuple[int, ...], layout: str) -> tuple[int, int, int]:
@@ -58,7 +58,7 @@ def with_phases(op: Phased, prefix: str) -> Phased:
     return op
 
 
-def binary_operands(word: str, op: QAdd | QMul, ifms: list[TensorRef], ofm: TensorRef):
+def binary_operands(word: str, op: QAdd | QSub | QMul, ifms: list[TensorRef], ofm: TensorRef):
     """(first, second, their refs, broadcast) of a two-operand record (ADD, MUL, SQUARED_DIFFERENCE):
     the second is the channel vector of a broadcast (the operands swapped if the model gives it
     first; the three commute exactly). Any other broadcast (a pixel vector, a row, a scalar, both
@@ -79,7 +79,7 @@ def binary_operands(word: str, op: QAdd | QMul, ifms: list[TensorRef], ofm: Tens
     return a, b, views[0], views[1], False
 
 
-def _padded_shapes(op: QAdd | QMul, qs, refs: tuple[TensorRef, TensorRef], ofm: TensorRef) -> list:
+def _padded_shapes(op: QAdd | QSub | QMul, qs, refs: tuple[TensorRef, TensorRef], ofm: TensorRef) -> list:
     """Each operand's H x W x C shape once its model shape is padded to the output's rank (as
     numpy broadcasts it): its ref's shape when the ranks agree, else mapped in the layout in
     which the record's shapes give its refs' shapes; None where no layout does."""

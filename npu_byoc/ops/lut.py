@@ -393,6 +393,21 @@ def table(op: QLut) -> np.ndarray:
     return np.clip(values, op.act_min, op.act_max).astype(np.int8)
 
 
+def requantize_table(name: str, input, output, numerics: str) -> np.ndarray | None:
+    """The table of a copy (a slice, a transpose, a channel shuffle) quantized unlike its input
+    (onnxruntime's QOperator quantizer gives a ShuffleNet's Slices their own ranges): the model's
+    runtime's int8 -> int8 requantize, which the copies' LUT passes apply on the way; None when
+    input and output are quantized alike (the identity: a plain copy)."""
+    if C.same_quantization(input, output):
+        return None
+    rescale = QLut("requantize", input, output, nx.INT8_MIN, nx.INT8_MAX, params=(("activation", ""),),
+                   numerics=numerics)  # fmt: skip
+    reason = table_computable(rescale, None)
+    if reason:
+        raise Reject(f"{name}: a requantizing copy: {reason}")
+    return table(rescale)
+
+
 def int8_to_int8(op: QLut, hw) -> str | None:
     """The input and output are int8 (the LUT unit indexes its table with v + 128)."""
     for role, t in (("input", op.input), ("output", op.output)):

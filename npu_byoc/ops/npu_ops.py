@@ -375,12 +375,21 @@ class Lut(NpuOp):
         return 0
 
 
+def copy_lut(name: str, ifm: TensorRef, ofm: TensorRef, table: np.ndarray | None = None) -> Lut:
+    """A data-movement op's copy on the LUT unit: the identity (``table`` None), or the
+    requantize of an output quantized unlike its input (npu_byoc.ops.lut.requantize_table)."""
+    if table is None:
+        return Lut(name, "copy", ifm, ofm, IDENTITY_TABLE)
+    return Lut(name, "requantize", ifm, ofm, table)
+
+
 @dataclass(eq=False)
 class Gather(Phased):
     """out[h, w, c] = in[rows[h], cols[w], c0 + c]: a nearest-neighbour resize, a strided slice,
-    a tile of rows or columns. The NPU runs it as identity-LUT copies, one per pair of
-    arithmetic runs of ``rows`` and ``cols`` (npu_byoc.ops.gather), each reading a strided box of
-    the input and writing every s-th row and column of the output."""
+    a tile of rows or columns. The NPU runs it as LUT copies, one per pair of arithmetic runs of
+    ``rows`` and ``cols`` (npu_byoc.ops.gather), each reading a strided box of the input and
+    writing every s-th row and column of the output through ``table``: the identity, or the
+    int8 -> int8 requantize of a copy quantized unlike its input (an ONNX Slice's)."""
 
     name: str
     ifm: TensorRef
@@ -388,6 +397,7 @@ class Gather(Phased):
     rows: tuple[int, ...]  # per output row, the input row it copies
     cols: tuple[int, ...]  # per output column, the input column
     c0: int = 0  # the first input channel copied
+    table: np.ndarray | None = None  # int8 [256] requantize; None: the identity (a plain copy)
     tiling: Tiling | None = None
     kind: str = field(default="gather", init=False)
 
@@ -406,7 +416,7 @@ class Gather(Phased):
                 shape = (rh.count, rw.count, c)
                 ifm = self.ifm.box(rh.in0, rw.in0, shape, (rh.in_step, rw.in_step), name, self.c0)
                 ofm = self.ofm.box(rh.out0, rw.out0, shape, (rh.out_step, rw.out_step), name)
-                out.append(Lut(name, "copy", ifm, ofm, IDENTITY_TABLE))
+                out.append(copy_lut(name, ifm, ofm, self.table))
         return out
 
 

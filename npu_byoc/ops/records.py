@@ -250,6 +250,14 @@ class QMul(_QBinary):
 
 
 @dataclass(frozen=True, eq=False)
+class QSub(_QBinary):
+    """TFLite int8 SUB: ``input_a − input_b``, or ``input_b − input_a`` when ``reverse`` (the
+    model's constant came first and was moved to ``input_b``, where a constant always is)."""
+
+    reverse: bool = False
+
+
+@dataclass(frozen=True, eq=False)
 class QLut(QOp):
     """An elementwise function of one int8 input, computed through a 256-entry table."""
 
@@ -299,6 +307,8 @@ class QGather(QOp):
     # TFLite's NHWC); None: the partition's (a strided slice has no layout of its own).
     layout: str | None = None
     operands: tuple = field(default=(), compare=False, repr=False)
+    # whose arithmetic a requantizing copy replicates (an ONNX Slice quantized unlike its input)
+    numerics: str = DEFAULT_NUMERICS
     takes_partition_layout: ClassVar[str] = "gather"
 
     @property

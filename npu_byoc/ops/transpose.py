@@ -1,7 +1,7 @@
 """TRANSPOSE of a rank <= 4 int8 tensor (TFLite TRANSPOSE, ONNX Transpose in QDQ, Relax
 permute_dims) as strided DMA, no opcode of its own: the NPU reads the input through a view
 whose strides are the input's, permuted (a DMA box), and copies it to the output with the
-identity LUT, tile by tile. Everything the compiler knows about it is here: its record, its
+identity LUT (a requantize table when the output is quantized unlike the input), tile by tile. Everything the compiler knows about it is here: its record, its
 typed op, conventions, extraction, checks, lowering, golden semantics and tiling kind."""
 
 from __future__ import annotations
@@ -18,8 +18,9 @@ from ._qdq import _INT_ACTIVATIONS, _activation, _carried, _deq, _is_constant, _
 from ..arch.config import HwConfig
 from .entry import Convention, NpuPattern
 from .npu_op_spec import NpuOpSpec, shape_text
-from .npu_ops import IDENTITY_TABLE, Lut, Phased, TensorRef, Tiling
-from .records import QOp, QTensor, Reject
+from .lut import requantize_table
+from .npu_ops import Lut, Phased, TensorRef, Tiling, copy_lut
+from .records import DEFAULT_NUMERICS, QOp, QTensor, Reject
 from ..util.relax_utils import int_list, op_name, resolve
 
 
@@ -30,7 +31,7 @@ from ..util.relax_utils import int_list, op_name, resolve
 @dataclass(frozen=True, eq=False)
 class QTranspose(QOp):
     """``output = transpose(input, axes)``: output axis j is input axis ``axes[j]``; the bytes
-    are copied unchanged (input and output quantized alike)."""
+    are copied, requantized when the output is quantized unlike the input."""
 
     input: QTensor
     output: QTensor
@@ -38,6 +39,7 @@ class QTranspose(QOp):
     convention: str = ""
     layout: str | None = None  # the partition's (lowering fills it in): which axes are H, W, C
     operands: tuple = field(default=(), compare=False, repr=False)
+    numerics: str = DEFAULT_NUMERICS  # whose requantize a rescaling transpose replicates
     takes_partition_layout: ClassVar[str] = "transpose"
 
     @property
@@ -47,14 +49,15 @@ class QTranspose(QOp):
 
 @dataclass(eq=False)
 class Transpose(Phased):
-    """out[i0, i1, i2] = in[j] with j[perm[q]] = i_q (H x W x C maps). The NPU runs one identity
+    """out[i0, i1, i2] = table[in[j]] with j[perm[q]] = i_q (H x W x C maps). The NPU runs one
     LUT copy whose input is ``ifm`` seen through its strides permuted: the DMA does the
-    transpose."""
+    transpose, the LUT the requantize (the identity when ``table`` is None)."""
 
     name: str
     ifm: TensorRef
     ofm: TensorRef
     perm: tuple[int, int, int]  # output H, W, C axis q reads input axis perm[q]
+    table: np.ndarray | None = None  # int8 [256] requantize; None: the identity (a plain copy)
     tiling: Tiling | None = None
     kind: str = field(default="transpose", init=False)
 
@@ -67,7 +70,7 @@ class Transpose(Phased):
         strides = tuple(self.ifm.strides[p] for p in self.perm)
         src = TensorRef(self.name, self.ifm.region, self.ifm.offset, self.ofm.shape, self.ifm.layout, self.ifm.pitch,
                         strides)  # fmt: skip
-        return [Lut(self.name, "copy", src, self.ofm, IDENTITY_TABLE)]
+        return [copy_lut(self.name, src, self.ofm, self.table)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -77,7 +80,7 @@ class Transpose(Phased):
 def _transpose_conventions() -> tuple[Convention, ...]:
     return (
         Convention("qdq", "ONNX QDQ (Transpose)", _quant(is_op("relax.permute_dims")(_deq())),
-                   "dequantize(x) → permute_dims → quantize (same scale and zero point)"),
+                   "dequantize(x) → permute_dims → quantize (another scale or zero point: a requantizing copy)"),
         Convention("int8", "TFLite (TRANSPOSE)", is_op("relax.permute_dims")(wildcard()), "permute_dims(int8 x)"),
     )
 
@@ -105,14 +108,6 @@ def _extract_transpose(root, bindings) -> QTranspose:
 
 # ---------------------------------------------------------------------------------------------
 # Checks
-
-
-def transpose_same_quantization(op, hw: HwConfig) -> str | None:
-    """A transpose keeps the quantization (input and output share scale and zero point): the NPU copies the bytes."""
-    if not C.same_quantization(op.input, op.output):
-        return (f"transpose rescales (input scale {op.input.scale:.6g} zp {op.input.zero_point}, output scale "
-                f"{op.output.scale:.6g} zp {op.output.zero_point}): an NPU transpose copies the bytes")
-    return None
 
 
 def transpose_keeps_batch(op, hw: HwConfig) -> str | None:
@@ -150,7 +145,7 @@ def _lower_transpose(name: str, op: QTranspose, ifms: list[TensorRef], ofm: Tens
     perm = hwc_perm(op.axes, op.layout)
     if tuple(ifms[0].shape[p] for p in perm) != tuple(ofm.shape):
         raise Reject(f"transpose of {ifms[0].shape} by {perm} does not give {ofm.shape}")
-    return Transpose(name, ifms[0], ofm, perm)
+    return Transpose(name, ifms[0], ofm, perm, requantize_table(name, op.input, op.output, op.numerics))
 
 
 def permuted_view(op: QTranspose, ifms: list[TensorRef], shape: tuple[int, int, int]) -> TensorRef:
@@ -171,7 +166,8 @@ def permuted_view(op: QTranspose, ifms: list[TensorRef], shape: tuple[int, int, 
 
 
 def golden_transpose(op: Transpose, x: np.ndarray) -> np.ndarray:
-    return np.transpose(x, op.perm)
+    y = np.transpose(x, op.perm)
+    return y if op.table is None else op.table[y.astype(np.int64) + 128]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -180,11 +176,11 @@ def golden_transpose(op: Transpose, x: np.ndarray) -> np.ndarray:
 
 ENTRY = NpuPattern(
     name="npu.transpose",
-    summary="transpose of a rank <= 4 int8 tensor: strided DMA through the permuted input and an identity copy",
+    summary="transpose of a rank <= 4 int8 tensor: strided DMA through the permuted input and a LUT copy (the identity, or a requantize when the output is quantized unlike the input)",
     anchor_ops=("relax.permute_dims",),
     conventions=_transpose_conventions(),
     extract=_extract_transpose,
-    checks=(*C.COMMON, transpose_same_quantization, transpose_keeps_batch),
+    checks=(*C.COMMON, transpose_keeps_batch),
     applies=lambda op: op.convention != "constant" and op.input.dtype in _INT_ACTIVATIONS,
     moves_data=True,
 )
