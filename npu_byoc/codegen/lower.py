@@ -27,6 +27,8 @@ from .layout_agreement import layout_conflict
 from ..ops.records import QFullyConnected, QOp, QReshape, QSoftmax
 from ..util.relax_utils import dtype_of, shape_of
 from ..ops.npu_ops import NpuOp, TensorRef
+from .interleave import interleave_inputs
+from .plan import IoTensor, PartitionPlan
 
 from ..ops.lowering import hwc, partition_batch, per_image, view  # noqa: F401 (lower.X callers)
 from ..ops.reshape import order_free
@@ -34,53 +36,6 @@ from ..ops.registry import IN_PLACE, LOWERINGS, VIEWS, unit_reason
 from ..ops.softmax import last_axis_as_channels
 
 SCRATCH_ALIGN = 16
-
-
-@dataclass
-class IoTensor:
-    """A partition input or output as the caller passes it (model shape and layout)."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    ref: TensorRef
-
-
-@dataclass
-class PartitionPlan:
-    name: str
-    inputs: list[IoTensor]
-    outputs: list[IoTensor]
-    ops: list[NpuOp]
-    scratch_bytes: int = 0
-    layers: list[str] = field(default_factory=list)
-    # Images per call: the ops, refs and scratch are one image's; the IO tensors hold `batch`
-    # images back to back and the runner executes the ops once per image (docs/codegen.md).
-    batch: int = 1
-    # The start of the CONST region: the model constants ops read as operands (a constant
-    # channel vector of ADD / MUL), at 16-byte aligned offsets. The scheduler appends the
-    # weights, requantize records and LUTs after them.
-    constants: bytes = b""
-    # The copies a concatenation adds (an input copied or rescaled into its channel slice), as
-    # (index into ops, the concatenation's input): NPU work no composite stands for.
-    copy_ops: tuple[tuple[int, int], ...] = ()
-    # Ops whose output features are stored in another order than the model lists them (a fully
-    # connected layer feeding an NCHW unflatten computes them in HWC order), as (index into ops,
-    # the model index of each stored feature). Never a partition output.
-    feature_orders: tuple[tuple[int, np.ndarray], ...] = ()
-
-    @property
-    def macs(self) -> int:
-        return sum(op.macs for op in self.ops)
-
-    def model_order(self, op: NpuOp, value: np.ndarray) -> np.ndarray:
-        """``op``'s output value (as the NPU stores it) with its features in the model's order."""
-        order = next((o for k, o in self.feature_orders if self.ops[k] is op), None)
-        if order is None:
-            return value
-        features = np.empty(value.size, value.dtype)
-        features[order] = value.reshape(-1)
-        return features.reshape(value.shape)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -377,8 +332,9 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         if v not in refs or refs[v].region != output_region.get(v):
             raise LoweringError(f"{name}: output {k} is not produced by an NPU operation")
         outputs.append(IoTensor(f"output_{k}", shape_of(v), dtype_of(v), refs[v]))
-    return PartitionPlan(name, inputs, outputs, ops, scratch, layers, batch, bytes(constants), tuple(copy_ops),
-                         tuple(feature_orders))
+    plan = PartitionPlan(name, inputs, outputs, ops, scratch, layers, batch, bytes(constants), tuple(copy_ops),
+                         feature_orders=tuple(feature_orders))
+    return interleave_inputs(plan, hw)  # NCHW inputs laid out NHWC on chip where that is faster
 
 
 def _flattens_into_fc(var, src: TensorRef, readers: dict, output_region: dict) -> bool:

@@ -29,7 +29,7 @@ from ..arch.cycles import DMA_SETUP_CYCLES, kick_cycles
 from ..arch.memory import memory, sustained_bytes_per_cycle
 from ..util import escape
 from ..arch.encoder import Step, disassemble, encode_with_starts
-from .lower import PartitionPlan
+from .plan import PartitionPlan
 from .residency import Buffer, largest_gap, place
 from .weight_compress import compress_constants
 from .overlap import overlap

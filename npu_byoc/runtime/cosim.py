@@ -86,6 +86,7 @@ def _layer_calls(func: relax.Function, plan: PartitionPlan | None = None) -> lis
     local_funcs = {b.var: b.value for b in bindings if isinstance(b.value, relax.Function)}
     aliases = {b.var: b.value for b in bindings if isinstance(b.value, relax.Var)}
     copy_input = dict(plan.copy_ops) if plan is not None else {}  # op index -> concatenation input
+    interleaved = dict(plan.interleaves) if plan is not None else {}  # op index -> partition input
     concats: dict = {}  # concatenation var -> (axis, its inputs' sources)
     index: dict = {}  # layer output var -> its entry
     out: list[_LayerCall] = []
@@ -104,9 +105,16 @@ def _layer_calls(func: relax.Function, plan: PartitionPlan | None = None) -> lis
         raise NpuByocError(f"cosim: an argument of layer '{layer}' is neither a partition input "
                            "nor an NPU layer's output")  # fmt: skip
 
+    def interleaves():  # an NCHW input laid out NHWC where lowering put it: TVM's value is the input
+        while len(out) in interleaved:
+            p = params[interleaved[len(out)]]
+            out.append(_LayerCall(plan.ops[len(out)].name, _identity_function(p), [("input", params.index(p))],
+                                  shape_of(p), dtype_of(p)))  # fmt: skip
+
     for b in bindings:
         if not (isinstance(b.value, relax.Call) and b.value.op in local_funcs):
             continue
+        interleaves()
         composite = local_funcs[b.value.op]
         name = str(composite.attrs[LAYER_ATTR]) if LAYER_ATTR in composite.attrs else str(b.var.name)
         if str(composite.attrs["Composite"]) == "npu.concat":
@@ -124,7 +132,17 @@ def _layer_calls(func: relax.Function, plan: PartitionPlan | None = None) -> lis
             index[b.var] = len(out)
             out.append(_LayerCall(name, composite, [source(a, name) for a in b.value.args], shape_of(b.var),
                                   dtype_of(b.var)))  # fmt: skip
+    interleaves()
     return out
+
+
+def _identity_function(param: relax.Var) -> relax.Function:
+    """x -> x, for ``param``'s type: TVM's reference of an interleave (the same values, laid out NHWC)."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", param.ty)
+    with bb.function("interleave", [x]):
+        bb.emit_func_output(x)
+    return bb.get()["interleave"].without_attr("global_symbol")
 
 
 def _copy_function(composite: relax.Function, k: int) -> relax.Function:
