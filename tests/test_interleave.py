@@ -1,0 +1,122 @@
+"""An NCHW partition input laid out NHWC on chip (npu_byoc.ops.interleave, codegen.interleave):
+the kicks against numpy's transpose on the stream machine, the C model and the RTL; the ONNX
+tiny CNN under Vela's U55 memory with and without it (the same outputs, fewer cycles, the
+three timing specifications equal); the compiler's choice against the cycle model."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from npu_byoc.arch import cycles
+from npu_byoc.arch.config import DEFAULT_CONFIG
+from npu_byoc.arch.isa import Region, Status
+from npu_byoc.codegen import lower
+from npu_byoc.codegen.interleave import _with_interleave
+from npu_byoc.codegen.plan import IoTensor, PartitionPlan
+from npu_byoc.codegen.schedule import schedule_partition
+from npu_byoc.ops.interleave import Interleave
+from npu_byoc.ops.npu_ops import TensorRef
+from npu_byoc.runtime import golden
+from npu_byoc.runtime.functional import FunctionalNpu
+from npu_byoc.runtime.machine import Machine
+
+from .test_memory import VELA_LIKE
+
+MODEL = "tiny_cnn_qdq.onnx"
+
+
+def _interleave_plan(c: int, h: int, w: int, pixels: int) -> PartitionPlan:
+    x = TensorRef("x", int(Region.IO), 0, (h, w, c), "NCHW")
+    out = TensorRef("x (NHWC)", int(Region.SCRATCH), 0, (h, w, c), "NHWC")
+    op = Interleave("x [interleave]", x, out, pixels)
+    return PartitionPlan("p", [IoTensor("x", (1, c, h, w), "int8", x)], [], [op], h * w * c, [op.name],
+                         interleaves=((0, 0),))  # fmt: skip
+
+
+@pytest.mark.parametrize("c, h, w, pixels", [(3, 5, 7, 35), (3, 5, 7, 8), (4, 2, 9, 5), (2, 1, 3, 3)])
+def test_the_kicks_transpose_the_planes(c, h, w, pixels):
+    """The stream machine and the C model write the planes' transpose (numpy's), whole or in
+    kicks of ``pixels`` columns (the last one shorter), in the cycles the cycle model gives."""
+    plan = _interleave_plan(c, h, w, pixels)
+    assert len(plan.ops[0].phases) == -(-h * w // pixels)
+    x = np.random.default_rng(c * h * w).integers(-128, 128, (1, c, h, w), dtype=np.int8)
+    expect = x[0].transpose(1, 2, 0)  # (H, W, C)
+    for hw in (DEFAULT_CONFIG, VELA_LIKE):
+        schedule = schedule_partition(plan, hw)
+        words = schedule.words()
+        for npu in (Machine(hw), FunctionalNpu(hw)):
+            regions = golden.allocate_regions(plan, [x])
+            regions[int(Region.CONST)] = np.frombuffer(schedule.constants, np.uint8).copy()
+            got = npu.run(words, regions)
+            assert got.status == Status.OK, got
+            assert (regions[int(Region.SCRATCH)].view(np.int8).reshape(h, w, c) == expect).all(), type(npu)
+        assert got.cycles == cycles.stream_cycles(schedule.steps, hw)
+
+
+@pytest.fixture(scope="module")
+def qdq_plans(partitioned):
+    """tiny_cnn_qdq's partition under VELA_LIKE: (as compiled, with the interleave left out)."""
+    mod = partitioned(MODEL)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(lower, "interleave_inputs", lambda plan, hw: plan)
+        strided = lower.lower_module(mod, VELA_LIKE)
+    return lower.lower_module(mod, VELA_LIKE), strided
+
+
+def test_the_onnx_cnn_runs_its_image_interleaved_under_vela_memory(qdq_plans):
+    """The image (3 planes of 32 x 32) is interleaved first; the outputs equal those of the
+    strided schedule, and its cycles (the cycle model's, which the C model equals) less than
+    half of them: 3,072 one-byte rows became one run of 3,072 bytes (the weights' slow flash
+    of VELA_LIKE, Shared_Sram's, takes most of the rest)."""
+    plans, strided = qdq_plans
+    (plan,), (before,) = plans.values(), strided.values()
+    assert type(plan.ops[0]) is Interleave and plan.interleaves == ((0, 0),) and plan.ops[0].macs == 0
+    assert plan.ops[1].ifm == plan.ops[0].ofm and plan.ops[1].ifm.layout == "NHWC"
+    assert len(before.ops) == len(plan.ops) - 1 and before.ops[1:] == plan.ops[2:]
+    x = np.random.default_rng(25).integers(-128, 128, plan.inputs[0].shape, dtype=np.int8)
+    want = golden.run_plan(before, [x])
+    for p in (plan, before):
+        schedule = schedule_partition(p, VELA_LIKE)
+        regions = golden.allocate_regions(p, [x])
+        regions[int(Region.CONST)] = np.frombuffer(schedule.constants, np.uint8).copy()
+        got = FunctionalNpu(VELA_LIKE).run(schedule.words(), regions)
+        assert got.status == Status.OK and got.cycles == cycles.stream_cycles(schedule.steps, VELA_LIKE)
+        assert all((a == b).all() for a, b in zip(golden.read_outputs(p, regions), want))
+        if p is plan:
+            after_cycles = got.cycles
+    before_cycles = got.cycles
+    assert after_cycles < before_cycles / 2, (after_cycles, before_cycles)  # 18,116 and 42,189
+
+
+@pytest.mark.slow
+def test_rtl_runs_the_interleaved_partition_exactly(qdq_plans):
+    """The RTL under VELA_LIKE: every command in the cycle model's cycles, the outputs the golden model's."""
+    from npu_byoc.runtime import verilator as V
+
+    (plan,) = qdq_plans[0].values()
+    schedule = schedule_partition(plan, VELA_LIKE)
+    x = np.random.default_rng(7).integers(-128, 128, plan.inputs[0].shape, dtype=np.int8)
+    regions = golden.allocate_regions(plan, [x])
+    regions[int(Region.CONST)] = np.frombuffer(schedule.constants, np.uint8).copy()
+    got = V.VerilatorNpu(VELA_LIKE).run(schedule.words(), regions)
+    assert got.status == Status.OK, got
+    assert got.cycles == cycles.stream_cycles(schedule.steps, VELA_LIKE)
+    assert all((a == b).all() for a, b in zip(golden.read_outputs(plan, regions), golden.run_plan(plan, [x])))
+
+
+def test_the_compiler_takes_the_faster_layout(qdq_plans):
+    """Under each memory the compiled partition is the faster of the two by the cycle model
+    (the same partition scheduled with and without the interleave)."""
+    _, strided = qdq_plans
+    (before,) = strided.values()
+    for hw in (DEFAULT_CONFIG, VELA_LIKE, replace(VELA_LIKE, fm_mem_read_latency=0, fm_mem_burst_bytes=1)):
+        candidate = _with_interleave(before, 0, before.inputs[0].ref, hw)
+        with_it = cycles.stream_cycles(schedule_partition(candidate, hw).steps, hw)
+        without = cycles.stream_cycles(schedule_partition(before, hw).steps, hw)
+        chosen = lower.interleave_inputs(before, hw)
+        assert bool(chosen.interleaves) == (with_it < without), (hw, with_it, without)
+    nhwc = replace(before.inputs[0].ref, layout="NHWC")  # whole pixels already: nothing to interleave
+    assert _with_interleave(before, 0, nhwc, VELA_LIKE) is None
