@@ -130,7 +130,7 @@ def scratch_live_ranges(plan: PartitionPlan) -> dict[int, Buffer]:
             if _dense_scratch(ref) and producer.get(ref.offset, k) < k:
                 last[ref.offset] = k
         views += [ref.offset for ref in (*op.inputs, op.ofm) if ref.region == Region.SCRATCH and ref.is_slice]
-        if isinstance(op, Phased):
+        if isinstance(op, Phased) and op.stages_operands:
             staged |= {ref.offset for ref in (*op.inputs, op.ofm)}
     nbytes = {key: plan.ops[producer[key]].ofm.nbytes for key in last}
     staged |= {key for key in last for v in views if key <= v < key + nbytes[key]}

@@ -57,6 +57,10 @@ class Interleave(Phased):
     def macs(self) -> int:
         return 0  # the model computes nothing here
 
+    @property
+    def stages_operands(self) -> bool:
+        return len(self.phases) > 1  # one kick writes the whole map: its readers may find it in SRAM
+
     @cached_property
     def weights(self) -> np.ndarray:
         return identity_weights(self.ifm.shape[2])
