@@ -59,7 +59,7 @@ def _with_interleave(plan: PartitionPlan, index: int, ref: TensorRef, hw: HwConf
     if not readers:
         return None
     offset = -(-plan.scratch_bytes // SCRATCH_ALIGN) * SCRATCH_ALIGN
-    nhwc = TensorRef(f"{ref.name} (NHWC)", int(Region.SCRATCH), offset, ref.shape, "NHWC")
+    nhwc = TensorRef(ref.name, int(Region.SCRATCH), offset, ref.shape, "NHWC")  # the same tensor, NHWC
     moved = {k: _reading(plan.ops[k], ref, nhwc) for k in readers}
     if None in moved.values():
         return None
