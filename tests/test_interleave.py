@@ -17,7 +17,7 @@ from npu_byoc.codegen import lower
 from npu_byoc.codegen.interleave import _with_interleave
 from npu_byoc.codegen.plan import IoTensor, PartitionPlan
 from npu_byoc.codegen.schedule import schedule_partition
-from npu_byoc.ops.interleave import Interleave
+from npu_byoc.ops.interleave import Deinterleave, Interleave
 from npu_byoc.ops.npu_ops import TensorRef
 from npu_byoc.runtime import golden
 from npu_byoc.runtime.functional import FunctionalNpu
@@ -56,12 +56,35 @@ def test_the_kicks_transpose_the_planes(c, h, w, pixels):
         assert got.cycles == cycles.stream_cycles(schedule.steps, hw)
 
 
+@pytest.mark.parametrize("c, h, w, pixels", [(3, 5, 7, 35), (4, 2, 9, 5), (2, 1, 3, 2)])
+def test_the_deinterleave_kicks_write_the_planes(c, h, w, pixels):
+    """The reverse: an NHWC map in SCRATCH written to an NCHW output region as planes, one kick
+    and one run per plane and run of ``pixels`` (numpy's transpose again)."""
+    nhwc = TensorRef("y", int(Region.SCRATCH), 0, (h, w, c), "NHWC")
+    out = TensorRef("y", int(Region.IO) + 1, 0, (h, w, c), "NCHW")
+    op = Deinterleave("y [deinterleave]", nhwc, out, pixels)
+    assert len(op.phases) == c * -(-h * w // pixels) and op.stages_operands == (pixels < h * w)
+    plan = PartitionPlan("p", [], [IoTensor("y", (1, c, h, w), "int8", out)], [op], h * w * c, [op.name],
+                         deinterleaves=((0, 0),))  # fmt: skip
+    y = np.random.default_rng(c + h + w).integers(-128, 128, (h, w, c), dtype=np.int8)
+    for hw in (DEFAULT_CONFIG, VELA_LIKE):
+        schedule = schedule_partition(plan, hw)
+        for npu in (Machine(hw), FunctionalNpu(hw)):
+            regions = golden.allocate_regions(plan, [])
+            regions[int(Region.SCRATCH)] = y.reshape(-1).view(np.uint8).copy()
+            regions[int(Region.CONST)] = np.frombuffer(schedule.constants, np.uint8).copy()
+            got = npu.run(schedule.words(), regions)
+            assert got.status == Status.OK, got
+            assert (golden.read_outputs(plan, regions)[0][0] == y.transpose(2, 0, 1)).all(), type(npu)
+        assert got.cycles == cycles.stream_cycles(schedule.steps, hw)
+
+
 @pytest.fixture(scope="module")
 def qdq_plans(partitioned):
     """tiny_cnn_qdq's partition under VELA_LIKE: (as compiled, with the interleave left out)."""
     mod = partitioned(MODEL)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(lower, "interleave_inputs", lambda plan, hw: plan)
+        mp.setattr(lower, "interleave_io", lambda plan, hw: plan)
         strided = lower.lower_module(mod, VELA_LIKE)
     return lower.lower_module(mod, VELA_LIKE), strided
 
@@ -116,7 +139,27 @@ def test_the_compiler_takes_the_faster_layout(qdq_plans):
         candidate = _with_interleave(before, 0, before.inputs[0].ref, hw)
         with_it = cycles.stream_cycles(schedule_partition(candidate, hw).steps, hw)
         without = cycles.stream_cycles(schedule_partition(before, hw).steps, hw)
-        chosen = lower.interleave_inputs(before, hw)
+        chosen = lower.interleave_io(before, hw)
         assert bool(chosen.interleaves) == (with_it < without), (hw, with_it, without)
     nhwc = replace(before.inputs[0].ref, layout="NHWC")  # whole pixels already: nothing to interleave
     assert _with_interleave(before, 0, nhwc, VELA_LIKE) is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["convt_qdq.onnx", "se_qdq.onnx"])
+def test_cosim_of_a_deinterleaved_output(model):
+    """ONNX fixtures whose partition output is an NCHW map (32 x 32 x 4, 8 x 8 x 40): on the
+    RTL under VELA_LIKE the image is interleaved and the output deinterleaved, every layer
+    bit-exact with the golden model in the cycle model's cycles, and both equal to TVM's value
+    of the tensor they move."""
+    from npu_byoc.runtime import cosim as C
+
+    from .conftest import model_path, reference
+
+    ref = reference(model)
+    report = C.cosim(model_path(model), ref["inputs"][0], ref["outputs"][0], hw=VELA_LIKE)
+    moved = [r for r in report.layers if r.op in ("interleave", "deinterleave")]
+    assert {r.op for r in moved} == {"interleave", "deinterleave"}
+    assert all(r.max_diff_tvm == 0 and r.macs == 0 for r in moved), moved
+    assert all(r.max_diff_golden in (0, None) and r.cycles == r.predicted_cycles for r in report.layers)
+    assert report.summary["max_diff_golden"] == 0 and report.summary["cycle_model_exact"]

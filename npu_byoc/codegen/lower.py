@@ -27,7 +27,7 @@ from .layout_agreement import layout_conflict
 from ..ops.records import QFullyConnected, QOp, QReshape, QSoftmax
 from ..util.relax_utils import dtype_of, shape_of
 from ..ops.npu_ops import NpuOp, TensorRef
-from .interleave import interleave_inputs
+from .interleave import interleave_io
 from .plan import IoTensor, PartitionPlan
 
 from ..ops.lowering import hwc, partition_batch, per_image, view  # noqa: F401 (lower.X callers)
@@ -334,7 +334,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         outputs.append(IoTensor(f"output_{k}", shape_of(v), dtype_of(v), refs[v]))
     plan = PartitionPlan(name, inputs, outputs, ops, scratch, layers, batch, bytes(constants), tuple(copy_ops),
                          feature_orders=tuple(feature_orders))
-    return interleave_inputs(plan, hw)  # NCHW inputs laid out NHWC on chip where that is faster
+    return interleave_io(plan, hw)  # NCHW inputs and outputs laid out on chip where that is faster
 
 
 def _flattens_into_fc(var, src: TensorRef, readers: dict, output_region: dict) -> bool:

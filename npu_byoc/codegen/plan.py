@@ -41,6 +41,8 @@ class PartitionPlan:
     # The interleaves the compiler added (npu_byoc.codegen.interleave), as (index into ops, the
     # partition input it lays out NHWC): NPU work no composite stands for.
     interleaves: tuple[tuple[int, int], ...] = ()
+    # ... and their deinterleaves, as (index into ops, the partition output it writes as planes).
+    deinterleaves: tuple[tuple[int, int], ...] = ()
     # Ops whose output features are stored in another order than the model lists them (a fully
     # connected layer feeding an NCHW unflatten computes them in HWC order), as (index into ops,
     # the model index of each stored feature). Never a partition output.

@@ -1,4 +1,5 @@
-"""The on-chip interleave of an NCHW partition input: its planes laid out NHWC by the MAC array.
+"""The on-chip interleave of an NCHW partition input (its planes laid out NHWC by the MAC array),
+and the deinterleave of an NCHW partition output (its NHWC map written back as planes).
 
 An ONNX model's input [1, C, H, W] is C planes of H·W bytes. Read straight into NHWC tiles it is
 one-byte DMA rows (channels innermost, a plane apart in memory): each row pays a burst and,
@@ -13,8 +14,12 @@ output row of H·W pixels x C channels: the NHWC layout. No new hardware: the ki
 concatenation's copies. A map larger than the SRAM takes several kicks, ``pixels`` columns
 each (the phases).
 
-The compiler inserts it before the ops that read the input when the cycle model says it is
-faster than their strided reads (npu_byoc.codegen.interleave)."""
+An NCHW output is the reverse: written straight from NHWC tiles it is one-byte rows again. The
+producer writes it NHWC to SCRATCH (or keeps it in SRAM) and a Deinterleave writes each plane
+with a 1x1 CONV of one output channel that picks channel c: H·W bytes, one run.
+
+The compiler inserts them when the cycle model says the partition is faster with them than
+with the strided transfers (npu_byoc.codegen.interleave)."""
 
 from __future__ import annotations
 
@@ -81,18 +86,59 @@ class Interleave(Phased):
         return out
 
 
-def golden_interleave(op: Interleave, x: np.ndarray) -> np.ndarray:
+@dataclass(eq=False)
+class Deinterleave(Phased):
+    """out = x: the (H, W, C) map ``ifm`` (NHWC in SCRATCH) written to ``ofm`` (a partition
+    output, NCHW in its region). One 1x1 CONV kick per plane and run of ``pixels``: one output
+    channel, weights picking input channel c, the identity requantize; its output, ``pixels``
+    bytes of plane c, leaves as one contiguous run. Every kick reads the whole map when one
+    run holds all its pixels, so the map may stay resident in SRAM for them all."""
+
+    name: str
+    ifm: TensorRef
+    ofm: TensorRef
+    pixels: int
+    tiling: Tiling | None = None
+    kind: str = field(default="deinterleave", init=False)
+
+    @property
+    def macs(self) -> int:
+        return 0
+
+    @property
+    def stages_operands(self) -> bool:
+        return self.pixels < self.ifm.shape[0] * self.ifm.shape[1]  # a box of the map per kick
+
+    @cached_property
+    def phases(self) -> list[Conv2D]:
+        h, w, c = self.ifm.shape
+        pixels = TensorRef(self.ifm.name, self.ifm.region, self.ifm.offset, (1, h * w, c), "NHWC")
+        planes = planes_view(self.ofm)
+        picks = np.eye(c, dtype=np.int8).reshape(c, 1, 1, 1, c)  # plane k's kernel: input channel k
+        one = np.ones(1, np.int32)
+        return [Conv2D(f"{self.name}[plane {k}, pixels {p0}..{p0 + n - 1}]", pixels.box(0, p0, (1, n, c)),
+                       planes.box(k, p0, (1, n, 1)), picks[k], np.zeros(1, np.int32), one * IDENTITY_MULTIPLIER,
+                       one * IDENTITY_SHIFT, 0, 0, (1, 1), (0, 0, 0, 0), -128, 127)
+                for p0 in range(0, h * w, self.pixels) for n in [min(self.pixels, h * w - p0)]
+                for k in range(c)]  # fmt: skip
+
+
+def golden_interleave(op: Interleave | Deinterleave, x: np.ndarray) -> np.ndarray:
     """The map itself: an interleave changes where its bytes are, not their values."""
     return x.copy()
 
 
-def _describe(op: Interleave) -> str:
+def _describe(op: Interleave | Deinterleave) -> str:
     return f"{op.kind} {shape_text(op)} ({op.pixels} pixels a kick)"
 
 
-def _unit_reason(op: Interleave, hw) -> str | None:
+def _unit_reason(op: Interleave | Deinterleave, hw) -> str | None:
     return next(filter(None, (conv_unit_reason(p, hw) for p in op.phases)), None)
 
 
-NPU_OPS = {Interleave: NpuOpSpec(golden_interleave, "phased", describe=_describe, unit_reason=_unit_reason,
-                                 report_class=("interleave", "NCHW interleave"))}  # fmt: skip
+NPU_OPS = {
+    Interleave: NpuOpSpec(golden_interleave, "phased", describe=_describe, unit_reason=_unit_reason,
+                          report_class=("interleave", "NCHW interleave")),
+    Deinterleave: NpuOpSpec(golden_interleave, "phased", describe=_describe, unit_reason=_unit_reason,
+                            report_class=("deinterleave", "NCHW deinterleave")),
+}  # fmt: skip
