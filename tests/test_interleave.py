@@ -14,7 +14,7 @@ from npu_byoc.arch import cycles
 from npu_byoc.arch.config import DEFAULT_CONFIG
 from npu_byoc.arch.isa import Region, Status
 from npu_byoc.codegen import lower
-from npu_byoc.codegen.interleave import _with_interleave
+from npu_byoc.codegen.interleave import _with_interleave, interleave_io
 from npu_byoc.codegen.plan import IoTensor, PartitionPlan
 from npu_byoc.codegen.schedule import schedule_partition
 from npu_byoc.ops.interleave import Deinterleave, Interleave
@@ -83,10 +83,7 @@ def test_the_deinterleave_kicks_write_the_planes(c, h, w, pixels):
 def qdq_plans(partitioned):
     """tiny_cnn_qdq's partition under VELA_LIKE: (as compiled, with the interleave left out)."""
     mod = partitioned(MODEL)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(lower, "interleave_io", lambda plan, hw: plan)
-        strided = lower.lower_module(mod, VELA_LIKE)
-    return lower.lower_module(mod, VELA_LIKE), strided
+    return lower.lower_module(mod, VELA_LIKE), lower.lower_module(mod, VELA_LIKE, interleave=False)
 
 
 def test_the_onnx_cnn_runs_its_image_interleaved_under_vela_memory(qdq_plans):
@@ -139,7 +136,7 @@ def test_the_compiler_takes_the_faster_layout(qdq_plans):
         candidate = _with_interleave(before, 0, before.inputs[0].ref, hw)
         with_it = cycles.stream_cycles(schedule_partition(candidate, hw).steps, hw)
         without = cycles.stream_cycles(schedule_partition(before, hw).steps, hw)
-        chosen = lower.interleave_io(before, hw)
+        chosen = interleave_io(before, hw)
         assert bool(chosen.interleaves) == (with_it < without), (hw, with_it, without)
     nhwc = replace(before.inputs[0].ref, layout="NHWC")  # whole pixels already: nothing to interleave
     assert _with_interleave(before, 0, nhwc, VELA_LIKE) is None

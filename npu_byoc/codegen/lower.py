@@ -167,8 +167,11 @@ def _layout_of(op: QOp, model_layout: str) -> str:
 # Partitions
 
 
-def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONFIG) -> PartitionPlan:
-    """Lower one Codegen="npu" function. Raises LoweringError naming the layer and the reason."""
+def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONFIG,
+                    interleave: bool = True) -> PartitionPlan:  # fmt: skip
+    """Lower one Codegen="npu" function. Raises LoweringError naming the layer and the reason.
+    ``interleave``: lay NCHW inputs and outputs out on chip where that is faster
+    (npu_byoc.codegen.interleave); without, they move as strided transfers."""
     params = list(func.params)
     bindings = [b for block in func.body.blocks for b in block.bindings]
     local_funcs = {b.var: b.value for b in bindings if isinstance(b.value, relax.Function)}
@@ -334,7 +337,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         outputs.append(IoTensor(f"output_{k}", shape_of(v), dtype_of(v), refs[v]))
     plan = PartitionPlan(name, inputs, outputs, ops, scratch, layers, batch, bytes(constants), tuple(copy_ops),
                          feature_orders=tuple(feature_orders))
-    return interleave_io(plan, hw)  # NCHW inputs and outputs laid out on chip where that is faster
+    return interleave_io(plan, hw) if interleave else plan
 
 
 def _flattens_into_fc(var, src: TensorRef, readers: dict, output_region: dict) -> bool:
@@ -379,11 +382,11 @@ def _hwc_or_fail(partition: str, tensor: str, shape, layout, batch: int = 1) -> 
         raise LoweringError(f"{partition}: input '{tensor}': {err}") from None
 
 
-def lower_module(mod: tvm.IRModule, hw: HwConfig = DEFAULT_CONFIG) -> dict[str, PartitionPlan]:
+def lower_module(mod: tvm.IRModule, hw: HwConfig = DEFAULT_CONFIG, interleave: bool = True) -> dict[str, PartitionPlan]:
     """Lower every Codegen="npu" function of a partitioned module."""
     from ..ops.composites import npu_functions
 
-    return {name: lower_partition(name, f, hw) for name, f in npu_functions(mod).items()}
+    return {name: lower_partition(name, f, hw, interleave) for name, f in npu_functions(mod).items()}
 
 
 __all__ = ["PartitionPlan", "IoTensor", "lower_partition", "lower_module", "LOWERINGS", "hwc", "view"]
