@@ -28,55 +28,57 @@ from .test_memory import VELA_LIKE
 MODEL = "tiny_cnn_qdq.onnx"
 
 
-def _interleave_plan(c: int, h: int, w: int, pixels: int) -> PartitionPlan:
+def _run(plan: PartitionPlan, hw, regions_of) -> list:
+    """The plan's schedule on the stream machine and the C model: (its regions after each run,
+    the schedule); both OK, the C model in the cycle model's cycles."""
+    schedule = schedule_partition(plan, hw)
+    out = []
+    for npu in (Machine(hw), FunctionalNpu(hw)):
+        regions = regions_of()
+        regions[int(Region.CONST)] = np.frombuffer(schedule.constants, np.uint8).copy()
+        got = npu.run(schedule.words(), regions)
+        assert got.status == Status.OK, got
+        out.append(regions)
+    assert got.cycles == cycles.stream_cycles(schedule.steps, hw)
+    return out, schedule
+
+
+@pytest.mark.parametrize("c, h, w, sram", [(3, 5, 7, 256), (4, 9, 20, 512), (2, 1, 3, 512), (11, 3, 4, 512)])
+def test_the_kicks_transpose_the_planes(c, h, w, sram):
+    """The stream machine and the C model write the planes' transpose (numpy's), in one tile or
+    in tiles of image rows when the SRAM is small, in the cycles the cycle model gives."""
     x = TensorRef("x", int(Region.IO), 0, (h, w, c), "NCHW")
-    out = TensorRef("x (NHWC)", int(Region.SCRATCH), 0, (h, w, c), "NHWC")
-    op = Interleave("x [interleave]", x, out, pixels)
-    return PartitionPlan("p", [IoTensor("x", (1, c, h, w), "int8", x)], [], [op], h * w * c, [op.name],
+    op = Interleave("x [interleave]", x, TensorRef("x", int(Region.SCRATCH), 0, (h, w, c), "NHWC"))
+    plan = PartitionPlan("p", [IoTensor("x", (1, c, h, w), "int8", x)], [], [op], h * w * c, [op.name],
                          interleaves=((0, 0),))  # fmt: skip
+    image = np.random.default_rng(c * h * w).integers(-128, 128, (1, c, h, w), dtype=np.int8)
+    for hw in (DEFAULT_CONFIG, VELA_LIKE, replace(VELA_LIKE, sram_bytes=sram)):  # the last: tiles of a few rows
+        runs, schedule = _run(plan, hw, lambda: golden.allocate_regions(plan, [image]))
+        for regions in runs:
+            assert (regions[int(Region.SCRATCH)].view(np.int8).reshape(h, w, c) == image[0].transpose(1, 2, 0)).all()
+    assert schedule.tilings[0].rows < h or h == 1
 
 
-@pytest.mark.parametrize("c, h, w, pixels", [(3, 5, 7, 35), (3, 5, 7, 8), (4, 2, 9, 5), (2, 1, 3, 3)])
-def test_the_kicks_transpose_the_planes(c, h, w, pixels):
-    """The stream machine and the C model write the planes' transpose (numpy's), whole or in
-    kicks of ``pixels`` columns (the last one shorter), in the cycles the cycle model gives."""
-    plan = _interleave_plan(c, h, w, pixels)
-    assert len(plan.ops[0].phases) == -(-h * w // pixels)
-    x = np.random.default_rng(c * h * w).integers(-128, 128, (1, c, h, w), dtype=np.int8)
-    expect = x[0].transpose(1, 2, 0)  # (H, W, C)
-    for hw in (DEFAULT_CONFIG, VELA_LIKE):
-        schedule = schedule_partition(plan, hw)
-        words = schedule.words()
-        for npu in (Machine(hw), FunctionalNpu(hw)):
-            regions = golden.allocate_regions(plan, [x])
-            regions[int(Region.CONST)] = np.frombuffer(schedule.constants, np.uint8).copy()
-            got = npu.run(words, regions)
-            assert got.status == Status.OK, got
-            assert (regions[int(Region.SCRATCH)].view(np.int8).reshape(h, w, c) == expect).all(), type(npu)
-        assert got.cycles == cycles.stream_cycles(schedule.steps, hw)
-
-
-@pytest.mark.parametrize("c, h, w, pixels", [(3, 5, 7, 35), (4, 2, 9, 5), (2, 1, 3, 2)])
-def test_the_deinterleave_kicks_write_the_planes(c, h, w, pixels):
+@pytest.mark.parametrize("c, h, w, sram", [(3, 5, 7, 256), (4, 9, 20, 512), (2, 1, 3, 512), (40, 8, 8, 4096)])
+def test_the_deinterleave_kicks_write_the_planes(c, h, w, sram):
     """The reverse: an NHWC map in SCRATCH written to an NCHW output region as planes, one kick
-    and one run per plane and run of ``pixels`` (numpy's transpose again)."""
-    nhwc = TensorRef("y", int(Region.SCRATCH), 0, (h, w, c), "NHWC")
+    per plane and tile of rows, one run per plane (numpy's transpose again)."""
     out = TensorRef("y", int(Region.IO) + 1, 0, (h, w, c), "NCHW")
-    op = Deinterleave("y [deinterleave]", nhwc, out, pixels)
-    assert len(op.phases) == c * -(-h * w // pixels) and op.stages_operands == (pixels < h * w)
+    op = Deinterleave("y [deinterleave]", TensorRef("y", int(Region.SCRATCH), 0, (h, w, c), "NHWC"), out)
     plan = PartitionPlan("p", [], [IoTensor("y", (1, c, h, w), "int8", out)], [op], h * w * c, [op.name],
                          deinterleaves=((0, 0),))  # fmt: skip
     y = np.random.default_rng(c + h + w).integers(-128, 128, (h, w, c), dtype=np.int8)
-    for hw in (DEFAULT_CONFIG, VELA_LIKE):
-        schedule = schedule_partition(plan, hw)
-        for npu in (Machine(hw), FunctionalNpu(hw)):
-            regions = golden.allocate_regions(plan, [])
-            regions[int(Region.SCRATCH)] = y.reshape(-1).view(np.uint8).copy()
-            regions[int(Region.CONST)] = np.frombuffer(schedule.constants, np.uint8).copy()
-            got = npu.run(schedule.words(), regions)
-            assert got.status == Status.OK, got
-            assert (golden.read_outputs(plan, regions)[0][0] == y.transpose(2, 0, 1)).all(), type(npu)
-        assert got.cycles == cycles.stream_cycles(schedule.steps, hw)
+
+    def regions():
+        r = golden.allocate_regions(plan, [])
+        r[int(Region.SCRATCH)] = y.reshape(-1).view(np.uint8).copy()
+        return r
+
+    for hw in (DEFAULT_CONFIG, VELA_LIKE, replace(VELA_LIKE, sram_bytes=sram)):
+        runs, schedule = _run(plan, hw, regions)
+        for r in runs:
+            assert (golden.read_outputs(plan, r)[0][0] == y.transpose(2, 0, 1)).all()
+    assert schedule.tilings[0].rows < h or h == 1
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,6 @@ from ..ops.npu_ops import NpuOp, TensorRef
 from ..ops.registry import unit_reason
 from .plan import PartitionPlan
 from .schedule import schedule_partition
-from .tiling import tile_sram_bytes
 
 SCRATCH_ALIGN = 16
 
@@ -108,17 +107,10 @@ def _inserted(plan: PartitionPlan, old: TensorRef, new: TensorRef, op, at: int, 
 
 
 def _fitted(cls, name: str, ifm: TensorRef, ofm: TensorRef, hw: HwConfig):
-    """``cls`` (Interleave or Deinterleave) with the most pixels a kick whose tile fits the
-    SRAM, or None when none fits the SRAM or the units."""
-    h, w, c = ifm.shape
-    pixels = h * w
-    while True:
-        op = cls(name, ifm, ofm, pixels)
-        if tile_sram_bytes(op.phases[0], 1, op.phases[0].ofm.shape[2]) <= hw.sram_bytes:
-            return None if unit_reason(op, hw) else op
-        if pixels == 1:
-            return None
-        pixels = -(-pixels // 2)
+    """``cls`` (Interleave or Deinterleave), or None when its kicks break a unit limit (the
+    SRAM is the tiler's: a partition whose tiles cannot fit is not faster)."""
+    op = cls(name, ifm, ofm)
+    return None if unit_reason(op, hw) else op
 
 
 def _retargeted(op: NpuOp, old: TensorRef, new: TensorRef) -> NpuOp | None:

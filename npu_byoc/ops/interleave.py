@@ -4,22 +4,21 @@ and the deinterleave of an NCHW partition output (its NHWC map written back as p
 An ONNX model's input [1, C, H, W] is C planes of H·W bytes. Read straight into NHWC tiles it is
 one-byte DMA rows (channels innermost, a plane apart in memory): each row pays a burst and,
 every window of outstanding reads, the latency (tiny_cnn_qdq: 3,072 rows, 17x its roofline
-bound under Vela's Ethos_U55_High_End_Embedded Sram_Only). The same bytes seen as an NHWC map
-of C rows, H·W columns and one channel are C contiguous runs: the DMA reads them at the port's
-full rate. A CONV with a C x 1 kernel over those rows and one output channel per plane, its
-weights the identity (w[c, k] = 1 if k == c) and the requantize the identity
-(broadcast.IDENTITY_MULTIPLIER / IDENTITY_SHIFT, zero points 0: acc = x exactly), writes one
-output row of H·W pixels x C channels: the NHWC layout. No new hardware: the kick is a CONV
-(docs/memory.md, "NCHW inputs"); its MACs are bookkeeping (``macs`` = 0), like a
-concatenation's copies. A map larger than the SRAM takes several kicks, ``pixels`` columns
-each (the phases).
+bound under Vela's Ethos_U55_High_End_Embedded Sram_Only). A tile of image rows [r0, r0 + n)
+is, in the planes, C runs of n·W bytes: the DMA reads them at the port's full rate into SRAM as
+the map (C, n·W, 1), and one CONV kick with a C x 1 kernel, one output channel per plane, the
+identity as weights (w[c][k] = 1 if k == c) and as requantize (broadcast.IDENTITY_MULTIPLIER /
+IDENTITY_SHIFT, zero points 0: acc = x exactly) writes (1, n·W, C): the tile's NHWC pixels.
 
 An NCHW output is the reverse: written straight from NHWC tiles it is one-byte rows again. The
-producer writes it NHWC to SCRATCH (or keeps it in SRAM) and a Deinterleave writes each plane
-with a 1x1 CONV of one output channel that picks channel c: H·W bytes, one run.
+producer writes it NHWC (SCRATCH, or SRAM when it stays resident) and the Deinterleave runs,
+per tile of rows, one 1x1 CONV kick per plane c with one output channel whose weights pick
+channel c, each into its slot of the output buffer; one DMA writes the C runs of n·W bytes.
 
-The compiler inserts them when the cycle model says the partition is faster with them than
-with the strided transfers (npu_byoc.codegen.interleave)."""
+No new hardware: the kicks are CONVs (docs/memory.md, "NCHW inputs and outputs"); their MACs are
+bookkeeping (``macs`` = 0), like a concatenation's copies. The tiling kinds "interleave" and
+"deinterleave" (npu_byoc.codegen.tiling, tile_steps) cut them into rows of the image. The
+compiler inserts them where the cycle model finds the partition faster (npu_byoc.codegen.interleave)."""
 
 from __future__ import annotations
 
@@ -29,9 +28,8 @@ from functools import cached_property
 import numpy as np
 
 from .broadcast import IDENTITY_MULTIPLIER, IDENTITY_SHIFT
-from .conv2d import conv_unit_reason
-from .npu_op_spec import NpuOpSpec, shape_text
-from .npu_ops import Conv2D, Phased, TensorRef, Tiling
+from .npu_op_spec import NpuOpSpec, mac_channels_reason, shape_text, what
+from .npu_ops import NpuOp, TensorRef, Tiling
 
 
 def planes_view(ref: TensorRef) -> TensorRef:
@@ -40,105 +38,91 @@ def planes_view(ref: TensorRef) -> TensorRef:
     return TensorRef(ref.name, ref.region, ref.offset, (c, h * w, 1), "NHWC")
 
 
-def identity_weights(c: int) -> np.ndarray:
-    """[C_out, KH = C, KW = 1, C_in = 1]: output channel c takes kernel row c (plane c)."""
-    return np.eye(c, dtype=np.int8).reshape(c, c, 1, 1)
+def pixels_view(ref: TensorRef) -> TensorRef:
+    """An NHWC (H, W, C) tensor as the one-row map (1, H·W, C) of the same bytes."""
+    h, w, c = ref.shape
+    return TensorRef(ref.name, ref.region, ref.offset, (1, h * w, c), "NHWC")
 
 
 @dataclass(eq=False)
-class Interleave(Phased):
-    """out = x: the (H, W, C) map ``ifm`` (a partition input, NCHW in its region) written to
-    ``ofm`` (NHWC). ``pixels``: the H·W columns each phase (one CONV kick) interleaves."""
+class _LayoutMove(NpuOp):
+    """out = x, the (H, W, C) map ``ifm`` written to ``ofm`` in the other layout, by CONV kicks
+    whose weights are ``weights`` and whose requantize is the identity."""
 
     name: str
     ifm: TensorRef
     ofm: TensorRef
-    pixels: int
     tiling: Tiling | None = None
-    kind: str = field(default="interleave", init=False)
-    shares_constants = True  # every phase holds the one identity kernel and requantize table
+    ifm_zero_point = ofm_zero_point = 0
+    act_min, act_max = -128, 127
 
     @property
     def macs(self) -> int:
         return 0  # the model computes nothing here
 
     @property
-    def stages_operands(self) -> bool:
-        return len(self.phases) > 1  # one kick writes the whole map: its readers may find it in SRAM
+    def channels(self) -> int:
+        return self.ifm.shape[2]
 
     @cached_property
-    def weights(self) -> np.ndarray:
-        return identity_weights(self.ifm.shape[2])
+    def bias(self) -> np.ndarray:
+        return np.zeros(self.channels, np.int32)
 
     @cached_property
-    def phases(self) -> list[Conv2D]:
-        h, w, c = self.ifm.shape
-        planes = planes_view(self.ifm)
-        pixels = TensorRef(self.ofm.name, self.ofm.region, self.ofm.offset, (1, h * w, c), "NHWC")
-        ones = np.ones(c, np.int32)
-        out = []
-        for p0 in range(0, h * w, self.pixels):
-            n = min(self.pixels, h * w - p0)
-            out.append(Conv2D(f"{self.name}[pixels {p0}..{p0 + n - 1}]", planes.box(0, p0, (c, n, 1)),
-                              pixels.box(0, p0, (1, n, c)), self.weights, np.zeros(c, np.int32),
-                              ones * IDENTITY_MULTIPLIER, ones * IDENTITY_SHIFT, 0, 0, (1, 1), (0, 0, 0, 0), -128,
-                              127))  # fmt: skip
-        return out
+    def multiplier(self) -> np.ndarray:
+        return np.full(self.channels, IDENTITY_MULTIPLIER, np.int32)
+
+    @cached_property
+    def shift(self) -> np.ndarray:
+        return np.full(self.channels, IDENTITY_SHIFT, np.int32)
 
 
 @dataclass(eq=False)
-class Deinterleave(Phased):
-    """out = x: the (H, W, C) map ``ifm`` (NHWC in SCRATCH) written to ``ofm`` (a partition
-    output, NCHW in its region). One 1x1 CONV kick per plane and run of ``pixels``: one output
-    channel, weights picking input channel c, the identity requantize; its output, ``pixels``
-    bytes of plane c, leaves as one contiguous run. Every kick reads the whole map when one
-    run holds all its pixels, so the map may stay resident in SRAM for them all."""
+class Interleave(_LayoutMove):
+    """An NCHW partition input (``ifm``) laid out NHWC (``ofm``): per tile, one CONV kick with
+    kernel C x 1 over the tile's planes. ``weights`` [C_out = C, KH = C, KW = 1, C_in = 1]."""
 
-    name: str
-    ifm: TensorRef
-    ofm: TensorRef
-    pixels: int
-    tiling: Tiling | None = None
-    kind: str = field(default="deinterleave", init=False)
-
-    @property
-    def macs(self) -> int:
-        return 0
-
-    @property
-    def stages_operands(self) -> bool:
-        return self.pixels < self.ifm.shape[0] * self.ifm.shape[1]  # a box of the map per kick
+    kind: str = field(default="interleave", init=False)
 
     @cached_property
-    def phases(self) -> list[Conv2D]:
-        h, w, c = self.ifm.shape
-        pixels = TensorRef(self.ifm.name, self.ifm.region, self.ifm.offset, (1, h * w, c), "NHWC")
-        planes = planes_view(self.ofm)
-        picks = np.eye(c, dtype=np.int8).reshape(c, 1, 1, 1, c)  # plane k's kernel: input channel k
-        one = np.ones(1, np.int32)
-        return [Conv2D(f"{self.name}[plane {k}, pixels {p0}..{p0 + n - 1}]", pixels.box(0, p0, (1, n, c)),
-                       planes.box(k, p0, (1, n, 1)), picks[k], np.zeros(1, np.int32), one * IDENTITY_MULTIPLIER,
-                       one * IDENTITY_SHIFT, 0, 0, (1, 1), (0, 0, 0, 0), -128, 127)
-                for p0 in range(0, h * w, self.pixels) for n in [min(self.pixels, h * w - p0)]
-                for k in range(c)]  # fmt: skip
+    def weights(self) -> np.ndarray:
+        return np.eye(self.channels, dtype=np.int8).reshape(self.channels, self.channels, 1, 1)
 
 
-def golden_interleave(op: Interleave | Deinterleave, x: np.ndarray) -> np.ndarray:
-    """The map itself: an interleave changes where its bytes are, not their values."""
+@dataclass(eq=False)
+class Deinterleave(_LayoutMove):
+    """An NHWC map (``ifm``) written as the planes of an NCHW partition output (``ofm``): per
+    tile, one 1x1 CONV kick per plane. ``weights`` [C_out = C, 1, 1, C_in = C]: plane c's kick
+    takes row c, which picks input channel c."""
+
+    kind: str = field(default="deinterleave", init=False)
+
+    @cached_property
+    def weights(self) -> np.ndarray:
+        return np.eye(self.channels, dtype=np.int8).reshape(self.channels, 1, 1, self.channels)
+
+
+def golden_layout_move(op: _LayoutMove, x: np.ndarray) -> np.ndarray:
+    """The map itself: a layout move changes where its bytes are, not their values."""
     return x.copy()
 
 
-def _describe(op: Interleave | Deinterleave) -> str:
-    return f"{op.kind} {shape_text(op)} ({op.pixels} pixels a kick)"
+def _describe(op: _LayoutMove) -> str:
+    return f"{op.kind} {shape_text(op)}"
 
 
-def _unit_reason(op: Interleave | Deinterleave, hw) -> str | None:
-    return next(filter(None, (conv_unit_reason(p, hw) for p in op.phases)), None)
+def _unit_reason(op: _LayoutMove, hw) -> str | None:
+    """The MAC unit's channels; an interleave's kernel is C x 1."""
+    if reason := mac_channels_reason(op, hw):
+        return reason
+    if isinstance(op, Interleave) and op.channels > hw.max_kernel:
+        return f"{what(op)} runs a {op.channels}x1 kernel: the NPU takes up to max_kernel={hw.max_kernel}"
+    return None
 
 
 NPU_OPS = {
-    Interleave: NpuOpSpec(golden_interleave, "phased", describe=_describe, unit_reason=_unit_reason,
+    Interleave: NpuOpSpec(golden_layout_move, "interleave", describe=_describe, unit_reason=_unit_reason,
                           report_class=("interleave", "NCHW interleave")),
-    Deinterleave: NpuOpSpec(golden_interleave, "phased", describe=_describe, unit_reason=_unit_reason,
+    Deinterleave: NpuOpSpec(golden_layout_move, "deinterleave", describe=_describe, unit_reason=_unit_reason,
                             report_class=("deinterleave", "NCHW deinterleave")),
 }  # fmt: skip

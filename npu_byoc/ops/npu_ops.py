@@ -122,12 +122,6 @@ class Phased(NpuOp):
     def phases(self) -> list:
         raise NotImplementedError
 
-    @property
-    def stages_operands(self) -> bool:
-        """Its SCRATCH operands go through SCRATCH, never resident in SRAM: a phase addresses a
-        box of them, which a resident tensor's tile addressing does not follow."""
-        return True
-
 
 class _Binary(NpuOp):
     """Add, Mul: two inputs, no MAC."""
