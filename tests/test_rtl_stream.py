@@ -24,7 +24,6 @@ import numpy as np
 import pytest
 
 from npu_byoc.arch import isa
-from npu_byoc.codegen.lower import lower_module
 from npu_byoc.codegen.overlap import WAIT
 from npu_byoc.arch.encoder import Dma, Kick, encode, encode_with_starts
 from npu_byoc.codegen.schedule import schedule_partition
@@ -92,14 +91,13 @@ def test_fixture_partitions_equal_the_machine(rtl, plans, model):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ALL_MODELS)
-def test_tiled_schedules_equal_the_machine(rtl, partitioned, model):
+def test_tiled_schedules_equal_the_machine(rtl, plans, model):
     """Small-SRAM schedules (row tiles with halos, channel blocks, strided transfers) run on the
     default RTL: their addresses fit any larger SRAM, and the machine runs them with the
-    small SRAM they were made for (and lowered for: an NCHW input's interleave takes kicks the
-    SRAM holds)."""
+    small SRAM they were made for."""
     small = HwConfig(sram_bytes=SMALL[model])
     tiled = False
-    for name, plan in lower_module(partitioned(model), small).items():
+    for name, plan in plans(model).items():
         try:
             schedule = schedule_partition(plan, small)
         except LoweringError:
@@ -496,11 +494,11 @@ def test_mobilenet_mac_utilization(rtl, plans):
 
 
 @pytest.mark.slow
-def test_a_small_configuration_builds_and_equals_the_machine(partitioned):
+def test_a_small_configuration_builds_and_equals_the_machine(plans):
     hw = HwConfig(array_rows=4, array_cols=8, sram_bytes=4096)
     npu = V.VerilatorNpu(hw)
     for model in ("tiny_cnn_int8.tflite", "tiny_cnn_qdq.onnx"):
-        for name, plan in lower_module(partitioned(model), hw).items():  # lowered for the configuration
+        for name, plan in plans(model).items():
             schedule = schedule_partition(plan, hw)
             got, _ = same_as_machine(npu, schedule.words(), bind(plan, schedule, random_inputs(plan, 3)), hw=hw)
             assert got.ok, f"{model} {name}: {got}"
