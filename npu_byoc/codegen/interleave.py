@@ -60,24 +60,25 @@ def _planes(ref: TensorRef) -> bool:
 
 def _with_interleave(plan: PartitionPlan, index: int, ref: TensorRef, hw: HwConfig) -> PartitionPlan | None:
     """``plan`` with input ``index`` (``ref``) interleaved into SCRATCH and its readers reading
-    that; None when the input is not NCHW, its readers cannot take it or no kick fits."""
+    that; None when the input is not NCHW planes, its readers cannot take it or the kick
+    breaks a unit limit."""
     readers = [k for k, op in enumerate(plan.ops) if ref in op.inputs]
     if not _planes(ref) or not readers:
         return None
     plan, nhwc = _scratch_for(plan, ref)
-    op = _fitted(Interleave, f"{ref.name} [interleave]", ref, nhwc, hw)
+    op = _checked(Interleave, f"{ref.name} [interleave]", ref, nhwc, hw)
     return _inserted(plan, ref, nhwc, op, readers[0], index, "interleaves")
 
 
 def _with_deinterleave(plan: PartitionPlan, index: int, ref: TensorRef, hw: HwConfig) -> PartitionPlan | None:
     """``plan`` with output ``index`` (``ref``) written NHWC to SCRATCH by its producer (and
-    read there by any later op) and deinterleaved into its region; None when it is not NCHW,
-    no one op writes it whole or no kick fits."""
+    read there by any later op) and deinterleaved into its region; None when it is not NCHW
+    planes, no one op writes it whole or the kicks break a unit limit."""
     producers = [k for k, op in enumerate(plan.ops) if op.ofm == ref]
     if not _planes(ref) or len(producers) != 1:
         return None
     plan, nhwc = _scratch_for(plan, ref)
-    op = _fitted(Deinterleave, f"{plan.layers[producers[0]]} [deinterleave]", nhwc, ref, hw)
+    op = _checked(Deinterleave, f"{plan.layers[producers[0]]} [deinterleave]", nhwc, ref, hw)
     return _inserted(plan, ref, nhwc, op, producers[0] + 1, index, "deinterleaves")
 
 
@@ -100,13 +101,14 @@ def _inserted(plan: PartitionPlan, old: TensorRef, new: TensorRef, op, at: int, 
     def shifted(pairs):
         return tuple((k + (k >= at), v) for k, v in pairs)
 
-    notes = {name: shifted(getattr(plan, name)) for name in ("copy_ops", "feature_orders", "interleaves", "deinterleaves")}
+    notes = {name: shifted(getattr(plan, name))
+             for name in ("copy_ops", "feature_orders", "interleaves", "deinterleaves")}  # fmt: skip
     notes[field] = tuple(sorted((*notes[field], (at, index))))
     return replace(plan, ops=[*moved[:at], op, *moved[at:]], layers=[*plan.layers[:at], op.name, *plan.layers[at:]],
                    **notes)  # fmt: skip
 
 
-def _fitted(cls, name: str, ifm: TensorRef, ofm: TensorRef, hw: HwConfig):
+def _checked(cls, name: str, ifm: TensorRef, ofm: TensorRef, hw: HwConfig):
     """``cls`` (Interleave or Deinterleave), or None when its kicks break a unit limit (the
     SRAM is the tiler's: a partition whose tiles cannot fit is not faster)."""
     op = cls(name, ifm, ofm)

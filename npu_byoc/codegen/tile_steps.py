@@ -316,7 +316,8 @@ def _deinterleave_tile(op: Deinterleave, io: "TileIo", r0: int, nr: int, c0: int
     ofm, store = io.store("ofm", planes_view(op.ofm), 0, C, r0 * W, n, 0, 1)
     regs = {Reg.IFM_ADDR: ifm, Reg.IFM_H: 1, Reg.IFM_W: n, Reg.IFM_C: C} | _identity_conv_regs(op, io, (1, 1))
     for c in range(C):
-        plane = {Reg.WEIGHT_ADDR: io.sram["weights"] + c * C, Reg.REQUANT_ADDR: io.sram["requant"] + c * REQUANT_RECORD_BYTES}
+        plane = {Reg.WEIGHT_ADDR: io.sram["weights"] + c * C,
+                 Reg.REQUANT_ADDR: io.sram["requant"] + c * REQUANT_RECORD_BYTES}  # fmt: skip
         steps.append(Kick.make(Opcode.CONV, regs | plane | _ofm_regs(ofm + c * n, 1, n, 1)))
     return [*steps, *store]
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import (
-    add, channel_shuffle, concat, conv2d, depthwise, fully_connected, gather, grouped_conv, interleave, lut, matmul, mean,
-    mul, pad, patchify, pool, reshape, resize, softmax, squared_difference, strided_conv, transpose, transpose_conv,
+    add, channel_shuffle, concat, conv2d, depthwise, fully_connected, gather, grouped_conv, interleave, lut, matmul,
+    mean, mul, pad, patchify, pool, reshape, resize, softmax, squared_difference, strided_conv, transpose,
+    transpose_conv,
 )  # fmt: skip
 from .npu_op_spec import NpuOpSpec
 from .npu_ops import NpuOp, Phased, TensorRef
