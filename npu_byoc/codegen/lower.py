@@ -9,7 +9,7 @@ the scratch region, NHWC.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 import tvm
