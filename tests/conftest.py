@@ -18,9 +18,14 @@ ALL_MODELS = TFLITE_MODELS + ONNX_MODELS
 
 def op_expected(plan, k: int, tensor_of):
     """The reference runtime's value of ``plan.ops[k]``'s output (``tensor_of(name, hwc)``
-    looks a tensor up by name); for a concatenation's copy, its channel slice of the
-    concatenation (read whole by the ops after it, so some op input names it)."""
+    looks a tensor up by name); for an interleave, the partition input; for a deinterleave, its
+    producer's; for a concatenation's copy, its channel slice of the concatenation (read whole
+    by the ops after it, so some op input names it)."""
     op = plan.ops[k]
+    if k in dict(plan.interleaves):  # an NCHW input laid out NHWC: the input itself
+        return tensor_of(plan.inputs[dict(plan.interleaves)[k]].ref.name, op.ofm.shape)
+    if k in dict(plan.deinterleaves):  # an NCHW output written as planes: its producer's output
+        return op_expected(plan, k - 1, tensor_of)
     if k not in dict(plan.copy_ops):
         return tensor_of(op.name, op.ofm.shape)
     whole = next(r for o in plan.ops for r in o.inputs if r.name == plan.layers[k] and not r.pitch)

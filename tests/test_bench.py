@@ -278,6 +278,16 @@ def test_onnx_apps_make_without_torch_says_what_to_install(monkeypatch, tmp_path
 
 
 @pytest.mark.slow
+def test_interleave_quick():
+    """tiny_cnn_qdq under U55 Sram_Only: its image laid out on chip, faster than the strided
+    reads and, both, no faster than the roofline bound."""
+    out = run_quick("interleave.py")
+    (row,) = markdown_rows(out, "| model |")
+    assert row[:2] == ["tiny_cnn_qdq.onnx", "Sram_Only"] and row[7] == "1 of 1"
+    strided, on_chip, bound = (number(c) for c in row[2:5])
+    assert bound <= on_chip < strided / 4
+
+
 def test_waveform_quick():
     out = run_quick("waveform.py")
     ((k, layer, cycles, layer_ms, traced_ms, in_window, adds_ms, all_in, size),) = markdown_rows(out, "| # | layer")

@@ -9,7 +9,7 @@ the scratch region, NHWC.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import numpy as np
 import tvm
@@ -27,6 +27,8 @@ from .layout_agreement import layout_conflict
 from ..ops.records import QFullyConnected, QOp, QReshape, QSoftmax
 from ..util.relax_utils import dtype_of, shape_of
 from ..ops.npu_ops import NpuOp, TensorRef
+from .interleave import interleave_io
+from .plan import IoTensor, PartitionPlan
 
 from ..ops.lowering import hwc, partition_batch, per_image, view  # noqa: F401 (lower.X callers)
 from ..ops.reshape import order_free
@@ -34,53 +36,6 @@ from ..ops.registry import IN_PLACE, LOWERINGS, STRIDED_READERS, STRIDED_VIEWS, 
 from ..ops.softmax import last_axis_as_channels
 
 SCRATCH_ALIGN = 16
-
-
-@dataclass
-class IoTensor:
-    """A partition input or output as the caller passes it (model shape and layout)."""
-
-    name: str
-    shape: tuple[int, ...]
-    dtype: str
-    ref: TensorRef
-
-
-@dataclass
-class PartitionPlan:
-    name: str
-    inputs: list[IoTensor]
-    outputs: list[IoTensor]
-    ops: list[NpuOp]
-    scratch_bytes: int = 0
-    layers: list[str] = field(default_factory=list)
-    # Images per call: the ops, refs and scratch are one image's; the IO tensors hold `batch`
-    # images back to back and the runner executes the ops once per image (docs/codegen.md).
-    batch: int = 1
-    # The start of the CONST region: the model constants ops read as operands (a constant
-    # channel vector of ADD / MUL), at 16-byte aligned offsets. The scheduler appends the
-    # weights, requantize records and LUTs after them.
-    constants: bytes = b""
-    # The copies a concatenation adds (an input copied or rescaled into its channel slice), as
-    # (index into ops, the concatenation's input): NPU work no composite stands for.
-    copy_ops: tuple[tuple[int, int], ...] = ()
-    # Ops whose output features are stored in another order than the model lists them (a fully
-    # connected layer feeding an NCHW unflatten computes them in HWC order), as (index into ops,
-    # the model index of each stored feature). Never a partition output.
-    feature_orders: tuple[tuple[int, np.ndarray], ...] = ()
-
-    @property
-    def macs(self) -> int:
-        return sum(op.macs for op in self.ops)
-
-    def model_order(self, op: NpuOp, value: np.ndarray) -> np.ndarray:
-        """``op``'s output value (as the NPU stores it) with its features in the model's order."""
-        order = next((o for k, o in self.feature_orders if self.ops[k] is op), None)
-        if order is None:
-            return value
-        features = np.empty(value.size, value.dtype)
-        features[order] = value.reshape(-1)
-        return features.reshape(value.shape)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -212,8 +167,11 @@ def _layout_of(op: QOp, model_layout: str) -> str:
 # Partitions
 
 
-def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONFIG) -> PartitionPlan:
-    """Lower one Codegen="npu" function. Raises LoweringError naming the layer and the reason."""
+def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONFIG,
+                    interleave: bool = True) -> PartitionPlan:  # fmt: skip
+    """Lower one Codegen="npu" function. Raises LoweringError naming the layer and the reason.
+    ``interleave``: lay NCHW inputs and outputs out on chip where that is faster
+    (npu_byoc.codegen.interleave); without, they move as strided transfers."""
     params = list(func.params)
     bindings = [b for block in func.body.blocks for b in block.bindings]
     local_funcs = {b.var: b.value for b in bindings if isinstance(b.value, relax.Function)}
@@ -382,8 +340,9 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
         if v not in refs or refs[v].region != output_region.get(v):
             raise LoweringError(f"{name}: output {k} is not produced by an NPU operation")
         outputs.append(IoTensor(f"output_{k}", shape_of(v), dtype_of(v), refs[v]))
-    return PartitionPlan(name, inputs, outputs, ops, scratch, layers, batch, bytes(constants), tuple(copy_ops),
-                         tuple(feature_orders))
+    plan = PartitionPlan(name, inputs, outputs, ops, scratch, layers, batch, bytes(constants), tuple(copy_ops),
+                         feature_orders=tuple(feature_orders))
+    return interleave_io(plan, hw) if interleave else plan
 
 
 def _flattens_into_fc(var, src: TensorRef, readers: dict, output_region: dict) -> bool:
@@ -428,11 +387,11 @@ def _hwc_or_fail(partition: str, tensor: str, shape, layout, batch: int = 1) -> 
         raise LoweringError(f"{partition}: input '{tensor}': {err}") from None
 
 
-def lower_module(mod: tvm.IRModule, hw: HwConfig = DEFAULT_CONFIG) -> dict[str, PartitionPlan]:
+def lower_module(mod: tvm.IRModule, hw: HwConfig = DEFAULT_CONFIG, interleave: bool = True) -> dict[str, PartitionPlan]:
     """Lower every Codegen="npu" function of a partitioned module."""
     from ..ops.composites import npu_functions
 
-    return {name: lower_partition(name, f, hw) for name, f in npu_functions(mod).items()}
+    return {name: lower_partition(name, f, hw, interleave) for name, f in npu_functions(mod).items()}
 
 
 __all__ = ["PartitionPlan", "IoTensor", "lower_partition", "lower_module", "LOWERINGS", "hwc", "view"]

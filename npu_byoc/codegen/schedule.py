@@ -29,7 +29,7 @@ from ..arch.cycles import DMA_SETUP_CYCLES, kick_cycles
 from ..arch.memory import memory, sustained_bytes_per_cycle
 from ..util import escape
 from ..arch.encoder import Step, disassemble, encode_with_starts
-from .lower import PartitionPlan
+from .plan import PartitionPlan
 from .residency import Buffer, largest_gap, place
 from .weight_compress import compress_constants
 from .overlap import overlap
@@ -41,6 +41,7 @@ from .tile_steps import (
     SECOND_IFM, SECOND_REQUANT, SECOND_WEIGHTS, Constants, NotResident, TileIo, constants_of, op_steps,
 )  # fmt: skip
 from ..ops.npu_ops import Conv2D, FullyConnected, NpuOp, Phased, TensorRef, Tiling
+from ..ops.registry import NPU_OPS
 
 ROW_SPLIT_TILES = 4  # overlapped schedules: row tiles of a one-tile op whose staged input loads long
 ROW_SPLIT_MIN_CYCLES = 512  # ... longer than this
@@ -165,13 +166,14 @@ def _double_buffers(op: NpuOp, tiling: Tiling, resident=()) -> dict[str, int]:
 
 
 def _split_rows(op: NpuOp, tiling: Tiling, hw: HwConfig, budget: int, resident=()) -> Tiling:
-    """Overlapped schedules: a convolution or pool that is one tile and reads a staged input
+    """Overlapped schedules: a convolution, pool or interleave that is one tile and reads a staged input
     (a partition input, a tensor in SCRATCH) that takes more than ROW_SPLIT_MIN_CYCLES to load
     is cut into ROW_SPLIT_TILES row tiles with two input buffers, so it starts computing once
     the first tile's rows are in (when both buffers fit the free SRAM)."""
     kind = KINDS[type(op)]
     rows = kind.rows(op)
-    if kind is not SPATIAL_KIND or "ifm" in resident or tiling.rows < rows or rows < ROW_SPLIT_TILES:
+    splittable = kind is SPATIAL_KIND or NPU_OPS[type(op)].tiling == "interleave"  # an NCHW input's planes too
+    if not splittable or "ifm" in resident or tiling.rows < rows or rows < ROW_SPLIT_TILES:
         return tiling
     if op.ifm.nbytes / hw.dma_bytes_per_cycle <= ROW_SPLIT_MIN_CYCLES:
         return tiling

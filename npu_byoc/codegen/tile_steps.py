@@ -29,6 +29,7 @@ from ..ops.npu_ops import (
 )  # fmt: skip
 from ..ops.matmul import MatMulHead
 from ..ops.broadcast import ChannelReplicated
+from ..ops.interleave import Deinterleave, Interleave, pixels_view, planes_view
 from ..ops.registry import NPU_OPS
 from ..ops.squared_difference import SquaredDifference
 
@@ -292,6 +293,41 @@ def _replicated_tile(op: ChannelReplicated, io: "TileIo", r0: int, nr: int, c0: 
     return [*steps, _binary_kick(binary, regs), *store]
 
 
+def _interleave_tile(op: Interleave, io: "TileIo", r0: int, nr: int, c0: int, nc: int) -> list[Step]:
+    """ops.interleave: image rows [r0, r0 + nr) of the planes, C runs of n = nr·W bytes, as the
+    map (C, n, 1); one CONV kick, kernel C x 1, writes (1, n, C): the rows' NHWC pixels."""
+    _, W, C = op.ifm.shape
+    n = nr * W
+    steps: list[Step] = []
+    ifm = io.load(steps, "ifm", planes_view(op.ifm), 0, C, r0 * W, n, 0, 1)
+    ofm, store = io.store("ofm", pixels_view(op.ofm), 0, 1, r0 * W, n, 0, C)
+    regs = {Reg.IFM_ADDR: ifm, Reg.IFM_H: C, Reg.IFM_W: n, Reg.IFM_C: 1} | _identity_conv_regs(op, io, (C, 1))
+    return [*steps, Kick.make(Opcode.CONV, regs | _ofm_regs(ofm, 1, n, C)), *store]
+
+
+def _deinterleave_tile(op: Deinterleave, io: "TileIo", r0: int, nr: int, c0: int, nc: int) -> list[Step]:
+    """ops.interleave: rows [r0, r0 + nr) of the NHWC map, n = nr·W pixels; per plane c one 1x1
+    CONV kick with one output channel (weights and record c: pick channel c) into slot c of the
+    output buffer; one DMA writes the slots as C runs of n bytes, one per plane."""
+    _, W, C = op.ifm.shape
+    n = nr * W
+    steps: list[Step] = []
+    ifm = io.load(steps, "ifm", pixels_view(op.ifm), 0, 1, r0 * W, n, 0, C)
+    ofm, store = io.store("ofm", planes_view(op.ofm), 0, C, r0 * W, n, 0, 1)
+    regs = {Reg.IFM_ADDR: ifm, Reg.IFM_H: 1, Reg.IFM_W: n, Reg.IFM_C: C} | _identity_conv_regs(op, io, (1, 1))
+    for c in range(C):
+        plane = {Reg.WEIGHT_ADDR: io.sram["weights"] + c * C,
+                 Reg.REQUANT_ADDR: io.sram["requant"] + c * REQUANT_RECORD_BYTES}  # fmt: skip
+        steps.append(Kick.make(Opcode.CONV, regs | plane | _ofm_regs(ofm + c * n, 1, n, 1)))
+    return [*steps, *store]
+
+
+def _identity_conv_regs(op, io: "TileIo", kernel: tuple[int, int]) -> dict[Reg, int]:
+    return {Reg.IFM_ZERO_POINT: op.ifm_zero_point, Reg.OFM_ZERO_POINT: op.ofm_zero_point,
+            Reg.WEIGHT_ADDR: io.sram["weights"], Reg.REQUANT_ADDR: io.sram["requant"]} | _clamp_regs(op) | _window_regs(
+                kernel, (1, 1), (0, 0, 0, 0))  # fmt: skip
+
+
 def _phased_tile(op, io, r0, nr, c0, nc) -> list[Step]:
     raise AssertionError("a phased op is scheduled phase by phase (op_steps)")
 
@@ -306,6 +342,8 @@ TILE_STEPS_BY_KIND: dict[str, Callable[[NpuOp, TileIo, int, int, int, int], list
     "phased": _phased_tile,
     "matmul": _matmul_tile,
     "replicated": _replicated_tile,
+    "interleave": _interleave_tile,
+    "deinterleave": _deinterleave_tile,
 }
 TILE_STEPS = {npu_op: TILE_STEPS_BY_KIND[spec.tiling] for npu_op, spec in NPU_OPS.items()}
 # Weights a kind loads per channel block from its operands rather than from the constants.
@@ -334,7 +372,7 @@ def constants_of(op: NpuOp, pool: Constants) -> dict[str, tuple[int, int]]:
         return {"phases": out}
     if isinstance(op, ChannelReplicated):  # its CONV kicks' weights (ones) and identity requantize
         return constants_of(op.replicate, pool)
-    if isinstance(op, Conv2D | DepthwiseConv2D | FullyConnected):
+    if isinstance(op, Conv2D | DepthwiseConv2D | FullyConnected | Interleave | Deinterleave):
         per_channel = int(np.prod(op.weights.shape[1:]))
         return {
             "weights": (pool.add(np.ascontiguousarray(op.weights, np.int8).tobytes()), per_channel),

@@ -160,6 +160,21 @@ def _phased_buffers(op: Phased, r: int, cb: int) -> dict[str, int]:
     return out
 
 
+# Interleave / Deinterleave (npu_byoc.ops.interleave): rows of the image; a tile's planes (C runs
+# of r·W bytes) and its pixels (r·W of C channels), every channel (one kick over all planes, or
+# one output buffer the planes leave from in one DMA), the identity weights and records.
+
+
+def _layout_move_buffers(op, r: int, cb: int) -> dict[str, int]:
+    _, W, C = op.ifm.shape
+    return {"weights": cb * C, "requant": cb * REQUANT_RECORD_BYTES, "ifm": r * W * C, "ofm": r * W * cb}
+
+
+def _layout_move_kind() -> _Kind:
+    return _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _layout_move_buffers, _describe_elementwise,
+                 split_channels=False)  # fmt: skip
+
+
 SPATIAL_KIND = _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _spatial_buffers, _describe_spatial)
 # By the name an op's spec gives (NpuOpSpec.tiling, npu_op_spec.TILING_KINDS).
 KINDS_BY_NAME: dict[str, _Kind] = {
@@ -174,6 +189,8 @@ KINDS_BY_NAME: dict[str, _Kind] = {
     "phased": _Kind(_phase_rows, lambda op: op.ofm.shape[2], _phased_buffers, _describe_elementwise),
     "replicated": _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _replicated_buffers,
                         _describe_elementwise),  # fmt: skip
+    "interleave": _layout_move_kind(),
+    "deinterleave": _layout_move_kind(),
 }
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import (
-    add, channel_shuffle, concat, conv2d, depthwise, fully_connected, gather, grouped_conv, lut, matmul, mean, mul, pad,
-    patchify, pool, reshape, resize, softmax, squared_difference, strided_conv, transpose, transpose_conv,
+    add, channel_shuffle, concat, conv2d, depthwise, fully_connected, gather, grouped_conv, interleave, lut, matmul,
+    mean, mul, pad, patchify, pool, reshape, resize, softmax, squared_difference, strided_conv, transpose,
+    transpose_conv,
 )  # fmt: skip
 from .npu_op_spec import NpuOpSpec
 from .npu_ops import NpuOp, Phased, TensorRef
@@ -24,12 +25,14 @@ REGISTRY = (
     squared_difference, lut,
     softmax, gather, resize, reshape, concat, transpose, channel_shuffle, patchify, pad,
 )  # fmt: skip
+# Typed ops the compiler adds with no pattern of their own (an NCHW input's interleave).
+LAYOUT_OPS = (interleave,)
 
 
 def _merged(attr: str) -> dict:
     """The modules' ``attr`` dicts in one (a key twice is a bug)."""
     out: dict = {}
-    for module in REGISTRY:
+    for module in (*REGISTRY, *LAYOUT_OPS):
         for key, value in getattr(module, attr, {}).items():
             assert key not in out, f"{module.__name__}: {key.__name__} is in {attr} twice"
             out[key] = value

@@ -87,6 +87,8 @@ def _layer_calls(func: relax.Function, plan: PartitionPlan | None = None) -> lis
     local_funcs = {b.var: b.value for b in bindings if isinstance(b.value, relax.Function)}
     aliases = {b.var: b.value for b in bindings if isinstance(b.value, relax.Var)}
     copy_input = dict(plan.copy_ops) if plan is not None else {}  # op index -> concatenation input
+    # op index -> the partition input an interleave lays out NHWC, or -1 - the output a deinterleave writes
+    interleaved = dict(plan.interleaves) | {k: -1 - j for k, j in plan.deinterleaves} if plan is not None else {}
     concats: dict = {}  # concatenation var -> (axis, its inputs' sources)
     permuted: dict = {}  # var of a transpose lowered to a view (no NPU op) -> ("permute", (axes, source))
     plan_layers = set(plan.layers) if plan is not None else None
@@ -109,9 +111,17 @@ def _layer_calls(func: relax.Function, plan: PartitionPlan | None = None) -> lis
         raise NpuByocError(f"cosim: an argument of layer '{layer}' is neither a partition input "
                            "nor an NPU layer's output")  # fmt: skip
 
+    def interleaves():  # an NCHW input or output laid out where lowering put it: TVM's value is the tensor
+        while len(out) in interleaved:
+            k = interleaved[len(out)]
+            io, source = (plan.inputs[k], ("input", k)) if k >= 0 else (plan.outputs[-1 - k], ("layer", len(out) - 1))
+            out.append(_LayerCall(plan.ops[len(out)].name, _identity_function(io.shape, io.dtype), [source],
+                                  tuple(io.shape), io.dtype))  # fmt: skip
+
     for b in bindings:
         if not (isinstance(b.value, relax.Call) and b.value.op in local_funcs):
             continue
+        interleaves()
         composite = local_funcs[b.value.op]
         name = str(composite.attrs[LAYER_ATTR]) if LAYER_ATTR in composite.attrs else str(b.var.name)
         if str(composite.attrs["Composite"]) == "npu.concat":
@@ -133,7 +143,17 @@ def _layer_calls(func: relax.Function, plan: PartitionPlan | None = None) -> lis
             index[b.var] = len(out)
             out.append(_LayerCall(name, composite, [source(a, name) for a in b.value.args], shape_of(b.var),
                                   dtype_of(b.var)))  # fmt: skip
+    interleaves()
     return out
+
+
+def _identity_function(shape, dtype: str) -> relax.Function:
+    """x -> x: TVM's reference of an interleave or deinterleave (the same values, laid out anew)."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType([int(d) for d in shape], dtype))
+    with bb.function("interleave", [x]):
+        bb.emit_func_output(x)
+    return bb.get()["interleave"].without_attr("global_symbol")
 
 
 def _copy_function(composite: relax.Function, k: int) -> relax.Function:
