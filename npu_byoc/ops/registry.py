@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from . import (
     add, channel_shuffle, concat, conv2d, depthwise, fully_connected, gather, grouped_conv, lut, matmul, mean, mul, pad,
-    patchify, pool, reshape, resize, softmax, squared_difference, strided_conv, transpose, transpose_conv,
+    layernorm, patchify, pool, reshape, resize, softmax, squared_difference, strided_conv, transpose, transpose_conv,
 )  # fmt: skip
 from .npu_op_spec import NpuOpSpec
 from .npu_ops import NpuOp, Phased, TensorRef
@@ -22,7 +22,7 @@ from .records import QOp
 REGISTRY = (
     conv2d, transpose_conv, depthwise, grouped_conv, strided_conv, fully_connected, matmul, pool, mean, add, mul,
     squared_difference, lut,
-    softmax, gather, resize, reshape, concat, transpose, channel_shuffle, patchify, pad,
+    softmax, layernorm, gather, resize, reshape, concat, transpose, channel_shuffle, patchify, pad,
 )  # fmt: skip
 
 
