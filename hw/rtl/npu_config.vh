@@ -15,7 +15,7 @@
 `define NPU_DMA_OVERLAP 1                     // 1 (default): schedules run DMAs in the background while the array computes; 0: in turn (compiler only)
 `define NPU_DMA_QUEUE_DEPTH 8                 // background DMA transfers outstanding at most (the descriptor queue)
 `define NPU_WEIGHT_DECODER_BYTES_PER_CYCLE 0  // bytes the weight decoder (DMA_IN_DECODE) writes to SRAM per cycle; 0 = no decoder
-`define NPU_LAYERNORM_UNIT 0                  // 1: the LAYERNORM unit is present; 0 = none (LAYERNORM is an invalid opcode)
+`define NPU_LAYERNORM_UNIT 1                  // 1: the LAYERNORM unit is present; 0 = none (LAYERNORM is an invalid opcode)
 `define NPU_CORE_CLOCK_HZ 500000000           // core clock in Hz (reports: milliseconds, inferences per second)
 `define NPU_FM_MEM_BYTES_PER_CYCLE 64         // feature-map memory (SCRATCH, IO*): bytes per memory clock cycle
 `define NPU_FM_MEM_CLOCK_DIVIDER 1            // feature-map memory (SCRATCH, IO*): core cycles per memory clock cycle

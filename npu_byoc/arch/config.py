@@ -31,10 +31,10 @@ class HwConfig:
     # the bytes it writes to SRAM per cycle, 0 = no decoder (the compiler keeps every weight
     # raw; DMA_IN_DECODE is an invalid opcode). Off by default: the RTL has no decoder yet.
     weight_decoder_bytes_per_cycle: int = 0
-    # The LAYERNORM unit (ONNX LayerNormalization, npu_byoc.ops.layernorm): 1 = present, 0 = none
-    # (LAYERNORM is an invalid opcode and the compiler keeps LayerNormalization on the CPU).
-    # Off by default: the RTL has no LAYERNORM unit yet.
-    layernorm_unit: int = 0
+    # The LAYERNORM unit (ONNX LayerNormalization, npu_byoc.ops.layernorm; in the RTL's vector
+    # unit): 1 = present, 0 = none (LAYERNORM is an invalid opcode and the compiler keeps
+    # LayerNormalization on the CPU).
+    layernorm_unit: int = 1
     # Core clock in Hz: reports give milliseconds and inferences per second beside cycles.
     core_clock_hz: int = 500_000_000
     # The external memories (npu_byoc.arch.memory, docs/memory.md): fm_mem serves the feature

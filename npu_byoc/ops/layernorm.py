@@ -4,9 +4,9 @@ its convention, extraction into a :class:`QLayerNorm`, checks, lowering to :clas
 (gamma and beta converted to integer records here) and golden semantics. The integer kernel
 is npu_byoc.arch.numerics_layernorm (docs/numerics.md §8e).
 
-The NPU runs it only when built with a LAYERNORM unit (``HwConfig.layernorm_unit``, off by
-default: the RTL has no such unit yet); the golden model, the stream machine, the C model and
-the cycle model implement it.
+The NPU runs it when built with its LAYERNORM unit (``HwConfig.layernorm_unit``, 1 by default):
+the golden model, the stream machine, the C model, the RTL (hw/rtl/npu_vec.v) and the cycle
+model implement it.
 """
 
 from __future__ import annotations
@@ -137,10 +137,9 @@ def _extract_layernorm(root, bindings) -> QLayerNorm:
 
 
 def layernorm_unit(op, hw: HwConfig) -> str | None:
-    """The NPU is built with a LAYERNORM unit (``layernorm_unit=1``; off by default: the RTL has none yet)."""
+    """The NPU is built with its LAYERNORM unit (``layernorm_unit=1``, the default)."""
     if not hw.layernorm_unit:
-        return ("the NPU has no LAYERNORM unit (layernorm_unit=0, the default: the RTL has none yet; "
-                "layernorm_unit=1 runs it on the C model)")
+        return "the NPU has no LAYERNORM unit (layernorm_unit=0)"
     return None
 
 

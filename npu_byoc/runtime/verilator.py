@@ -201,9 +201,6 @@ def build_key(hw: HwConfig = DEFAULT_CONFIG, top: str = TOP, waveform: str | Non
     if hw.weight_decoder_bytes_per_cycle:
         raise VerilatorBuildError(f"weight_decoder_bytes_per_cycle={hw.weight_decoder_bytes_per_cycle}: the RTL has no "
                                   "weight decoder yet; run the C model (backend 'functional') or set it to 0")
-    if hw.layernorm_unit:
-        raise VerilatorBuildError("layernorm_unit=1: the RTL has no LAYERNORM unit yet; run the C model "
-                                  "(backend 'functional') or set it to 0")
     v = find_verilator()
     traced = [repr(WAVEFORM_FORMATS[waveform]), TRACE_CONFIG] if waveform else []
     return content_key([

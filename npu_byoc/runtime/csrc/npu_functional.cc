@@ -1442,9 +1442,9 @@ static uint64_t kick_cycles(const machine_t *mc, uint32_t opcode) {
     case NPU_OP_SOFTMAX:  // the table, then per row: max, sum, reciprocal, output
         return kVectorSetupCycles + ceil_div(NPU_SOFTMAX_TABLE_BYTES, lanes) +
                reg_u(mc, NPU_REG_OFM_H) * reg_u(mc, NPU_REG_OFM_W) * (3 * ceil_div(reg_u(mc, NPU_REG_OFM_C), lanes) + kSoftmaxRecipCycles);
-    case NPU_OP_LAYERNORM:  // per pixel: the sums, the reciprocal square root, the x and record reads
+    case NPU_OP_LAYERNORM:  // per pixel: the sum pass, the reciprocal square root, the record (and x) reads
         return kVectorSetupCycles + reg_u(mc, NPU_REG_OFM_H) * reg_u(mc, NPU_REG_OFM_W) *
-                                        (2 * ceil_div(reg_u(mc, NPU_REG_OFM_C), lanes) +
+                                        (ceil_div(reg_u(mc, NPU_REG_OFM_C), lanes) +
                                          ceil_div(NPU_REQUANT_RECORD_BYTES * reg_u(mc, NPU_REG_OFM_C), lanes) + kLayernormRsqrtCycles);
     default: return 0;
     }
