@@ -91,24 +91,24 @@ def _layernorm_conventions():
                             "dequantize(x) → layer_norm(dequantize(gamma), dequantize(beta))"))  # fmt: skip
 
 
-def _float_constant(expr, bindings, what_: str, channels: int) -> np.ndarray:
+def _float_constant(expr, bindings, role: str, channels: int) -> np.ndarray:
     """A float32 [channels] vector from a constant, or from a dequantize of one evaluated in
     float32 as the model's runtime does: float32(q − zp) · float32(scale)."""
     e = resolve(expr, bindings)
     if op_name(e) == "relax.dequantize":
-        q = _const(e.args[0], bindings, what_).astype(np.int64)
-        scale, zp, axis = _qparams(e, bindings, what_)
+        q = _const(e.args[0], bindings, role).astype(np.int64)
+        scale, zp, axis = _qparams(e, bindings, role)
         if scale.size > 1 and q.ndim:
             shape = [1] * q.ndim
             shape[axis % q.ndim] = scale.size
             scale, zp = scale.reshape(shape), (zp.reshape(shape) if zp.size > 1 else zp)
         value = (q - zp).astype(np.float32) * scale.astype(np.float32)
     else:
-        value = np.asarray(_const(e, bindings, what_), np.float32)
+        value = np.asarray(_const(e, bindings, role), np.float32)
     try:
         return np.ascontiguousarray(np.broadcast_to(value.astype(np.float32), (channels,)))
     except ValueError:
-        raise Reject(f"the layer norm's {what_} has shape {value.shape}, not one value per channel ({channels})") from None
+        raise Reject(f"the layer norm's {role} has shape {value.shape}, not one value per channel ({channels})") from None
 
 
 def _extract_layernorm(root, bindings) -> QLayerNorm:
