@@ -203,6 +203,21 @@ def test_kick_equals_the_kernel_on_machine_c_model_and_rtl(rtl):
         done += 1
 
 
+def test_widest_rows_at_the_largest_variance_on_all_three(rtl):
+    """4,096 channels (the unit's limit), half at −128 and half at 127: V = C²·255²/4, the
+    largest the sums reach (numerics_layernorm's ranges), equal on the three and to the kernel."""
+    c = LAYERNORM_MAX_CHANNELS
+    x = np.random.default_rng(11).integers(-128, 128, (1, 2, c)).astype(np.int8)
+    x[0, 1, : c // 2], x[0, 1, c // 2 :] = -128, 127
+    for zp, s_in in ((-128, 0.5), (127, 0.001)):
+        e_fx, frac_bits = ln.epsilon_term(1e-5, c, s_in)
+        g, b = ln.channel_params(np.linspace(-3, 3, c, dtype=F32), np.linspace(1, -1, c, dtype=F32), 0.01)
+        steps, regions, _ = layernorm_stream(x, zp, 3, e_fx, frac_bits, g, b)
+        m, f, r, got = run_three(rtl, steps, regions, x.shape)
+        assert m.status == Status.OK and f.cycles == r.cycles == cycles.stream_cycles(steps, HW)
+        np.testing.assert_array_equal(got, ln.run(x, zp, 3, e_fx, frac_bits, g, b))
+
+
 @pytest.mark.parametrize(
     "change, status",
     [
