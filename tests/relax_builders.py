@@ -491,6 +491,34 @@ def qdq_softmax(
     return _build([x], body)
 
 
+def qdq_layernorm(
+    *,
+    shape=(1, 4, 16),
+    input_scale: float = 0.05,
+    input_zp: int = 3,
+    output_scale: float = 0.03,
+    output_zp: int = -5,
+    axes=(-1,),
+    epsilon: float = 1e-5,
+    gamma=None,
+    beta=None,
+) -> tvm.IRModule:
+    """dequantize(x) -> layer_norm(gamma, beta, axes) -> quantize (ONNX LayerNormalization as TVM's
+    ONNX frontend imports it, gamma and beta float constants)."""
+    x = _tensor("x", shape, "int8")
+    dims = tuple(shape[a] for a in axes)  # gamma and beta have the normalized axes' shape
+    c = int(np.prod(dims))
+    gamma = np.linspace(0.5, 1.5, c, dtype=np.float32).reshape(dims) if gamma is None else np.asarray(gamma, np.float32)
+    beta = np.linspace(-0.3, 0.3, c, dtype=np.float32).reshape(dims) if beta is None else np.asarray(beta, np.float32)
+
+    def body(bb):
+        xd = bb.emit(R.dequantize(x, _scale_const(input_scale), _zp_const(input_zp), axis=-1))
+        y = bb.emit(R.nn.layer_norm(xd, relax.const(gamma), relax.const(beta), axes=list(axes), epsilon=epsilon))
+        return _requantize_tail(bb, y, output_scale, output_zp, "int8")
+
+    return _build([x], body)
+
+
 def qdq_add(
     *,
     shape=(1, 8, 8, 4),

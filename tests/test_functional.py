@@ -155,11 +155,11 @@ def test_functional_runs_the_whole_mobilenet_partition(plans):
 
 @pytest.fixture(scope="module")
 def tiny(plans):
-    """The tiny CNN's partitions, the MUL fixture's and the SQUARED_DIFFERENCE one's (every opcode
-    between them), scheduled for the default SRAM with sequential DMA, so that each op's steps
+    """The tiny CNN's partitions, the MUL fixture's, the SQUARED_DIFFERENCE one's and the ONNX
+    LayerNormalization one's (every opcode between them), scheduled for the default SRAM with sequential DMA, so that each op's steps
     stand alone (op_streams makes the background DMA variants itself)."""
     out = []
-    for model in ("tiny_cnn_int8.tflite", "op_mul_int8.tflite", "sqdiff_int8.tflite"):
+    for model in ("tiny_cnn_int8.tflite", "op_mul_int8.tflite", "sqdiff_int8.tflite", "layernorm_qdq.onnx"):
         for name, plan in plans(model).items():
             schedule = schedule_partition(plan, DEFAULT, overlapped=False)
             out.append((plan, schedule, bind(plan, schedule, random_inputs(plan, seed=2))))
@@ -183,7 +183,7 @@ def op_streams(tiny):
                     stream = steps[:i] + [bg, WAIT] + steps[i + 1 :]
                     found.setdefault(bg.opcode, (stream, i, regions))
                     found.setdefault(Opcode.WAIT_DMA, (stream, i + 1, regions))
-    assert set(found) == {op for op, regs in KICK_REGS.items() if regs}, "the tiny CNN, MUL and SQUARED_DIFFERENCE fixtures no longer kick every opcode"
+    assert set(found) == {op for op, regs in KICK_REGS.items() if regs}, "the tiny CNN, MUL, SQUARED_DIFFERENCE and LayerNormalization fixtures no longer kick every opcode"
     return found
 
 
@@ -648,6 +648,7 @@ SANITIZER_HARNESS = textwrap.dedent(
         uint64_t sram_bytes; uint32_t array_rows, array_cols, max_kernel, max_stride, max_channels,
         max_pool_window, max_pool_stride, max_mean_elements, max_fc_features, dma_bytes_per_cycle, dma_queue_depth;
         uint32_t fm_mem[7], const_mem[7];  // npu_memory_t
+        uint32_t weight_decoder_bytes_per_cycle, layernorm_unit;
         uint64_t max_commands, max_cycles;
     } npu_functional_config_t;
     extern "C" uint32_t npu_functional_submit(const npu_functional_config_t *, const uint32_t *, size_t,
@@ -672,7 +673,8 @@ SANITIZER_HARNESS = textwrap.dedent(
                 NPU_MAX_CHANNELS, NPU_MAX_POOL_WINDOW, NPU_MAX_POOL_STRIDE, NPU_MAX_MEAN_ELEMENTS,
                 NPU_MAX_FC_FEATURES, NPU_DMA_BYTES_PER_CYCLE, NPU_DMA_QUEUE_DEPTH,
                 {NPU_FM_MEM_BYTES_PER_CYCLE, NPU_FM_MEM_CLOCK_DIVIDER, NPU_FM_MEM_READ_LATENCY, NPU_FM_MEM_WRITE_LATENCY, NPU_FM_MEM_BURST_BYTES, NPU_FM_MEM_MAX_READS, NPU_FM_MEM_MAX_WRITES},
-                {NPU_CONST_MEM_BYTES_PER_CYCLE, NPU_CONST_MEM_CLOCK_DIVIDER, NPU_CONST_MEM_READ_LATENCY, NPU_CONST_MEM_WRITE_LATENCY, NPU_CONST_MEM_BURST_BYTES, NPU_CONST_MEM_MAX_READS, NPU_CONST_MEM_MAX_WRITES}, 10000, UINT64_MAX};
+                {NPU_CONST_MEM_BYTES_PER_CYCLE, NPU_CONST_MEM_CLOCK_DIVIDER, NPU_CONST_MEM_READ_LATENCY, NPU_CONST_MEM_WRITE_LATENCY, NPU_CONST_MEM_BURST_BYTES, NPU_CONST_MEM_MAX_READS, NPU_CONST_MEM_MAX_WRITES},
+                NPU_WEIGHT_DECODER_BYTES_PER_CYCLE, NPU_LAYERNORM_UNIT, 10000, UINT64_MAX};
             const uint32_t n = u32();
             uint32_t *words = new uint32_t[n ? n : 1];  // exactly sized: ASan sees any overrun
             std::memcpy(words, &data[pos], 4 * (size_t)n);

@@ -540,6 +540,7 @@ def _op_streams(plans) -> dict[Opcode, tuple[list, int, dict]]:
     subgraphs = [("tiny_cnn_int8.tflite", SPLIT_TINY, "npu_subgraph_1"), ("tiny_cnn_int8.tflite", SPLIT_TINY, "npu_subgraph_0")]
     subgraphs += [("op_mul_int8.tflite", (), name) for name in plans("op_mul_int8.tflite")]  # MUL
     subgraphs += [("sqdiff_int8.tflite", (), name) for name in plans("sqdiff_int8.tflite")]  # SQDIFF
+    subgraphs += [("layernorm_qdq.onnx", (), name) for name in plans("layernorm_qdq.onnx")]  # LAYERNORM
     for model, exclude, name in subgraphs:
         plan = plans(model, exclude)[name]
         schedule = schedule_partition(plan, HW, residency=False, overlapped=False)  # every layer stores its output, in turn

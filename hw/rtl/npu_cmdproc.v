@@ -245,9 +245,11 @@ module npu_cmdproc (
           else next_command(64'(`NPU_HEADER_WORDS), commands);
         end
         S_DECODE: begin
-          // no weight decoder in this RTL: the decode DMAs are invalid (weight_decoder_bytes_per_cycle 0)
+          // no weight decoder in this RTL: the decode DMAs are invalid (weight_decoder_bytes_per_cycle 0);
+          // LAYERNORM only with the LAYERNORM unit (layernorm_unit 1)
           if (!`NPU_OPCODE_VALID(opcode) || reserved || opcode == `NPU_OP_DMA_IN_DECODE
-              || opcode == `NPU_OP_DMA_IN_DECODE_ASYNC) finish(`NPU_STATUS_INVALID_OPCODE, 32'(idx));
+              || opcode == `NPU_OP_DMA_IN_DECODE_ASYNC || (opcode == `NPU_OP_LAYERNORM && `NPU_LAYERNORM_UNIT == 0))
+            finish(`NPU_STATUS_INVALID_OPCODE, 32'(idx));
           else if (set_reg) begin
             if (!`NPU_REG_VALID(reg_addr)) finish(`NPU_STATUS_INVALID_REGISTER, 32'(idx));
             else if (idx + 64'd1 >= stream_words) finish(`NPU_STATUS_MISSING_STOP, 32'(stream_words));

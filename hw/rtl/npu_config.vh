@@ -15,6 +15,7 @@
 `define NPU_DMA_OVERLAP 1                     // 1 (default): schedules run DMAs in the background while the array computes; 0: in turn (compiler only)
 `define NPU_DMA_QUEUE_DEPTH 8                 // background DMA transfers outstanding at most (the descriptor queue)
 `define NPU_WEIGHT_DECODER_BYTES_PER_CYCLE 0  // bytes the weight decoder (DMA_IN_DECODE) writes to SRAM per cycle; 0 = no decoder
+`define NPU_LAYERNORM_UNIT 1                  // 1: the LAYERNORM unit is present; 0 = none (LAYERNORM is an invalid opcode)
 `define NPU_CORE_CLOCK_HZ 500000000           // core clock in Hz (reports: milliseconds, inferences per second)
 `define NPU_FM_MEM_BYTES_PER_CYCLE 64         // feature-map memory (SCRATCH, IO*): bytes per memory clock cycle
 `define NPU_FM_MEM_CLOCK_DIVIDER 1            // feature-map memory (SCRATCH, IO*): core cycles per memory clock cycle
@@ -57,6 +58,8 @@
 `define NPU_REQUANT_RECORD_BYTES 12             // per-channel record: int32 bias, multiplier, shift
 `define NPU_SOFTMAX_TABLE_BYTES 1024            // SOFTMAX: 256 int32 exp entries
 `define NPU_SOFTMAX_MAX_CHANNELS 4095           // SOFTMAX: OFM_C at most (the row sum stays in int32)
+`define NPU_LAYERNORM_MAX_CHANNELS 4096         // LAYERNORM: OFM_C at most (C*S2 - S1^2 < 2^38)
+`define NPU_LAYERNORM_MAX_FRAC_BITS 22          // LAYERNORM: IFM_SHIFT at most (even)
 `define NPU_MAX_REGIONS 16                      // region numbers 0 .. MAX_REGIONS-1
 `define NPU_REGION_BITS 4                       // width of a region number
 `define NPU_STATUS_BITS 4                       // width of a status code
@@ -82,6 +85,7 @@
 `define NPU_OP_MUL 8'h42                  // elementwise multiply with TFLite int8 rescaling: (x - zp1)*(y - zp2) rescaled by OFM_MULTIPLIER/SHIFT
 `define NPU_OP_SOFTMAX 8'h43              // softmax over the OFM_C channels of each of the OFM_H*OFM_W pixels, TFLite's int8 reference kernel (output scale 1/256, zero point -128) with the exp of max - x read from the int32 table at LUT_ADDR
 `define NPU_OP_SQDIFF 8'h44               // elementwise squared difference with TFLite int8 rescaling (LiteRT's squared_difference.cc): both inputs rescaled as ADD's, subtracted, squared in int32, rescaled by OFM_MULTIPLIER/SHIFT
+`define NPU_OP_LAYERNORM 8'h45            // layer normalization over the OFM_C channels of each of the OFM_H*OFM_W pixels (ONNX LayerNormalization): exact sums of x - IFM_ZERO_POINT and of its squares, a fixed-point 1/sqrt of the variance plus the epsilon term IFM_MULTIPLIER / 2^IFM_SHIFT, then per channel the gamma and beta records at REQUANT_ADDR; only on an NPU with a LAYERNORM unit
 `define NPU_OP_STOP 8'hFF                 // end of stream: status OK
 
 // ---- Registers (isa.Reg); [signed] registers are read sign-extended
@@ -120,9 +124,9 @@
 `define NPU_REG_PAD_BOTTOM 8'h36        // virtual rows below the tile
 `define NPU_REG_PAD_RIGHT 8'h37         // virtual columns right of the tile
 `define NPU_REG_WEIGHT_ADDR 8'h40       // SRAM address of the int8 weights (CONV OHWI, DWCONV CxKHxKW, FC OxI)
-`define NPU_REG_REQUANT_ADDR 8'h41      // SRAM address (4-aligned) of OFM_C records (bias, multiplier, shift), int32 LE
-`define NPU_REG_IFM_MULTIPLIER 8'h50    // ADD, SQDIFF: first input multiplier [signed]
-`define NPU_REG_IFM_SHIFT 8'h51         // ADD, SQDIFF: first input shift (-31..30, positive = left) [signed]
+`define NPU_REG_REQUANT_ADDR 8'h41      // SRAM address (4-aligned) of OFM_C records (bias, multiplier, shift), int32 LE; LAYERNORM: OFM_C records (g, b low word, b high word)
+`define NPU_REG_IFM_MULTIPLIER 8'h50    // ADD, SQDIFF: first input multiplier; LAYERNORM: the epsilon term E_fx (0..2^31-1) [signed]
+`define NPU_REG_IFM_SHIFT 8'h51         // ADD, SQDIFF: first input shift (-31..30, positive = left); LAYERNORM: E_fx's fraction bits F (0, 2, .., 22) [signed]
 `define NPU_REG_IFM2_MULTIPLIER 8'h52   // ADD, SQDIFF: second input multiplier [signed]
 `define NPU_REG_IFM2_SHIFT 8'h53        // ADD, SQDIFF: second input shift (-31..30) [signed]
 `define NPU_REG_OFM_MULTIPLIER 8'h54    // ADD, SQDIFF, MEAN, MUL: output multiplier [signed]
@@ -173,6 +177,7 @@
     ((op) == `NPU_OP_MUL) || \
     ((op) == `NPU_OP_SOFTMAX) || \
     ((op) == `NPU_OP_SQDIFF) || \
+    ((op) == `NPU_OP_LAYERNORM) || \
     ((op) == `NPU_OP_STOP) \
   )
 // the register address exists

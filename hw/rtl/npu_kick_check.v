@@ -59,6 +59,7 @@ module npu_kick_check #(
     input  wire [31:0] pad_right,
     input  wire [31:0] weight_addr,
     input  wire [31:0] requant_addr,
+    input  wire [31:0] ifm_multiplier,
     input  wire [31:0] ifm_shift,
     input  wire [31:0] ifm2_shift,
     input  wire [31:0] ofm_shift,
@@ -207,6 +208,15 @@ module npu_kick_check #(
           in_len[0] = ofm_bytes;
           in_addr[1] = 64'(lut_addr);
           in_len[1] = 64'(`NPU_SOFTMAX_TABLE_BYTES);
+        end else if (opcode == `NPU_OP_LAYERNORM) begin  // the epsilon term: IFM_MULTIPLIER >= 0, IFM_SHIFT even
+          ok = nonzero3(ofm_h, ofm_w, ofm_c) && is_int8(ifm_zero_point) && is_int8(ofm_zero_point) && clamp_ok
+            && ofm_c <= 32'(`NPU_LAYERNORM_MAX_CHANNELS)
+            && ifm_shift <= 32'(`NPU_LAYERNORM_MAX_FRAC_BITS) && !ifm_shift[0] && !ifm_multiplier[31]
+            && requant_addr[1:0] == 2'd0;
+          in_addr[0] = 64'(ifm_addr);
+          in_len[0] = ofm_bytes;
+          in_addr[1] = 64'(requant_addr);
+          in_len[1] = smul(64'(ofm_c), 64'(`NPU_REQUANT_RECORD_BYTES));
         end else begin  // LUT
           ok = nonzero3(ofm_h, ofm_w, ofm_c);
           in_addr[0] = 64'(ifm_addr);

@@ -249,6 +249,7 @@ module npu_top #(
       .pad_right(pad_right),
       .weight_addr(weight_addr),
       .requant_addr(requant_addr),
+      .ifm_multiplier(ifm_multiplier),
       .ifm_shift(ifm_shift),
       .ifm2_shift(ifm2_shift),
       .ofm_shift(ofm_shift),
@@ -428,7 +429,7 @@ module npu_top #(
       .out_data(out_data)
   );
 
-  // ---- vector unit: AVGPOOL, MAXPOOL, MEAN, ADD, SQDIFF, MUL, LUT, SOFTMAX
+  // ---- vector unit: AVGPOOL, MAXPOOL, MEAN, ADD, SQDIFF, MUL, LUT, SOFTMAX, LAYERNORM
   npu_vec #(.AW(AW), .V(C)) vec (
       .clk(clk),
       .rst_n(rst_n),
@@ -464,6 +465,7 @@ module npu_top #(
       .ofm_shift(ofm_shift),
       .left_shift(left_shift[4:0]),
       .lut_addr(lut_addr),
+      .requant_addr(requant_addr),
       .rd_a_en(vec_rd_a_en),
       .rd_a_addr(vec_rd_a_addr),
       .rd_a_data(vec_rd_a_data),

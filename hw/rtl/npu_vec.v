@@ -1,5 +1,5 @@
-// npu_vec.v -- the vector unit: AVGPOOL, MAXPOOL, MEAN, ADD, SQDIFF, MUL, LUT and SOFTMAX on VEC_BYTES
-// lanes (docs/isa.md §3, docs/numerics.md §4-8d).
+// npu_vec.v -- the vector unit: AVGPOOL, MAXPOOL, MEAN, ADD, SQDIFF, MUL, LUT, SOFTMAX and LAYERNORM
+// on VEC_BYTES lanes (docs/isa.md §3, docs/numerics.md §4-8e).
 //
 // A three-stage pipeline: the issue stage walks the operation's loops and reads VEC_BYTES
 // consecutive bytes of SRAM per cycle (ADD, SQDIFF, MUL: two operands), the SRAM registers the data, and
@@ -21,6 +21,12 @@
 //              reciprocal steps (gemmlowp's GetReciprocal: the initial estimate, then one
 //              Newton-Raphson step per cycle) and an output pass (entry x reciprocal, rounded
 //              down by 2^(23 + bits over unit), minus 128); each pass reads 32 bytes per cycle
+//   LAYERNORM  per pixel of OFM_C bytes: a sum pass (S1 = sum of x - zp, S2 = sum of squares, 32
+//   (with the  bytes per cycle), 100 reciprocal-square-root steps (V and the normalized A, then the
+//   unit)      quotient 2^124 / A' one bit per cycle (65), its integer square root one bit per cycle
+//              (33), the output exponent), and an output pass: per group of 32 channels, its
+//              12-byte (g, b) records 32 bytes per cycle, the last record cycle reading x too
+//              and writing the group (x_hat * g + b rounded from Q40); npu_byoc.arch.numerics_layernorm
 //
 // The registers were checked by npu_kick_check before `start`.
 `default_nettype none
@@ -66,6 +72,7 @@ module npu_vec #(
     input  wire [31:0] ofm_shift,
     input  wire [4:0]  left_shift,   // LEFT_SHIFT[4:0] (checked to be 0..31)
     input  wire [31:0] lut_addr,
+    input  wire [31:0] requant_addr,  // LAYERNORM: the (g, b) records
     // SRAM
     output reg           rd_a_en,
     output reg  [AW-1:0] rd_a_addr,
@@ -86,6 +93,12 @@ module npu_vec #(
   localparam int SM_RECIP_STEPS = 4;  // the initial estimate, three Newton-Raphson steps
   // SOFTMAX passes over a row
   localparam [1:0] SM_MAX = 2'd0, SM_SUM = 2'd1, SM_RECIP = 2'd2, SM_OUT = 2'd3;
+  // LAYERNORM passes over a pixel, and its reciprocal square root's steps
+  localparam [1:0] LN_SUM = 2'd0, LN_RSQRT = 2'd1, LN_OUT = 2'd2;
+  localparam int LN_DIV_STEPS = 65;   // quotient bits 64..0 of 2^124 / A'
+  localparam int LN_SQRT_STEPS = 33;  // root bits 32..0
+  localparam int LN_RSQRT_STEPS = 1 + LN_DIV_STEPS + LN_SQRT_STEPS + 1;  // cycles.LAYERNORM_RSQRT_CYCLES
+  localparam int LN_REC_BYTES = `NPU_REQUANT_RECORD_BYTES * V;  // the records of one channel group
   // a window's valid taps: up to max_pool_window^2 (the count an AVGPOOL divides by)
   localparam int TAPS_W = $clog2(`NPU_MAX_POOL_WINDOW * `NPU_MAX_POOL_WINDOW + 1);
 
@@ -125,6 +138,30 @@ module npu_vec #(
   reg signed [31:0] sm_x;            // the reciprocal estimate (Q2.29), then the scale (Q0.31)
   reg [5:0]         sm_exponent;     // 23 + bits over unit: the output's rounding shift
 
+  // LAYERNORM: the pixel's sums, the reciprocal square root's state, a group's records
+  reg signed [63:0] ln_s1, ln_s2;    // sum of d = x - zp, of d^2 (|S1| < 2^21, S2 < 2^28)
+  reg signed [63:0] ln_v;            // C * S2 - S1^2, in [0, 2^38)
+  reg [63:0]        ln_den;          // A' = A * 4^s, in [2^60, 2^62) (0 when A = 0)
+  reg [63:0]        ln_rem;          // the division's remainder, < A'
+  reg [64:0]        ln_quot;         // floor(2^124 / A') <= 2^64
+  reg [32:0]        ln_root;         // floor(sqrt(quotient)) <= 2^32
+  reg [5:0]         ln_s;            // the normalizing shift s (A' = A << 2s)
+  reg [5:0]         ln_exponent;     // 38 - F/2 - s: x_hat = RDBPOT(n * inv, this)
+  reg [31:0]        ln_chunk;        // output pass: record chunk of the group
+  reg [31:0]        ln_chunks;       // output pass: record chunks of the group
+  reg [7:0]         ln_rec [0:LN_REC_BYTES-1];
+
+  // x / 2^e rounded half away from zero (numerics_layernorm.rdbpot), 0 <= e <= 62
+  function automatic logic signed [63:0] rdbpot64(input logic signed [63:0] fn_x, input logic [5:0] fn_e);
+    logic signed [63:0] mask;
+    logic signed [63:0] threshold;
+    begin
+      mask = (64'sd1 <<< fn_e) - 64'sd1;
+      threshold = (mask >>> 1) + ((fn_x < 0) ? 64'sd1 : 64'sd0);
+      rdbpot64 = (fn_x >>> fn_e) + (((fn_x & mask) > threshold) ? 64'sd1 : 64'sd0);
+    end
+  endfunction
+
   // entry k as the datapath reads it: entry 0 is exp(0) and bit 31 is ignored, so the row sum
   // stays in [2^19, 2^31) whatever the table holds
   function automatic logic signed [31:0] sm_entry(input logic [7:0] fn_k);
@@ -140,7 +177,8 @@ module npu_vec #(
   // ADD/SQDIFF/MUL (broadcast) and SOFTMAX loop over OFM pixels and channel groups, MEAN and the pools over the IFM's
   function automatic logic ofm_walk(input logic [7:0] fn_op);
     begin
-      ofm_walk = fn_op == `NPU_OP_ADD || fn_op == `NPU_OP_MUL || fn_op == `NPU_OP_SQDIFF || fn_op == `NPU_OP_SOFTMAX;
+      ofm_walk = fn_op == `NPU_OP_ADD || fn_op == `NPU_OP_MUL || fn_op == `NPU_OP_SQDIFF || fn_op == `NPU_OP_SOFTMAX
+              || fn_op == `NPU_OP_LAYERNORM;
     end
   endfunction
 
@@ -182,7 +220,8 @@ module npu_vec #(
           if (start) begin
             op <= opcode;
             j <= 32'd0;
-            ph <= SM_MAX;
+            ph <= SM_MAX;  // LAYERNORM: LN_SUM
+            ln_chunk <= 32'd0;
             g <= 32'd0;
             q <= 32'd0;
             oy <= 32'd0;
@@ -264,6 +303,39 @@ module npu_vec #(
               j <= 32'd0;
               ph <= ph + 2'd1;  // SM_OUT wraps to SM_MAX: the next row
               if (ph == SM_OUT) begin
+                if (q + 32'd1 != n_pixels) q <= q + 32'd1;
+                else begin
+                  state <= V_FLUSH;
+                  tail <= 2'd3;
+                end
+              end
+            end
+          end else if (op == `NPU_OP_LAYERNORM) begin : layernorm_issue
+            // pixel q, pass ph: sum chunk j; reciprocal step j; output group j, record chunk ln_chunk
+            logic [31:0] group_bytes;
+            logic [31:0] chunks;
+            group_bytes = 32'(`NPU_REQUANT_RECORD_BYTES) * 32'(lanes_left(ofm_c, j * 32'(V)));
+            chunks = (group_bytes + 32'(V - 1)) / 32'(V);
+            rd_a_en <= ph == LN_SUM || (ph == LN_OUT && ln_chunk + 32'd1 == chunks);
+            rd_a_addr <= AW'(ifm_addr + q * ofm_c + j * 32'(V));
+            rd_b_en <= ph == LN_OUT;
+            rd_b_addr <= AW'(requant_addr + j * 32'(LN_REC_BYTES) + ln_chunk * 32'(V));
+            t1_ph <= ph;
+            t1_chunk <= 16'(ph == LN_OUT ? ln_chunk : j);
+            t1_first <= j == 32'd0;
+            t1_last <= ph == LN_OUT && ln_chunk + 32'd1 == chunks;
+            t1_tap <= 1'b1;
+            t1_waddr <= AW'(ofm_addr + q * ofm_c + j * 32'(V));
+            t1_wlen <= lanes_left(ofm_c, j * 32'(V));
+            if (ph == LN_OUT && ln_chunk + 32'd1 != chunks) ln_chunk <= ln_chunk + 32'd1;
+            else if (j + 32'd1 != (ph == LN_RSQRT ? 32'(LN_RSQRT_STEPS) : n_groups)) begin
+              ln_chunk <= 32'd0;
+              j <= j + 32'd1;
+            end else begin
+              ln_chunk <= 32'd0;
+              j <= 32'd0;
+              ph <= (ph == LN_OUT) ? LN_SUM : ph + 2'd1;
+              if (ph == LN_OUT) begin
                 if (q + 32'd1 != n_pixels) q <= q + 32'd1;
                 else begin
                   state <= V_FLUSH;
@@ -402,6 +474,82 @@ module npu_vec #(
               for (int i = 0; i < V; i++)
                 l_out[i] = add_zero_point_clamp($signed(rdbpot_wide(32'(srdhm(sm_x, sm_entry(8'(sm_max - $signed(rd_a_data[i]))))),
                                                                     sm_exponent)), -32'sd128, -32'sd128, 32'sd127);
+            end
+          endcase
+        end else if (op == `NPU_OP_LAYERNORM) begin : layernorm_lanes
+          case (t2_ph)
+            LN_SUM: begin : pixel_sums
+              logic signed [63:0] s1;
+              logic signed [63:0] s2;
+              logic signed [63:0] d;
+              s1 = t2_first ? 64'sd0 : ln_s1;
+              s2 = t2_first ? 64'sd0 : ln_s2;
+              for (int i = 0; i < V; i++)
+                if (LW'(i) < t2_wlen) begin
+                  d = 64'($signed(rd_a_data[i])) - 64'($signed(ifm_zero_point));
+                  s1 = s1 + d;
+                  s2 = s2 + d * d;
+                end
+              ln_s1 <= s1;
+              ln_s2 <= s2;
+            end
+            LN_RSQRT: begin : rsqrt_step
+              if (t2_chunk == 16'd0) begin : normalize  // V, A = V * 2^F + E, s, A' = A << 2s
+                logic signed [63:0] v;
+                logic [63:0] a;
+                int bits;
+                logic [5:0] s;
+                v = 64'(ofm_c) * ln_s2 - ln_s1 * ln_s1;
+                a = (64'(v) << ifm_shift[4:0]) + 64'(ifm_multiplier);
+                bits = 0;
+                for (int b = 0; b < 64; b++) if (a[b]) bits = b + 1;
+                s = 6'((62 - bits) / 2);
+                ln_v <= v;
+                ln_s <= s;
+                ln_den <= a << (2 * s);
+                ln_rem <= 64'd1 << 59;  // the remainder once the dividend's bits 124..65 are in (all 0 quotient bits)
+                ln_quot <= 65'd0;
+                ln_root <= 33'd0;
+              end else if (t2_chunk <= 16'(LN_DIV_STEPS)) begin : divide  // one quotient bit
+                logic [63:0] r;
+                r = ln_rem << 1;
+                if (r >= ln_den) begin
+                  ln_rem <= r - ln_den;
+                  ln_quot <= {ln_quot[63:0], 1'b1};
+                end else begin
+                  ln_rem <= r;
+                  ln_quot <= {ln_quot[63:0], 1'b0};
+                end
+              end else if (t2_chunk <= 16'(LN_DIV_STEPS + LN_SQRT_STEPS)) begin : square_root  // one root bit
+                logic [32:0] trial;
+                logic [65:0] square;
+                trial = ln_root | (33'd1 << (32 - (int'(t2_chunk) - LN_DIV_STEPS - 1)));
+                square = 66'(trial) * 66'(trial);
+                if (square <= 66'(ln_quot)) ln_root <= trial;
+              end else ln_exponent <= 6'(38 - int'(ifm_shift[4:1]) - int'(ln_s));
+            end
+            default: begin : pixel_out  // LN_OUT: a record chunk; the last one writes the group
+              logic [7:0] rec [0:LN_REC_BYTES-1];
+              logic signed [63:0] n;
+              logic signed [63:0] x_hat;
+              logic signed [63:0] g;
+              logic signed [63:0] b;
+              logic signed [63:0] y;
+              rec = ln_rec;
+              for (int i = 0; i < V; i++)
+                if (int'(t2_chunk) * V + i < LN_REC_BYTES) rec[int'(t2_chunk) * V + i] = rd_b_data[i];
+              ln_rec <= rec;
+              if (t2_last)
+                for (int i = 0; i < V; i++) begin
+                  n = 64'(ofm_c) * (64'($signed(rd_a_data[i])) - 64'($signed(ifm_zero_point))) - ln_s1;
+                  x_hat = (ln_v != 0) ? rdbpot64(n * $signed({31'd0, ln_root}), ln_exponent) : 64'sd0;
+                  g = 64'($signed({rec[12 * i + 3], rec[12 * i + 2], rec[12 * i + 1], rec[12 * i]}));
+                  b = $signed({rec[12 * i + 11], rec[12 * i + 10], rec[12 * i + 9], rec[12 * i + 8],
+                               rec[12 * i + 7], rec[12 * i + 6], rec[12 * i + 5], rec[12 * i + 4]});
+                  y = rdbpot64(x_hat * g + b, 6'd40) + 64'($signed(ofm_zero_point));
+                  l_out[i] = (y < 64'($signed(act_min))) ? act_min[7:0]
+                           : (y > 64'($signed(act_max))) ? act_max[7:0] : y[7:0];
+                end
             end
           endcase
         end else if (op == `NPU_OP_LUT) begin

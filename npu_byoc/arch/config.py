@@ -31,6 +31,10 @@ class HwConfig:
     # the bytes it writes to SRAM per cycle, 0 = no decoder (the compiler keeps every weight
     # raw; DMA_IN_DECODE is an invalid opcode). Off by default: the RTL has no decoder yet.
     weight_decoder_bytes_per_cycle: int = 0
+    # The LAYERNORM unit (ONNX LayerNormalization, npu_byoc.ops.layernorm; in the RTL's vector
+    # unit): 1 = present, 0 = none (LAYERNORM is an invalid opcode and the compiler keeps
+    # LayerNormalization on the CPU).
+    layernorm_unit: int = 1
     # Core clock in Hz: reports give milliseconds and inferences per second beside cycles.
     core_clock_hz: int = 500_000_000
     # The external memories (npu_byoc.arch.memory, docs/memory.md): fm_mem serves the feature
@@ -87,6 +91,7 @@ FIELD_RANGES: dict[str, tuple[int, int]] = {
     "dma_overlap": (0, 1),
     "dma_queue_depth": (1, 16),
     "weight_decoder_bytes_per_cycle": (0, 64),
+    "layernorm_unit": (0, 1),
     "core_clock_hz": (1_000, 4_000_000_000),
     **{f"{mem}_{name}": bounds for mem in ("fm_mem", "const_mem") for name, bounds in (
         ("bytes_per_cycle", (1, 256)),

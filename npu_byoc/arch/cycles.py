@@ -40,6 +40,9 @@ LUT        ``VECTOR_SETUP_CYCLES + ceil(256/C) + ceil(OFM_H·OFM_W·OFM_C / C)``
            loaded into registers first)
 SOFTMAX    ``VECTOR_SETUP_CYCLES + ceil(1024/C) + OFM_H·OFM_W·(3·ceil(OFM_C/C) + 4)``: the int32
            table, then per row a max, a sum and an output pass and the 4 reciprocal steps
+LAYERNORM  ``VECTOR_SETUP_CYCLES + OFM_H·OFM_W·(ceil(OFM_C/C) + 100 + ceil(12·OFM_C/C))``: per
+           pixel a sum pass, the 100-step 1/sqrt and an output pass over the 12-byte records
+           (x read again beside each group's last record chunk)
 NOP, STOP  fetch only
 =========  ==================================================================================
 
@@ -73,7 +76,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from .config import DEFAULT_CONFIG, HwConfig
-from .isa import ASYNC_DMA, DECODE_DMA, DMA_OPCODES, SOFTMAX_TABLE_BYTES, Opcode, Reg
+from .isa import ASYNC_DMA, DECODE_DMA, DMA_OPCODES, REQUANT_RECORD_BYTES, SOFTMAX_TABLE_BYTES, Opcode, Reg
 from .memory import InFlight, dma_memory_cycles, memory, memory_name, transfer_cycles
 
 DMA_SETUP_CYCLES = 5  # fixed cycles of a DMA: its checks (2), start, the first request's latency, done
@@ -83,6 +86,9 @@ MAC_WEIGHT_LANES = 4  # channel blocks one MAC block may span (npu_top's LANES)
 VECTOR_SETUP_CYCLES = 8  # fixed cycles of a vector kick: checks, start, the three-stage pipeline, done
 LUT_BYTES = 256
 SOFTMAX_RECIP_CYCLES = 4  # GetReciprocal: the initial estimate, three Newton-Raphson steps
+# LAYERNORM's per-pixel 1/sqrt (hw/rtl/npu_vec.v), one bit a cycle: V and the normalized A (1),
+# the 65-bit quotient 2^124 / A' (65), its 33-bit integer square root (33), the exponent (1).
+LAYERNORM_RSQRT_CYCLES = 100
 ASYNC_ISSUE_CYCLES = 3  # a background DMA holds the command processor for its start and checks
 QUEUE_HANDOFF_CYCLES = 2  # the checks a queued transfer has done before the mover takes it
 DMA_READY_CYCLES = 3  # from the cycle a DMA acts to its descriptor queued: start and the two checks
@@ -171,6 +177,10 @@ def kick_cycles(opcode: Opcode, regs: Mapping[Reg, int], hw: HwConfig = DEFAULT_
     if opcode == Opcode.SOFTMAX:
         passes = 3 * _ceil_div(r[Reg.OFM_C], lanes) + SOFTMAX_RECIP_CYCLES
         return VECTOR_SETUP_CYCLES + _ceil_div(SOFTMAX_TABLE_BYTES, lanes) + r[Reg.OFM_H] * r[Reg.OFM_W] * passes
+    if opcode == Opcode.LAYERNORM:
+        c = r[Reg.OFM_C]
+        passes = _ceil_div(c, lanes) + LAYERNORM_RSQRT_CYCLES + _ceil_div(REQUANT_RECORD_BYTES * c, lanes)
+        return VECTOR_SETUP_CYCLES + r[Reg.OFM_H] * r[Reg.OFM_W] * passes
     raise ValueError(f"kick_cycles: no cycle model for {opcode!r}")
 
 

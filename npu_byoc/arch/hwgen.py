@@ -54,6 +54,7 @@ _CONFIG_DOC = {
     "dma_overlap": "1 (default): schedules run DMAs in the background while the array computes; 0: in turn (compiler only)",
     "dma_queue_depth": "background DMA transfers outstanding at most (the descriptor queue)",
     "weight_decoder_bytes_per_cycle": "bytes the weight decoder (DMA_IN_DECODE) writes to SRAM per cycle; 0 = no decoder",
+    "layernorm_unit": "1: the LAYERNORM unit is present; 0 = none (LAYERNORM is an invalid opcode)",
     "core_clock_hz": "core clock in Hz (reports: milliseconds, inferences per second)",
     **{f"{mem}_{name}": f"{what}: {doc}" for mem, what in (("fm_mem", "feature-map memory (SCRATCH, IO*)"),
                                                            ("const_mem", "weight memory (CONST)"))
@@ -161,6 +162,8 @@ def constant_groups(hw: HwConfig = DEFAULT_CONFIG) -> list[Group]:
         Const("NPU_REQUANT_RECORD_BYTES", isa.REQUANT_RECORD_BYTES, "per-channel record: int32 bias, multiplier, shift"),
         Const("NPU_SOFTMAX_TABLE_BYTES", isa.SOFTMAX_TABLE_BYTES, "SOFTMAX: 256 int32 exp entries"),
         Const("NPU_SOFTMAX_MAX_CHANNELS", isa.SOFTMAX_MAX_CHANNELS, "SOFTMAX: OFM_C at most (the row sum stays in int32)"),
+        Const("NPU_LAYERNORM_MAX_CHANNELS", isa.LAYERNORM_MAX_CHANNELS, "LAYERNORM: OFM_C at most (C*S2 - S1^2 < 2^38)"),
+        Const("NPU_LAYERNORM_MAX_FRAC_BITS", isa.LAYERNORM_MAX_FRAC_BITS, "LAYERNORM: IFM_SHIFT at most (even)"),
         Const("NPU_MAX_REGIONS", isa.MAX_REGIONS, "region numbers 0 .. MAX_REGIONS-1"),
         Const("NPU_REGION_BITS", region_bits(), "width of a region number"),
         Const("NPU_STATUS_BITS", status_bits(), "width of a status code"),

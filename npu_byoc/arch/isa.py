@@ -24,7 +24,8 @@ MAGIC = 0x3155504E  # "NPU1" read as a little-endian word
 VERSION_MAJOR = 1
 VERSION_MINOR = 2  # 1.1: DMA_IN_ASYNC, DMA_OUT_ASYNC, WAIT_DMA (DMA overlapped with compute); MUL, IFM2_BROADCAST
 #                   1.2: SOFTMAX; SQDIFF; DMA_IN_DECODE(_ASYNC) with a weight decoder (an NPU without
-#                        one of these: INVALID_OPCODE)
+#                        one of these: INVALID_OPCODE); LAYERNORM with a LAYERNORM unit
+#                        (HwConfig.layernorm_unit; without it: INVALID_OPCODE)
 VERSION = (VERSION_MAJOR << 16) | VERSION_MINOR
 HEADER_WORDS = 3
 
@@ -53,6 +54,7 @@ class Opcode(IntEnum):
     MUL = 0x42  # elementwise multiply with rescaling
     SOFTMAX = 0x43  # int8 softmax over C (TFLite's integer reference kernel) from a 256-entry int32 exp table
     SQDIFF = 0x44  # elementwise squared difference: ADD's input rescaling, a subtract, a square, the output rescale
+    LAYERNORM = 0x45  # layer normalization over C (ONNX LayerNormalization) with per-channel gamma / beta records
     STOP = 0xFF
 
 
@@ -177,6 +179,9 @@ REQUANT_RECORD_BYTES = 12  # bias, multiplier, shift: int32 each
 SOFTMAX_TABLE_BYTES = 1024  # 256 int32 entries: exp(−k) in Q0.31 (bit 31 ignored)
 # Each element adds at most 2^19 to a row's int32 sum (exp(0) in Q12.19): below 4096 it cannot wrap.
 SOFTMAX_MAX_CHANNELS = 4095
+# LAYERNORM: C·Σd² − (Σd)² < C²·2^14 stays below 2^38 (npu_byoc.arch.numerics_layernorm).
+LAYERNORM_MAX_CHANNELS = 4096
+LAYERNORM_MAX_FRAC_BITS = 22  # IFM_SHIFT of a LAYERNORM: the epsilon term's fraction bits, even
 # Every requantize / rescale shift register and table entry lies in this range (TFLite's).
 SHIFT_MIN, SHIFT_MAX = -31, 30
 
@@ -259,6 +264,10 @@ KICK_REGS: dict[Opcode, tuple[Reg, ...]] = {
     ),  # fmt: skip
     Opcode.SOFTMAX: (Reg.IFM_ADDR, Reg.OFM_ADDR, Reg.OFM_H, Reg.OFM_W, Reg.OFM_C, Reg.LUT_ADDR),
 }
+KICK_REGS[Opcode.LAYERNORM] = (
+    Reg.IFM_ADDR, Reg.IFM_ZERO_POINT, Reg.OFM_ADDR, Reg.OFM_H, Reg.OFM_W, Reg.OFM_C, Reg.OFM_ZERO_POINT,
+    Reg.ACT_MIN, Reg.ACT_MAX, Reg.IFM_MULTIPLIER, Reg.IFM_SHIFT, Reg.REQUANT_ADDR,
+)  # fmt: skip
 KICK_REGS[Opcode.SQDIFF] = KICK_REGS[Opcode.ADD]  # the ADD datapath's registers: only the combine differs
 
 OPCODE_DOC: dict[Opcode, str] = {
@@ -287,6 +296,10 @@ OPCODE_DOC: dict[Opcode, str] = {
     "kernel (output scale 1/256, zero point −128) with the exp of max − x read from the int32 table at LUT_ADDR",
     Opcode.SQDIFF: "elementwise squared difference with TFLite int8 rescaling (LiteRT's squared_difference.cc): "
     "both inputs rescaled as ADD's, subtracted, squared in int32, rescaled by OFM_MULTIPLIER/SHIFT",
+    Opcode.LAYERNORM: "layer normalization over the OFM_C channels of each of the OFM_H·OFM_W pixels (ONNX "
+    "LayerNormalization): exact sums of x − IFM_ZERO_POINT and of its squares, a fixed-point "
+    "1/sqrt of the variance plus the epsilon term IFM_MULTIPLIER / 2^IFM_SHIFT, then per channel the gamma and beta "
+    "records at REQUANT_ADDR; only on an NPU with a LAYERNORM unit",
     Opcode.STOP: "end of stream: status OK",
 }
 
@@ -326,9 +339,11 @@ REG_DOC: dict[Reg, str] = {
     Reg.PAD_BOTTOM: "virtual rows below the tile",
     Reg.PAD_RIGHT: "virtual columns right of the tile",
     Reg.WEIGHT_ADDR: "SRAM address of the int8 weights (CONV OHWI, DWCONV C×KH×KW, FC O×I)",
-    Reg.REQUANT_ADDR: "SRAM address (4-aligned) of OFM_C records (bias, multiplier, shift), int32 LE",
-    Reg.IFM_MULTIPLIER: "ADD, SQDIFF: first input multiplier",
-    Reg.IFM_SHIFT: "ADD, SQDIFF: first input shift (−31..30, positive = left)",
+    Reg.REQUANT_ADDR: "SRAM address (4-aligned) of OFM_C records (bias, multiplier, shift), int32 LE; LAYERNORM: "
+    "OFM_C records (g, b low word, b high word)",
+    Reg.IFM_MULTIPLIER: "ADD, SQDIFF: first input multiplier; LAYERNORM: the epsilon term E_fx (0..2^31−1)",
+    Reg.IFM_SHIFT: "ADD, SQDIFF: first input shift (−31..30, positive = left); LAYERNORM: E_fx's fraction bits F "
+    "(0, 2, .., 22)",
     Reg.IFM2_MULTIPLIER: "ADD, SQDIFF: second input multiplier",
     Reg.IFM2_SHIFT: "ADD, SQDIFF: second input shift (−31..30)",
     Reg.OFM_MULTIPLIER: "ADD, SQDIFF, MEAN, MUL: output multiplier",

@@ -24,7 +24,7 @@ from ..ops.records import DEFAULT_NUMERICS, Reject
 from ..ops.table import LAYER_ATTR, PATTERNS_BY_NAME
 from . import dryrun
 from .layout_agreement import layout_conflict
-from ..ops.records import QFullyConnected, QOp, QReshape, QSoftmax
+from ..ops.records import QFullyConnected, QOp, QReshape
 from ..util.relax_utils import dtype_of, shape_of
 from ..ops.npu_ops import NpuOp, TensorRef
 from .interleave import interleave_io
@@ -319,8 +319,8 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
                     feature_orders.append((len(ops), fc_outputs[b.var]))
             if getattr(qop, "constant", None) is not None:
                 ifms.append(_constant_operand(layer, qop, model_layout, constants))
-            if type(qop) is QSoftmax and layout == "NCHW" and len(shape) >= 3:
-                op = LOWERINGS[QSoftmax](layer, qop, [last_axis_as_channels(ifms[0])], last_axis_as_channels(ofm))
+            if qop.reduces_last_axis and layout == "NCHW" and len(shape) >= 3:
+                op = LOWERINGS[type(qop)](layer, qop, [last_axis_as_channels(ifms[0])], last_axis_as_channels(ofm))
             else:
                 op = LOWERINGS[type(qop)](layer, qop, ifms, ofm)
         except Reject as err:

@@ -81,6 +81,7 @@ _READS = {
     Opcode.SQDIFF: _binary_reads,
     Opcode.LUT: lambda k: [(Reg.IFM_ADDR, _hwc(k, "OFM")), (Reg.LUT_ADDR, 256)],
     Opcode.SOFTMAX: lambda k: [(Reg.IFM_ADDR, _hwc(k, "OFM")), (Reg.LUT_ADDR, SOFTMAX_TABLE_BYTES)],
+    Opcode.LAYERNORM: lambda k: [(Reg.IFM_ADDR, _hwc(k, "OFM")), (Reg.REQUANT_ADDR, k[Reg.OFM_C] * REQUANT_RECORD_BYTES)],
 }
 
 

@@ -27,6 +27,7 @@ from .tiling import KINDS, LUT_BYTES, align, kernel_of
 from ..ops.npu_ops import (
     Add, Conv2D, DepthwiseConv2D, FullyConnected, Lut, Mul, NpuOp, Phased, Pool, Softmax, TensorRef, Tiling,
 )  # fmt: skip
+from ..ops.layernorm import LayerNorm
 from ..ops.matmul import MatMulHead
 from ..ops.broadcast import ChannelReplicated
 from ..ops.interleave import Deinterleave, Interleave, pixels_view, planes_view
@@ -247,6 +248,16 @@ def _softmax_tile(op: Softmax, io: "TileIo", r0: int, nr: int, c0: int, nc: int)
     return [*steps, Kick.make(Opcode.SOFTMAX, regs), *store]
 
 
+def _layernorm_tile(op, io: "TileIo", r0: int, nr: int, c0: int, nc: int) -> list[Step]:
+    W = op.ofm.shape[1]
+    steps: list[Step] = []
+    ifm = io.load(steps, "ifm", op.ifm, r0, nr, 0, W, c0, nc)
+    ofm, store = io.store("ofm", op.ofm, r0, nr, 0, W, c0, nc)
+    regs = {Reg.IFM_ADDR: ifm, Reg.IFM_ZERO_POINT: op.ifm_zero_point, Reg.OFM_ZERO_POINT: op.ofm_zero_point,
+            Reg.IFM_MULTIPLIER: op.epsilon_fx, Reg.IFM_SHIFT: op.frac_bits, Reg.REQUANT_ADDR: io.sram["requant"]}
+    return [*steps, Kick.make(Opcode.LAYERNORM, regs | _ofm_regs(ofm, nr, W, nc) | _clamp_regs(op)), *store]
+
+
 def _matmul_tile(op, io: "TileIo", r0: int, nr: int, c0: int, nc: int) -> list[Step]:
     """A matmul head's rows: one CONV kick, its 1 x (1 + fold) kernel over the repeated rows."""
     _, taps, k = op.ifm.shape
@@ -339,6 +350,7 @@ TILE_STEPS_BY_KIND: dict[str, Callable[[NpuOp, TileIo, int, int, int, int], list
     "mean": _mean_tile,
     "elementwise": _elementwise_tile,
     "softmax": _softmax_tile,
+    "layernorm": _layernorm_tile,
     "phased": _phased_tile,
     "matmul": _matmul_tile,
     "replicated": _replicated_tile,
@@ -389,6 +401,8 @@ def constants_of(op: NpuOp, pool: Constants) -> dict[str, tuple[int, int]]:
         return {"lut": (pool.add(np.asarray(op.table, np.int8).tobytes()), 0)}
     if isinstance(op, Softmax):
         return {"table": (pool.add(np.asarray(op.table, "<i4").tobytes()), 0)}
+    if isinstance(op, LayerNorm):  # its per-channel (g, b) records
+        return {"requant": (pool.add(np.asarray(op.records, "<i4").tobytes()), REQUANT_RECORD_BYTES)}
     return {}
 
 

@@ -139,6 +139,14 @@ def _softmax_buffers(op: Softmax, r: int, cb: int) -> dict[str, int]:
     return {"table": SOFTMAX_TABLE_BYTES, "ifm": r * W * cb, "ofm": r * W * cb}
 
 
+# Layer norm: rows of pixels, a pixel's channels never split; the per-channel records once.
+
+
+def _layernorm_buffers(op, r: int, cb: int) -> dict[str, int]:
+    W = op.ofm.shape[1]
+    return {"requant": cb * REQUANT_RECORD_BYTES, "ifm": r * W * cb, "ofm": r * W * cb}
+
+
 def _describe_elementwise(op) -> str:
     return f"{op.kind} {'x'.join(map(str, op.ofm.shape))}"
 
@@ -185,6 +193,8 @@ KINDS_BY_NAME: dict[str, _Kind] = {
                          _describe_elementwise),  # fmt: skip
     "softmax": _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _softmax_buffers, _describe_elementwise,
                      split_channels=False),  # fmt: skip
+    "layernorm": _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _layernorm_buffers,
+                       _describe_elementwise, split_channels=False),  # fmt: skip
     "matmul": _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _matmul_buffers, _describe_elementwise),
     "phased": _Kind(_phase_rows, lambda op: op.ofm.shape[2], _phased_buffers, _describe_elementwise),
     "replicated": _Kind(lambda op: op.ofm.shape[0], lambda op: op.ofm.shape[2], _replicated_buffers,

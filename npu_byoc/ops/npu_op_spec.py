@@ -15,8 +15,8 @@ import numpy as np
 
 # The tiling kinds of npu_byoc.codegen.tiling (what a tile of the op holds in SRAM, and how its
 # kicks are emitted): an op names one, the codegen owns their buffers and steps.
-TILING_KINDS = ("spatial", "fully_connected", "mean", "elementwise", "softmax", "phased", "matmul", "replicated",
-                "interleave", "deinterleave")
+TILING_KINDS = ("spatial", "fully_connected", "mean", "elementwise", "softmax", "layernorm", "phased", "matmul",
+                "replicated", "interleave", "deinterleave")
 
 
 def no_unit_limits(npu_op, hw) -> str | None:

@@ -43,6 +43,9 @@ class QOp:
     # Such a record lowered alone (a check's dry run, ops.kick_limits.lower_alone) takes this
     # layout; "" leaves it None (the op's own lowering reads None).
     layout_alone: ClassVar[str] = ""
+    # An op over the model's last axis (softmax, layer norm): lowering reads that axis as the
+    # channels in a partition held NCHW too (ops.softmax.last_axis_as_channels).
+    reduces_last_axis: ClassVar[bool] = False
 
 
 @dataclass(frozen=True)
@@ -365,6 +368,7 @@ class QSoftmax(QOp):
     input: QTensor
     output: QTensor
     axis: int  # non-negative: the softmax axis of the model's tensor
+    reduces_last_axis: ClassVar[bool] = True
     beta: float = 1.0
     act_min: int = -128
     act_max: int = 127

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from . import (
-    add, channel_shuffle, concat, conv2d, depthwise, fully_connected, gather, grouped_conv, interleave, lut, matmul,
-    mean, mul, pad, patchify, pool, reshape, resize, softmax, squared_difference, strided_conv, transpose,
+    add, channel_shuffle, concat, conv2d, depthwise, fully_connected, gather, grouped_conv, interleave, layernorm, lut,
+    matmul, mean, mul, pad, patchify, pool, reshape, resize, softmax, squared_difference, strided_conv, transpose,
     transpose_conv,
 )  # fmt: skip
 from .npu_op_spec import NpuOpSpec
@@ -23,7 +23,7 @@ from .records import QOp
 REGISTRY = (
     conv2d, transpose_conv, depthwise, grouped_conv, strided_conv, fully_connected, matmul, pool, mean, add, mul,
     squared_difference, lut,
-    softmax, gather, resize, reshape, concat, transpose, channel_shuffle, patchify, pad,
+    softmax, layernorm, gather, resize, reshape, concat, transpose, channel_shuffle, patchify, pad,
 )  # fmt: skip
 # Typed ops the compiler adds with no pattern of their own (an NCHW input's interleave).
 LAYOUT_OPS = (interleave,)

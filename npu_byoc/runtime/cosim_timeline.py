@@ -10,7 +10,7 @@ command processor  every command the RTL executed, from the retirement of the wo
 DMA in, DMA out    the DMA engine copying a transfer (DMA_IN[_ASYNC] / DMA_OUT[_ASYNC]); a
                    background (_ASYNC) transfer overlaps the commands after it
 MAC array          the CONV, DWCONV and FC kicks (the command processor's slice of that kick)
-vector unit        the other compute kicks: pools, MEAN, ADD, SQDIFF, MUL, LUT, SOFTMAX
+vector unit        the other compute kicks: pools, MEAN, ADD, SQDIFF, MUL, LUT, SOFTMAX, LAYERNORM
 =================  ============================================================================
 
 Each slice is named ``<layer>: <OPCODE>`` and carries its partition, image, stream word and

@@ -65,6 +65,7 @@ _CONFIG_MACROS = {
     # npu_memory_t fm_mem, const_mem: seven uint32 each, in npu_byoc.arch.memory.FIELDS order
     **{f"{m}_{f}": f"NPU_FUNCTIONAL_{m.upper()}_{f.upper()}" for m in MEMORIES for f in MEMORY_FIELDS},
     "weight_decoder_bytes_per_cycle": "NPU_FUNCTIONAL_WEIGHT_DECODER_BYTES_PER_CYCLE",
+    "layernorm_unit": "NPU_FUNCTIONAL_LAYERNORM_UNIT",
 }
 
 

@@ -28,10 +28,11 @@ import numpy as np
 from ..arch import numerics as nx
 from ..arch import weight_codec
 from ..arch import numerics_sqdiff as sqd
+from ..arch import numerics_layernorm as ln
 from ..ops import softmax_kernel as softmax
 from ..arch.config import DEFAULT_CONFIG, HwConfig
 from ..arch.isa import (
-    DECODE_DMA, HEADER_WORDS, MAGIC, MAX_REGIONS, REQUANT_RECORD_BYTES, SHIFT_MAX, SHIFT_MIN, SIGNED_REGS,
+    DECODE_DMA, HEADER_WORDS, LAYERNORM_MAX_CHANNELS, LAYERNORM_MAX_FRAC_BITS, MAGIC, MAX_REGIONS, REQUANT_RECORD_BYTES, SHIFT_MAX, SHIFT_MIN, SIGNED_REGS,
     SOFTMAX_MAX_CHANNELS, SOFTMAX_TABLE_BYTES, VERSION_MAJOR, VERSION_MINOR, Opcode, Reg, Region, Status,
     opcode_of, reg_of,
 )  # fmt: skip
@@ -132,7 +133,8 @@ class Machine:
         """Execute the command at word i; raises _Fault."""
         word, op = w[i], opcode_of(w[i])
         reserved = word & (0xFFFF if op == Opcode.SET_REG else 0xFFFFFF)
-        if op not in _OPCODES or reserved or (op in DECODE_DMA and not self.hw.weight_decoder_bytes_per_cycle):
+        if (op not in _OPCODES or reserved or (op in DECODE_DMA and not self.hw.weight_decoder_bytes_per_cycle)
+                or (op == Opcode.LAYERNORM and not self.hw.layernorm_unit)):
             raise _Fault(Status.INVALID_OPCODE, f"0x{word:08X} is not a command")
         op = Opcode(op)
         if op == Opcode.SET_REG:
@@ -465,6 +467,31 @@ class Machine:
         x = self._tile(spans["IFM"], shape).reshape(-1, shape[2])
         self._tile(out, shape)[...] = softmax.run(x, table).reshape(shape)
 
+    def _layernorm(self) -> None:
+        """LAYERNORM (npu_byoc.arch.numerics_layernorm): per pixel over its OFM_C channels."""
+        r = self.regs
+        shape = self._shape("OFM")
+        self._check_int8(Reg.IFM_ZERO_POINT, Reg.OFM_ZERO_POINT)
+        act = self._check_clamp()
+        c, frac_bits, epsilon_fx = shape[2], r[Reg.IFM_SHIFT], r[Reg.IFM_MULTIPLIER]
+        _param(c <= LAYERNORM_MAX_CHANNELS, f"LAYERNORM over {c} channels: at most {LAYERNORM_MAX_CHANNELS}")
+        _param(0 <= frac_bits <= LAYERNORM_MAX_FRAC_BITS and frac_bits % 2 == 0,
+               f"IFM_SHIFT = {frac_bits}: the epsilon term's fraction bits are even, 0..{LAYERNORM_MAX_FRAC_BITS}")
+        _param(epsilon_fx >= 0, f"IFM_MULTIPLIER = {epsilon_fx}: the epsilon term is not negative")
+        _param(r[Reg.REQUANT_ADDR] % 4 == 0, "REQUANT_ADDR is not 4-byte aligned")
+        nbytes = math.prod(shape)
+        spans = {
+            "IFM": self._sram("IFM", r[Reg.IFM_ADDR], nbytes),
+            "records": self._sram("records", r[Reg.REQUANT_ADDR], c * REQUANT_RECORD_BYTES),
+        }
+        out = self._sram("OFM", r[Reg.OFM_ADDR], nbytes)
+        self._no_overlap(out, spans)
+        lo, hi = spans["records"]
+        g, b = ln.from_records(np.frombuffer(self.sram[lo:hi].tobytes(), "<i4"))
+        x = self._tile(spans["IFM"], shape)
+        y = ln.run(x, r[Reg.IFM_ZERO_POINT], r[Reg.OFM_ZERO_POINT], epsilon_fx, frac_bits, g, b, *act)
+        self._tile(out, shape)[...] = y
+
 
 _EXECUTE = {
     Opcode.DMA_IN: Machine._dma_in,
@@ -487,6 +514,7 @@ _EXECUTE = {
     Opcode.MUL: Machine._mul,
     Opcode.SOFTMAX: Machine._softmax,
     Opcode.SQDIFF: Machine._sqdiff,
+    Opcode.LAYERNORM: Machine._layernorm,
 }
 
 

@@ -16,6 +16,7 @@
 #define NPU_DMA_OVERLAP 1                     /* 1 (default): schedules run DMAs in the background while the array computes; 0: in turn (compiler only) */
 #define NPU_DMA_QUEUE_DEPTH 8                 /* background DMA transfers outstanding at most (the descriptor queue) */
 #define NPU_WEIGHT_DECODER_BYTES_PER_CYCLE 0  /* bytes the weight decoder (DMA_IN_DECODE) writes to SRAM per cycle; 0 = no decoder */
+#define NPU_LAYERNORM_UNIT 1                  /* 1: the LAYERNORM unit is present; 0 = none (LAYERNORM is an invalid opcode) */
 #define NPU_CORE_CLOCK_HZ 500000000           /* core clock in Hz (reports: milliseconds, inferences per second) */
 #define NPU_FM_MEM_BYTES_PER_CYCLE 64         /* feature-map memory (SCRATCH, IO*): bytes per memory clock cycle */
 #define NPU_FM_MEM_CLOCK_DIVIDER 1            /* feature-map memory (SCRATCH, IO*): core cycles per memory clock cycle */
@@ -58,6 +59,8 @@
 #define NPU_REQUANT_RECORD_BYTES 12            /* per-channel record: int32 bias, multiplier, shift */
 #define NPU_SOFTMAX_TABLE_BYTES 1024           /* SOFTMAX: 256 int32 exp entries */
 #define NPU_SOFTMAX_MAX_CHANNELS 4095          /* SOFTMAX: OFM_C at most (the row sum stays in int32) */
+#define NPU_LAYERNORM_MAX_CHANNELS 4096        /* LAYERNORM: OFM_C at most (C*S2 - S1^2 < 2^38) */
+#define NPU_LAYERNORM_MAX_FRAC_BITS 22         /* LAYERNORM: IFM_SHIFT at most (even) */
 #define NPU_MAX_REGIONS 16                     /* region numbers 0 .. MAX_REGIONS-1 */
 #define NPU_REGION_BITS 4                      /* width of a region number */
 #define NPU_STATUS_BITS 4                      /* width of a status code */
@@ -84,6 +87,7 @@ typedef enum npu_opcode {
     NPU_OP_MUL = 0x42,                  /* elementwise multiply with TFLite int8 rescaling: (x - zp1)*(y - zp2) rescaled by OFM_MULTIPLIER/SHIFT */
     NPU_OP_SOFTMAX = 0x43,              /* softmax over the OFM_C channels of each of the OFM_H*OFM_W pixels, TFLite's int8 reference kernel (output scale 1/256, zero point -128) with the exp of max - x read from the int32 table at LUT_ADDR */
     NPU_OP_SQDIFF = 0x44,               /* elementwise squared difference with TFLite int8 rescaling (LiteRT's squared_difference.cc): both inputs rescaled as ADD's, subtracted, squared in int32, rescaled by OFM_MULTIPLIER/SHIFT */
+    NPU_OP_LAYERNORM = 0x45,            /* layer normalization over the OFM_C channels of each of the OFM_H*OFM_W pixels (ONNX LayerNormalization): exact sums of x - IFM_ZERO_POINT and of its squares, a fixed-point 1/sqrt of the variance plus the epsilon term IFM_MULTIPLIER / 2^IFM_SHIFT, then per channel the gamma and beta records at REQUANT_ADDR; only on an NPU with a LAYERNORM unit */
     NPU_OP_STOP = 0xFF,                 /* end of stream: status OK */
 } npu_opcode_t;
 
@@ -124,9 +128,9 @@ typedef enum npu_reg {
     NPU_REG_PAD_BOTTOM = 0x36,        /* virtual rows below the tile */
     NPU_REG_PAD_RIGHT = 0x37,         /* virtual columns right of the tile */
     NPU_REG_WEIGHT_ADDR = 0x40,       /* SRAM address of the int8 weights (CONV OHWI, DWCONV CxKHxKW, FC OxI) */
-    NPU_REG_REQUANT_ADDR = 0x41,      /* SRAM address (4-aligned) of OFM_C records (bias, multiplier, shift), int32 LE */
-    NPU_REG_IFM_MULTIPLIER = 0x50,    /* ADD, SQDIFF: first input multiplier [signed] */
-    NPU_REG_IFM_SHIFT = 0x51,         /* ADD, SQDIFF: first input shift (-31..30, positive = left) [signed] */
+    NPU_REG_REQUANT_ADDR = 0x41,      /* SRAM address (4-aligned) of OFM_C records (bias, multiplier, shift), int32 LE; LAYERNORM: OFM_C records (g, b low word, b high word) */
+    NPU_REG_IFM_MULTIPLIER = 0x50,    /* ADD, SQDIFF: first input multiplier; LAYERNORM: the epsilon term E_fx (0..2^31-1) [signed] */
+    NPU_REG_IFM_SHIFT = 0x51,         /* ADD, SQDIFF: first input shift (-31..30, positive = left); LAYERNORM: E_fx's fraction bits F (0, 2, .., 22) [signed] */
     NPU_REG_IFM2_MULTIPLIER = 0x52,   /* ADD, SQDIFF: second input multiplier [signed] */
     NPU_REG_IFM2_SHIFT = 0x53,        /* ADD, SQDIFF: second input shift (-31..30) [signed] */
     NPU_REG_OFM_MULTIPLIER = 0x54,    /* ADD, SQDIFF, MEAN, MUL: output multiplier [signed] */
@@ -207,6 +211,7 @@ static inline int npu_opcode_valid(uint32_t opcode)
     case NPU_OP_MUL: return 1;
     case NPU_OP_SOFTMAX: return 1;
     case NPU_OP_SQDIFF: return 1;
+    case NPU_OP_LAYERNORM: return 1;
     case NPU_OP_STOP: return 1;
     default: return 0;
     }
@@ -311,6 +316,7 @@ static inline const char * npu_opcode_name(uint32_t opcode)
     case NPU_OP_MUL: return "MUL";
     case NPU_OP_SOFTMAX: return "SOFTMAX";
     case NPU_OP_SQDIFF: return "SQDIFF";
+    case NPU_OP_LAYERNORM: return "LAYERNORM";
     case NPU_OP_STOP: return "STOP";
     default: return "?";
     }

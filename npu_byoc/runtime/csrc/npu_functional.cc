@@ -125,6 +125,9 @@
 #ifndef NPU_FUNCTIONAL_WEIGHT_DECODER_BYTES_PER_CYCLE
 #define NPU_FUNCTIONAL_WEIGHT_DECODER_BYTES_PER_CYCLE NPU_WEIGHT_DECODER_BYTES_PER_CYCLE
 #endif
+#ifndef NPU_FUNCTIONAL_LAYERNORM_UNIT
+#define NPU_FUNCTIONAL_LAYERNORM_UNIT NPU_LAYERNORM_UNIT
+#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -161,6 +164,7 @@ typedef struct npu_functional_config {
     npu_memory_t fm_mem;           // the feature maps' memory (SCRATCH, IO*)
     npu_memory_t const_mem;        // the weights' memory (CONST)
     uint32_t weight_decoder_bytes_per_cycle;  // 0 .. 64: SRAM bytes the weight decoder writes a cycle (0: none)
+    uint32_t layernorm_unit;  // 1: the LAYERNORM unit is present (0: LAYERNORM is an invalid opcode)
     uint64_t max_commands;    // CYCLE_LIMIT before the command after this many (golden model: 2^22)
     uint64_t max_cycles;      // CYCLE_LIMIT before the first command once the cycles exceed this
 } npu_functional_config_t;
@@ -192,6 +196,7 @@ static const uint64_t kMacWeightLanes = 4;
 static const uint64_t kVectorSetupCycles = 8;
 static const uint64_t kLutBytes = 256;
 static const uint64_t kSoftmaxRecipCycles = 4;  // cycles.SOFTMAX_RECIP_CYCLES
+static const uint64_t kLayernormRsqrtCycles = 100;  // cycles.LAYERNORM_RSQRT_CYCLES
 
 static inline uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static inline uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
@@ -634,6 +639,7 @@ static uint32_t kick_rescaled(machine_t *mc, bool sqdiff);
 static uint32_t kick_mul(machine_t *mc);
 static uint32_t kick_lut(machine_t *mc);
 static uint32_t kick_softmax(machine_t *mc);
+static uint32_t kick_layernorm(machine_t *mc);
 static uint32_t binary_registers(const machine_t *mc, Shape *out);
 static uint32_t binary_operands(machine_t *mc, uint64_t nbytes, uint64_t channels, Span *a, Span *b, Span *out);
 static uint64_t kick_cycles(const machine_t *mc, uint32_t opcode);
@@ -774,6 +780,7 @@ static uint32_t command(machine_t *mc, const uint32_t *w, size_t n, size_t i, ui
     // the decode DMAs exist only on an NPU with a weight decoder
     if ((op == NPU_OP_DMA_IN_DECODE || op == NPU_OP_DMA_IN_DECODE_ASYNC) && mc->cfg->weight_decoder_bytes_per_cycle == 0)
         return NPU_STATUS_INVALID_OPCODE;
+    if (op == NPU_OP_LAYERNORM && mc->cfg->layernorm_unit == 0) return NPU_STATUS_INVALID_OPCODE;  // no LAYERNORM unit
     *op_out = op;
     if (op == NPU_OP_SET_REG) {
         const uint32_t reg = npu_reg_of(word);
@@ -811,6 +818,7 @@ static uint32_t execute(machine_t *mc, uint32_t op) {
     case NPU_OP_MUL: return kick_mul(mc);
     case NPU_OP_LUT: return kick_lut(mc);
     case NPU_OP_SOFTMAX: return kick_softmax(mc);
+    case NPU_OP_LAYERNORM: return kick_layernorm(mc);
     default: return NPU_STATUS_INVALID_OPCODE;  // not reached: command(mc) checked the opcode
     }
 }
@@ -1370,6 +1378,89 @@ static uint32_t kick_softmax(machine_t *mc) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// LAYERNORM (npu_byoc/arch/numerics_layernorm.py, docs/numerics.md §8e): per pixel of OFM_C
+// bytes, exact sums of d = x - zp and d^2, V = C*S2 - S1^2, inv = floor(2^62 / sqrt(A')) of the
+// normalized A = V*2^F + E, then per channel x_hat * g + b rounded from Q40.
+
+// x / 2^e rounded half away from zero, 0 <= e <= 62.
+static inline int64_t rdbpot64(int64_t x, int e) {
+    const int64_t mask = (((int64_t)1) << e) - 1;
+    const int64_t threshold = (mask >> 1) + (x < 0 ? 1 : 0);
+    return asr(x, e) + ((int64_t)(((uint64_t)x) & ((uint64_t)mask)) > threshold ? 1 : 0);
+}
+
+// floor(sqrt(n)), digit by digit (exact).
+static inline unsigned __int128 isqrt_u128(unsigned __int128 n) {
+    unsigned __int128 root = 0, bit = ((unsigned __int128)1) << 126;
+    while (bit > n) bit >>= 2;
+    while (bit != 0) {
+        if (n >= root + bit) {
+            n -= root + bit;
+            root = (root >> 1) + bit;
+        } else {
+            root >>= 1;
+        }
+        bit >>= 2;
+    }
+    return root;
+}
+
+static uint32_t kick_layernorm(machine_t *mc) {
+    Shape shp;
+    uint32_t st;
+    if ((st = read_shape(mc, NPU_REG_OFM_H, &shp)) != kOk) return st;
+    if ((st = check_int8(mc, NPU_REG_IFM_ZERO_POINT)) != kOk) return st;
+    if ((st = check_int8(mc, NPU_REG_OFM_ZERO_POINT)) != kOk) return st;
+    if ((st = check_clamp(mc)) != kOk) return st;
+    const int64_t frac_bits = reg_s(mc, NPU_REG_IFM_SHIFT), epsilon_fx = reg_s(mc, NPU_REG_IFM_MULTIPLIER);
+    if (shp.c > NPU_LAYERNORM_MAX_CHANNELS || frac_bits < 0 || frac_bits > NPU_LAYERNORM_MAX_FRAC_BITS ||
+        frac_bits % 2 != 0 || epsilon_fx < 0 || reg_u(mc, NPU_REG_REQUANT_ADDR) % 4 != 0)
+        return NPU_STATUS_INVALID_PARAMETER;
+    const uint64_t nbytes = shape_elements(&shp), channels = shp.c;
+    Span in_span, rec_span, out_span;
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_IFM_ADDR), nbytes, &in_span)) != kOk) return st;
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_REQUANT_ADDR), channels * NPU_REQUANT_RECORD_BYTES, &rec_span)) != kOk) return st;
+    if ((st = sram_span(mc, reg_u(mc, NPU_REG_OFM_ADDR), nbytes, &out_span)) != kOk) return st;
+    if (overlaps(&out_span, &in_span) || overlaps(&out_span, &rec_span)) return NPU_STATUS_INVALID_PARAMETER;
+    const int64_t zp_in = reg_s(mc, NPU_REG_IFM_ZERO_POINT), zp_out = reg_s(mc, NPU_REG_OFM_ZERO_POINT);
+    const int64_t act_min = reg_s(mc, NPU_REG_ACT_MIN), act_max = reg_s(mc, NPU_REG_ACT_MAX);
+    const uint8_t *rec = ((uint8_t *)mc->m->sram.data) + rec_span.lo;
+    const int64_t C = (int64_t)channels;
+    for (uint64_t pixel = 0; pixel < nbytes / channels; ++pixel) {
+        const uint8_t *x = ((uint8_t *)mc->m->sram.data) + in_span.lo + pixel * channels;
+        uint8_t *out = ((uint8_t *)mc->m->sram.data) + out_span.lo + pixel * channels;
+        int64_t s1 = 0, s2 = 0;
+        for (uint64_t k = 0; k < channels; ++k) {
+            const int64_t d = as_i8(x[k]) - zp_in;
+            s1 += d;
+            s2 += d * d;
+        }
+        const int64_t v = C * s2 - s1 * s1;  // in [0, 2^38)
+        int64_t inv = 0;
+        int exponent = 0;
+        if (v != 0) {  // V = 0: every C*d - S1 is 0
+            const uint64_t a = (((uint64_t)v) << frac_bits) + (uint64_t)epsilon_fx;  // < 2^61
+            int bits = 0;
+            while (bits < 64 && (a >> bits) != 0) ++bits;
+            const int s = (62 - bits) / 2;
+            const unsigned __int128 quotient = (((unsigned __int128)1) << 124) / (((unsigned __int128)a) << (2 * s));
+            inv = (int64_t)isqrt_u128(quotient);  // in (2^31, 2^32]
+            exponent = 38 - (int)(frac_bits / 2) - s;  // >= 8
+        }
+        for (uint64_t k = 0; k < channels; ++k) {
+            const int64_t n = C * (as_i8(x[k]) - zp_in) - s1;  // |n| < 2^21
+            const int64_t x_hat = v != 0 ? rdbpot64(n * inv, exponent) : 0;
+            const uint8_t *r = rec + k * NPU_REQUANT_RECORD_BYTES;
+            const int64_t g = read_le_i32(r);
+            const int64_t b = (int64_t)(((uint64_t)(uint32_t)read_le_i32(r + 4)) | (((uint64_t)(int64_t)read_le_i32(r + 8)) << 32));
+            const int64_t y = rdbpot64(x_hat * g + b, 40) + zp_out;
+            out[k] = as_u8(clamp_i32(y, act_min, act_max));
+        }
+    }
+    return kOk;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Cycle model of an executed kick (npu_byoc/runtime/cycles.py): the RTL's cycles, not counting
 // the fetch of the kick word. The registers passed the kick's checks, so every operand is
 // bounded by the SRAM size: with any SRAM up to 2^26 bytes no product comes near 2^64 (beyond,
@@ -1408,6 +1499,10 @@ static uint64_t kick_cycles(const machine_t *mc, uint32_t opcode) {
     case NPU_OP_SOFTMAX:  // the table, then per row: max, sum, reciprocal, output
         return kVectorSetupCycles + ceil_div(NPU_SOFTMAX_TABLE_BYTES, lanes) +
                reg_u(mc, NPU_REG_OFM_H) * reg_u(mc, NPU_REG_OFM_W) * (3 * ceil_div(reg_u(mc, NPU_REG_OFM_C), lanes) + kSoftmaxRecipCycles);
+    case NPU_OP_LAYERNORM:  // per pixel: the sum pass, the reciprocal square root, the record (and x) reads
+        return kVectorSetupCycles + reg_u(mc, NPU_REG_OFM_H) * reg_u(mc, NPU_REG_OFM_W) *
+                                        (ceil_div(reg_u(mc, NPU_REG_OFM_C), lanes) +
+                                         ceil_div(NPU_REQUANT_RECORD_BYTES * reg_u(mc, NPU_REG_OFM_C), lanes) + kLayernormRsqrtCycles);
     default: return 0;
     }
 }
@@ -1480,6 +1575,7 @@ uint32_t npu_submit_budget(const uint32_t *stream, size_t n_words, const npu_buf
         {NPU_FUNCTIONAL_FM_MEM_BYTES_PER_CYCLE, NPU_FUNCTIONAL_FM_MEM_CLOCK_DIVIDER, NPU_FUNCTIONAL_FM_MEM_READ_LATENCY, NPU_FUNCTIONAL_FM_MEM_WRITE_LATENCY, NPU_FUNCTIONAL_FM_MEM_BURST_BYTES, NPU_FUNCTIONAL_FM_MEM_MAX_READS, NPU_FUNCTIONAL_FM_MEM_MAX_WRITES},
         {NPU_FUNCTIONAL_CONST_MEM_BYTES_PER_CYCLE, NPU_FUNCTIONAL_CONST_MEM_CLOCK_DIVIDER, NPU_FUNCTIONAL_CONST_MEM_READ_LATENCY, NPU_FUNCTIONAL_CONST_MEM_WRITE_LATENCY, NPU_FUNCTIONAL_CONST_MEM_BURST_BYTES, NPU_FUNCTIONAL_CONST_MEM_MAX_READS, NPU_FUNCTIONAL_CONST_MEM_MAX_WRITES},
         NPU_FUNCTIONAL_WEIGHT_DECODER_BYTES_PER_CYCLE,
+        NPU_FUNCTIONAL_LAYERNORM_UNIT,
         ((uint64_t)1) << 22,  // the golden model's command budget
         budget(max_cycles),
     };
