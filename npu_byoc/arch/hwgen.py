@@ -161,6 +161,7 @@ def constant_groups(hw: HwConfig = DEFAULT_CONFIG) -> list[Group]:
         Const("NPU_REQUANT_RECORD_BYTES", isa.REQUANT_RECORD_BYTES, "per-channel record: int32 bias, multiplier, shift"),
         Const("NPU_SOFTMAX_TABLE_BYTES", isa.SOFTMAX_TABLE_BYTES, "SOFTMAX: 256 int32 exp entries"),
         Const("NPU_SOFTMAX_MAX_CHANNELS", isa.SOFTMAX_MAX_CHANNELS, "SOFTMAX: OFM_C at most (the row sum stays in int32)"),
+        Const("NPU_DECODE_BUFFER_BYTES", isa.DECODE_BUFFER_BYTES, "DMA_IN_DECODE: DMA_N0 at most (the decoder's buffer)"),
         Const("NPU_MAX_REGIONS", isa.MAX_REGIONS, "region numbers 0 .. MAX_REGIONS-1"),
         Const("NPU_REGION_BITS", region_bits(), "width of a region number"),
         Const("NPU_STATUS_BITS", status_bits(), "width of a status code"),
