@@ -8,7 +8,8 @@ decoded bytes, each encoded on its own with npu_byoc.arch.weight_codec: the deco
 whole code before it writes (isa.DECODE_BUFFER_BYTES), and a code is always smaller than its
 piece. A piece is decoded when its transfer is no slower than its raw bytes (``worth_decoding``:
 a slow decoder behind a fast memory would cost cycles for fewer bytes); neighbouring pieces
-that are not stay one raw DMA_IN, and a load none of whose pieces pays stays as it was. The
+that are not stay one raw DMA_IN, and a load stays as it was when none of its pieces pays or
+its transfers together take longer than it (``load_pieces``). The
 CONST blob is rebuilt: the bytes still read raw (moved together, each at its old alignment
 modulo 16), then each distinct encoded piece.
 """
@@ -73,25 +74,37 @@ def _pad_to(blob: bytearray, offset: int) -> None:
     blob += bytes(offset - len(blob))
 
 
-def _piece_code(data: np.ndarray, hw: HwConfig) -> bytes | None:
-    """The code of one piece, or None when it loads no faster encoded."""
-    code = weight_codec.encode(data)
-    return code if worth_decoding(code, data.size, hw) else None
+def load_pieces(data: np.ndarray, hw: HwConfig) -> list[tuple[int, int, bytes | None]]:
+    """A contiguous CONST load of ``data`` (uint8) as (offset, bytes, code or None for raw)
+    transfers: each piece of ``PIECE_BYTES`` encoded where worth decoding, raw neighbours
+    merged into one; the whole load raw when no piece decodes or the transfers together would
+    take longer than the one raw load (each pays its own setup and memory latency)."""
+    parts: list[tuple[int, int, bytes | None]] = []
+    for off in range(0, data.size, PIECE_BYTES):
+        piece = data[off : off + PIECE_BYTES]
+        code = weight_codec.encode(piece) if hw.weight_decoder_bytes_per_cycle else None
+        code = code if worth_decoding(code, piece.size, hw) else None
+        if code is None and parts and parts[-1][2] is None:
+            parts[-1] = (parts[-1][0], parts[-1][1] + piece.size, None)
+        else:
+            parts.append((off, piece.size, code))
+    const = int(Region.CONST)
+    cost = sum(dma_cycles(n, hw=hw, region=const) if c is None else decode_dma_cycles(len(c), n, hw, const)
+               for _, n, c in parts)  # fmt: skip
+    if all(c is None for _, _, c in parts) or cost > dma_cycles(data.size, hw=hw, region=const):
+        return [(0, data.size, None)]
+    return parts
 
 
 def _pieces(step: Dma, data: np.ndarray, hw: HwConfig, codes: dict[tuple[int, int], bytes | None]) -> list[Dma]:
-    """``step`` (a contiguous CONST load) as raw loads and pieces to decode (their codes in
-    ``codes``, keyed by (CONST address, bytes)), or ``[step]`` when no piece pays."""
-    parts: list[Dma] = []
-    for off in range(0, step.n0, PIECE_BYTES):
-        addr, size = step.ext_addr + off, min(PIECE_BYTES, step.n0 - off)
-        if (addr, size) not in codes:
-            codes[(addr, size)] = _piece_code(data[addr : addr + size], hw)
-        if codes[(addr, size)] is None and parts and codes.get((parts[-1].ext_addr, parts[-1].n0)) is None:
-            parts[-1] = replace(parts[-1], n0=parts[-1].n0 + size)  # raw neighbours: one transfer (never a piece's key)
-        else:
-            parts.append(replace(step, ext_addr=addr, sram_addr=step.sram_addr + off, n0=size))
-    return parts if any(codes.get((p.ext_addr, p.n0)) for p in parts) else [step]
+    """``step`` (a contiguous CONST load) as its ``load_pieces`` (the codes in ``codes``, keyed
+    by (CONST address, bytes); a raw part's key is never a decoded piece's)."""
+    parts = load_pieces(data[step.ext_addr : step.ext_addr + step.n0], hw)
+    if len(parts) == 1 and parts[0][2] is None:
+        return [step]
+    for off, size, code in parts:
+        codes[(step.ext_addr + off, size)] = codes.get((step.ext_addr + off, size)) or code
+    return [replace(step, ext_addr=step.ext_addr + off, sram_addr=step.sram_addr + off, n0=size) for off, size, _ in parts]
 
 
 def compress_constants(steps: list[Step], step_op: list[int], constants: bytes,
@@ -149,11 +162,8 @@ def weight_bytes(op: NpuOp, channels_per_block: int, hw: HwConfig) -> tuple[int,
     for c0 in range(0, w.shape[0], max(channels_per_block, 1)):
         block = w[c0 : c0 + channels_per_block].ravel()
         original += block.size
-        for off in range(0, block.size, PIECE_BYTES):
-            piece = block[off : off + PIECE_BYTES]
-            code = _piece_code(piece, hw) if hw.weight_decoder_bytes_per_cycle else None
-            encoded += piece.size if code is None else len(code)
+        encoded += sum(size if code is None else len(code) for _, size, code in load_pieces(block, hw))
     return original, encoded
 
 
-__all__ = ["PIECE_BYTES", "compress_constants", "weight_bytes", "worth_decoding"]
+__all__ = ["PIECE_BYTES", "compress_constants", "load_pieces", "weight_bytes", "worth_decoding"]
