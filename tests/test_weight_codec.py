@@ -23,7 +23,7 @@ from npu_byoc.arch.config import DEFAULT_CONFIG, configure
 from npu_byoc.arch.encoder import Dma, encode
 from npu_byoc.arch.isa import DECODE_BUFFER_BYTES, DECODE_DMA, Opcode, Reg, Region, Status, opcode_of, set_reg_word
 from npu_byoc.codegen.schedule import schedule_partition
-from npu_byoc.codegen.weight_compress import PIECE_BYTES, weight_bytes
+from npu_byoc.codegen.weight_compress import PIECE_BYTES, load_pieces, weight_bytes
 from npu_byoc.runtime import golden
 from npu_byoc.runtime.machine import Machine
 
@@ -222,6 +222,18 @@ def test_decode_registers_and_no_decoder():
 @pytest.fixture(scope="module")
 def compressible_plans(plans):
     return {name: plans(name) for name in COMPRESSIBLE}
+
+
+def test_a_load_is_cut_into_pieces_the_buffer_holds():
+    """16 KB: 4 KB of zeros, 8 KB of every byte value alike (no code is smaller), 4 KB of
+    zeros. Behind the flash each zero piece decodes from 2 + 512 bytes (header and bitmap) and
+    the 8 KB stay one raw transfer; behind the default port nothing pays, the load stays whole."""
+    data = np.zeros(16384, np.uint8)
+    data[4096:12288] = make_tensor("all256", 8192, 0)
+    zeros = weight_codec.encode(np.zeros(4096, np.uint8))
+    assert len(zeros) == 2 + 512
+    assert load_pieces(data, FLASH_DECODER) == [(0, 4096, zeros), (4096, 8192, None), (12288, 4096, zeros)]
+    assert load_pieces(data, DECODER) == [(0, 16384, None)]
 
 
 @pytest.mark.parametrize("name", COMPRESSIBLE)
