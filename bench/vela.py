@@ -245,8 +245,8 @@ def compressed(args, have_vela: bool) -> int:
         theirs = (f"{vela['total_npu_encoded_weights']:,}{note} | {vela['total_npu_encoded_weights'] / original:.3f} | "
                   f"{encoded / vela['total_npu_encoded_weights']:.3f}") if vela else "- | - | -"  # fmt: skip
         print(f"| {name} | {original:,} | {encoded:,} | {encoded / original:.3f} | {theirs} |")
-    print(f"\nCycles of the NPU partitions (C model = analytic model; the RTL has no decoder yet), without and with "
-          f"a weight decoder of {DECODER_BYTES} bytes per cycle:\n")  # fmt: skip
+    print(f"\nCycles of the NPU partitions (the analytic model = the C model = the RTL: tests/test_rtl_wdec.py), "
+          f"without and with a weight decoder of {DECODER_BYTES} bytes per cycle:\n")  # fmt: skip
     print("| model | memory | weight_decoder=0 | with decoder | after / before |")
     print("| --- | --- | ---: | ---: | ---: |")
     for name, label, before, after in timing:

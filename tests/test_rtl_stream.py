@@ -558,8 +558,9 @@ def _op_streams(plans) -> dict[Opcode, tuple[list, int, dict]]:
                 stream = steps[:i] + [bg, WAIT] + steps[i + 1 :]
                 found.setdefault(bg.opcode, (stream, i, regions))
                 found.setdefault(Opcode.WAIT_DMA, (stream, i + 1, regions))
-    # the decode DMAs are a weight decoder's, which the RTL does not have yet (it answers
-    # INVALID_OPCODE, test_weight_codec): their registers are swept on the machine and C model
+    # the decode DMAs are a weight decoder's, which this (default) build has not (it answers
+    # INVALID_OPCODE, test_weight_codec): their registers are swept on a build with one in
+    # tests/test_rtl_wdec.py
     assert set(found) == {op for op, regs in isa.KICK_REGS.items() if regs} - isa.DECODE_DMA
     return found
 

@@ -17,6 +17,8 @@ The Verilator builds are session-scoped and cached (npu_byoc.runtime.verilator).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import ctypes
 
 import numpy as np
@@ -66,9 +68,10 @@ def requant_tb():
 
 
 def test_rtl_is_lint_clean():
-    for result in V.lint(HW):
-        assert result.returncode == 0, result.stderr
-        assert "%Warning" not in result.stderr and "%Error" not in result.stderr, result.stderr
+    for hw in (HW, replace(HW, weight_decoder_bytes_per_cycle=16)):  # without and with the weight decoder
+        for result in V.lint(hw):
+            assert result.returncode == 0, result.stderr
+            assert "%Warning" not in result.stderr and "%Error" not in result.stderr, result.stderr
 
 
 # =============================================================================================

@@ -10,6 +10,10 @@
 //                       unit checks its registers and queues the copy, which runs in the
 //                       background while the next commands execute
 //   DMA_IN/OUT, STOP:   first wait until no transfer is outstanding
+//   DMA_IN_DECODE(_ASYNC): as DMA_IN(_ASYNC), through the weight decoder (npu_wdec; without
+//                       one, WEIGHT_DECODER_BYTES_PER_CYCLE 0, INVALID_OPCODE); a bad code
+//                       is reported when its transfer completes: the run ends with
+//                       BAD_ENCODING at that transfer's word (the synchronous one at once)
 //   WAIT_DMA:           waits until at most DMA_WAIT_PENDING transfers are outstanding
 //   compute kicks:      npu_kick_check checks registers / SRAM ranges / overlaps, then (the
 //                       DMA interlock) waits while an outstanding transfer's SRAM range meets
@@ -17,7 +21,7 @@
 //                       vector unit (AVGPOOL, MAXPOOL, MEAN, ADD, LUT) runs
 //
 // The first error ends the run: status and the offending word's index; the failing command
-// has no effect. The fetch port returns the word at fetch_index on the clock edge after the
+// has no effect (a bad background code, found later, overrides: docs/isa.md). The fetch port returns the word at fetch_index on the clock edge after the
 // request (fetch_valid). cmd_budget bounds the commands executed (the golden model's
 // max_commands): when it is reached, the next command stops the run with CYCLE_LIMIT.
 // Timing: one cycle per fetched word (NOP 1, SET_REG 2), a kick 1 + the unit's cycles.
@@ -55,6 +59,8 @@ module npu_cmdproc (
     input  wire [7:0]  dma_outstanding,  // transfers accepted and not yet complete
     input  wire [31:0] dma_wait_pending,  // the DMA_WAIT_PENDING register (WAIT_DMA)
     input  wire [`NPU_STATUS_BITS-1:0] dma_status,
+    input  wire        dma_bad_code,  // a DMA_IN_DECODE's code was bad: the run ends with BAD_ENCODING
+    input  wire [31:0] dma_bad_index, // at its word (whatever else ends the run)
     input  wire        dma_hazard,    // an outstanding transfer's SRAM range meets the checked kick's operands
     output wire        dma_hazard_query,  // dma_hazard is wanted (a kick in its checks or held)
     output reg         check_start,
@@ -89,16 +95,26 @@ module npu_cmdproc (
   wire       reserved = set_reg ? |(fetch_word & `NPU_SET_REG_RESERVED_MASK)
                                 : |(fetch_word & `NPU_KICK_RESERVED_MASK);
   wire       engine   = opcode == `NPU_OP_DMA_IN || opcode == `NPU_OP_DMA_OUT || opcode == `NPU_OP_WAIT_DMA ||
-                        opcode == `NPU_OP_DMA_IN_ASYNC || opcode == `NPU_OP_DMA_OUT_ASYNC;
+                        opcode == `NPU_OP_DMA_IN_ASYNC || opcode == `NPU_OP_DMA_OUT_ASYNC ||
+                        opcode == `NPU_OP_DMA_IN_DECODE || opcode == `NPU_OP_DMA_IN_DECODE_ASYNC;
+  wire       no_decoder = `NPU_WEIGHT_DECODER_BYTES_PER_CYCLE == 0;
+  function automatic logic background(input [7:0] op);
+    background = op == `NPU_OP_DMA_IN_ASYNC || op == `NPU_OP_DMA_OUT_ASYNC || op == `NPU_OP_DMA_IN_DECODE_ASYNC;
+  endfunction
   wire       is_mac   = kick_op == `NPU_OP_CONV || kick_op == `NPU_OP_DWCONV || kick_op == `NPU_OP_FC;
 
-  // End the run; done waits for a background DMA to complete (S_DRAIN).
+  // End the run; done waits for a background DMA to complete (S_DRAIN). A bad DMA_IN_DECODE
+  // code (complete once the engine is idle) is the run's status whatever ended it.
   task automatic finish(input [`NPU_STATUS_BITS-1:0] st, input [31:0] index);
     begin
       status <= st;
       word_index <= index;
       if (dma_busy) state <= S_DRAIN;
       else begin
+        if (dma_bad_code) begin
+          status <= `NPU_STATUS_BAD_ENCODING;
+          word_index <= dma_bad_index;
+        end
         done <= 1'b1;
         busy <= 1'b0;
         state <= S_IDLE;
@@ -114,8 +130,7 @@ module npu_cmdproc (
   // most DMA_WAIT_PENDING transfers outstanding, a synchronous DMA none.
   function automatic logic engine_ready(input [7:0] op);
     begin
-      if (op == `NPU_OP_DMA_IN_ASYNC || op == `NPU_OP_DMA_OUT_ASYNC)
-        engine_ready = dma_outstanding < 8'(`NPU_DMA_QUEUE_DEPTH);
+      if (background(op)) engine_ready = dma_outstanding < 8'(`NPU_DMA_QUEUE_DEPTH);
       else if (op == `NPU_OP_WAIT_DMA) engine_ready = 32'(dma_outstanding) <= wait_pending;
       else engine_ready = !dma_busy;
     end
@@ -129,7 +144,7 @@ module npu_cmdproc (
         next_command(idx + 64'd1, commands + 64'd1);
       end else begin
         dma_start <= 1'b1;
-        state <= (op == `NPU_OP_DMA_IN_ASYNC || op == `NPU_OP_DMA_OUT_ASYNC) ? S_ACCEPT : S_DMA;
+        state <= background(op) ? S_ACCEPT : S_DMA;
       end
     end
   endtask
@@ -245,10 +260,10 @@ module npu_cmdproc (
           else next_command(64'(`NPU_HEADER_WORDS), commands);
         end
         S_DECODE: begin
-          // no weight decoder in this RTL: the decode DMAs are invalid (weight_decoder_bytes_per_cycle 0);
+          // without a weight decoder (weight_decoder_bytes_per_cycle 0) the decode DMAs are invalid;
           // LAYERNORM only with the LAYERNORM unit (layernorm_unit 1)
-          if (!`NPU_OPCODE_VALID(opcode) || reserved || opcode == `NPU_OP_DMA_IN_DECODE
-              || opcode == `NPU_OP_DMA_IN_DECODE_ASYNC || (opcode == `NPU_OP_LAYERNORM && `NPU_LAYERNORM_UNIT == 0))
+          if (!`NPU_OPCODE_VALID(opcode) || reserved || (no_decoder && (opcode == `NPU_OP_DMA_IN_DECODE
+              || opcode == `NPU_OP_DMA_IN_DECODE_ASYNC)) || (opcode == `NPU_OP_LAYERNORM && `NPU_LAYERNORM_UNIT == 0))
             finish(`NPU_STATUS_INVALID_OPCODE, 32'(idx));
           else if (set_reg) begin
             if (!`NPU_REG_VALID(reg_addr)) finish(`NPU_STATUS_INVALID_REGISTER, 32'(idx));
@@ -285,6 +300,7 @@ module npu_cmdproc (
         S_DMA: begin
           if (dma_done) begin
             if (dma_status != `NPU_STATUS_OK) finish(dma_status, 32'(idx));
+            else if (kick_op == `NPU_OP_DMA_IN_DECODE && dma_bad_code) finish(`NPU_STATUS_BAD_ENCODING, dma_bad_index);
             else begin
               retire(kick_op);
               next_command(idx + 64'd1, commands + 64'd1);
@@ -302,6 +318,10 @@ module npu_cmdproc (
         end
         S_DRAIN: begin
           if (!dma_busy) begin
+            if (dma_bad_code) begin
+              status <= `NPU_STATUS_BAD_ENCODING;
+              word_index <= dma_bad_index;
+            end
             done <= 1'b1;
             busy <= 1'b0;
             state <= S_IDLE;

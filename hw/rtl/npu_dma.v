@@ -29,6 +29,14 @@
 // `outstanding` counts accepted transfers not yet complete; the command processor keeps it
 // <= QD (a background DMA waits for room) and WAIT_DMA waits for it to fall to DMA_WAIT_PENDING.
 //
+// DMA_IN_DECODE (a weight decoder, WDEC > 0): the checks read DMA_N0 (<= the decoder's buffer,
+// else INVALID_PARAMETER) and DMA_DECODE_BYTES (the SRAM block); the mover reads the DMA_N0
+// encoded bytes as one contiguous row into npu_wdec, which then writes the decoded bytes
+// through the SRAM write port (WRB = max(DMA_BYTES, WDEC) bytes wide). A bad code completes
+// like a good one (the queue and interlock do not care) and sets `bad_code` with the
+// transfer's command word (`bad_index`), the first one of the run: the command processor
+// reports BAD_ENCODING at it when the run ends (a synchronous DMA_IN_DECODE ends it at once).
+//
 // Interlock (docs/isa.md, concurrency): each descriptor keeps its SRAM range until its copy
 // completes. `sram_hazard` says whether an outstanding DMA_IN writes bytes of one of the kick's
 // operands (query_*) or an outstanding DMA_OUT reads bytes of its output (the last query); the
@@ -44,7 +52,10 @@ module npu_dma #(
     parameter int DMA_BYTES = `NPU_DMA_BYTES_PER_CYCLE,  // bytes per external memory request
     parameter int LW = $clog2(DMA_BYTES + 1),            // bits of a request's byte count
     parameter int QD = `NPU_DMA_QUEUE_DEPTH,              // transfers outstanding at most
-    parameter int NQ = 4                                   // operand ranges a kick names at most
+    parameter int NQ = 4,                                  // operand ranges a kick names at most
+    parameter int WDEC = `NPU_WEIGHT_DECODER_BYTES_PER_CYCLE,  // decoded bytes a cycle (0: no decoder)
+    parameter int WRB = WDEC > DMA_BYTES ? WDEC : DMA_BYTES,  // SRAM write port bytes
+    parameter int LWR = $clog2(WRB + 1)
 ) (
     input  wire        clk,
     input  wire        rst_n,
@@ -56,6 +67,11 @@ module npu_dma #(
     // control
     input  wire        start,
     input  wire        to_sram,   // 1: DMA_IN (region -> SRAM), 0: DMA_OUT
+    input  wire        decode,    // DMA_IN_DECODE (with to_sram)
+    input  wire [31:0] cmd_index, // the command's word (a bad code's bad_index)
+    input  wire        clear,     // a run starts: bad_code cleared
+    output reg         bad_code,  // a DMA_IN_DECODE of this run had a bad code
+    output reg  [31:0] bad_index, // the first one's command word
     output reg         done,      // pulse, with status
     output reg         accepted,  // pulse: the checks passed, the transfer is queued (a background DMA retires)
     output wire        busy,      // a transfer is outstanding (queued or being copied)
@@ -79,6 +95,7 @@ module npu_dma #(
     input  wire [31:0] reg_stride0,
     input  wire [31:0] reg_stride1,
     input  wire [31:0] reg_stride2,
+    input  wire [31:0] reg_decode_bytes,
     // external memory port
     output reg         mem_valid,
     output reg         mem_write,
@@ -102,8 +119,8 @@ module npu_dma #(
     input  wire [8*DMA_BYTES-1:0] sram_rd_data,
     output wire          sram_wr_en,
     output wire [AW-1:0] sram_wr_addr,
-    output wire [LW-1:0] sram_wr_len,
-    output wire [8*DMA_BYTES-1:0] sram_wr_data
+    output wire [LWR-1:0] sram_wr_len,
+    output wire [8*WRB-1:0] sram_wr_data
 );
   localparam longint SAT = 2 * SRAM_BYTES;
   localparam int FD = QD > 1 ? QD - 1 : 1;  // FIFO entries: the mover holds one more
@@ -116,6 +133,9 @@ module npu_dma #(
   // bits used once checked).
   typedef struct packed {
     logic        dir_in;
+    logic        decode;     // DMA_IN_DECODE: n0 encoded bytes (n1 = n2 = stride0 = 1) into dbytes
+    logic [31:0] dbytes;
+    logic [31:0] index;
     logic [3:0]  region;
     logic [31:0] ext_addr;
     logic [AW-1:0] sram_addr;
@@ -154,7 +174,7 @@ module npu_dma #(
   reg [31:0] m_ready;
 
   // mover
-  localparam [1:0] M_IDLE = 2'd0, M_MOVE = 2'd2, M_DRAIN = 2'd3;
+  localparam [1:0] M_IDLE = 2'd0, M_DECODE = 2'd1, M_MOVE = 2'd2, M_DRAIN = 2'd3;
   reg [1:0]  state;
   /* verilator lint_off UNUSEDSIGNAL */
   desc_t     m;  // the descriptor being copied (its addresses seed the generator at take)
@@ -184,10 +204,43 @@ module npu_dma #(
   wire [31:0] row_left = m.n0 - i0;
   wire [LW-1:0] chunk = !contiguous ? LW'(1) : (row_left >= 32'(DMA_BYTES)) ? LW'(DMA_BYTES) : LW'(row_left);
 
-  assign sram_wr_en = in_valid;
-  assign sram_wr_addr = in_sram_addr;
-  assign sram_wr_len = in_len;
-  assign sram_wr_data = mem_rdata;
+  // the weight decoder (M_DECODE: the mover waits for its last write)
+  wire          wdec_wr_en, wdec_done, wdec_bad;
+  wire [AW-1:0] wdec_wr_addr;
+  wire [LWR-1:0] wdec_wr_len;
+  wire [8*WRB-1:0] wdec_wr_data;
+  wire          in_raw = in_valid && !m.decode;  // a DMA_IN read's data goes to SRAM
+  assign sram_wr_en = in_raw || wdec_wr_en;
+  assign sram_wr_addr = in_raw ? in_sram_addr : wdec_wr_addr;
+  assign sram_wr_len = in_raw ? LWR'(in_len) : wdec_wr_len;
+  assign sram_wr_data = in_raw ? (8*WRB)'(mem_rdata) : wdec_wr_data;
+  generate
+    if (WDEC > 0) begin : g_wdec
+      reg in_last;  // the read in flight is the transfer's last
+      wire [$clog2(WDEC + 1)-1:0] len;
+      wire [8*WDEC-1:0] data;
+      always_ff @(posedge clk) in_last <= state == M_MOVE && mem_grant && 32'(chunk) == row_left;
+      npu_wdec #(.W(WDEC), .D(DMA_BYTES), .AW(AW)) wdec (
+          .clk(clk), .rst_n(rst_n),
+          .start((take_fifo || take_new) && (take_fifo ? fifo[f_rd].decode : c_desc.decode)),
+          .n0(take_fifo ? fifo[f_rd].n0 : c_desc.n0),
+          .n(take_fifo ? fifo[f_rd].dbytes : c_desc.dbytes),
+          .sram_addr(take_fifo ? fifo[f_rd].sram_addr : c_desc.sram_addr),
+          .in_valid(in_valid && m.decode), .in_last(in_last), .in_len(in_len), .in_data(mem_rdata),
+          .wr_en(wdec_wr_en), .wr_addr(wdec_wr_addr), .wr_len(len), .wr_data(data),
+          .done(wdec_done), .bad(wdec_bad));
+      assign wdec_wr_len = LWR'(len);
+      assign wdec_wr_data = (8*WRB)'(data);
+    end else begin : g_no_wdec
+      assign wdec_wr_en = 1'b0;
+      assign wdec_wr_addr = '0;
+      assign wdec_wr_len = '0;
+      assign wdec_wr_data = '0;
+      assign wdec_done = 1'b0;
+      assign wdec_bad = 1'b0;
+    end
+  endgenerate
+
   assign mem_wdata = sram_rd_data;
   assign busy = outstanding != 8'd0;
   assign mem_req = state == M_MOVE;
@@ -196,7 +249,7 @@ module npu_dma #(
   assign mem_req_row_left = contiguous ? row_left : 32'd1;  // a strided byte is a row of its own
   assign mem_req_row_first = !contiguous || i0 == 32'd0;
   assign mem_req_wait = now - m_ready;
-  assign pop_done = state == M_DRAIN && tail == 2'd1;
+  assign pop_done = (state == M_DRAIN && tail == 2'd1) || (state == M_DECODE && wdec_done);
 
   // min(a * b, SAT)
   function automatic logic [63:0] smul(input logic [63:0] fn_a, input logic [63:0] fn_b);
@@ -242,24 +295,30 @@ module npu_dma #(
       if (start) begin : check1
         logic [3:0] r;
         logic signed [71:0] a0, a1, a2;
+        logic [31:0] d_n1, d_n2, d_s0;
+        logic [63:0] sram_n;
         r = reg_ext_region[3:0];
         checking <= 1'b1;
+        // a decode transfer: one contiguous row of DMA_N0 bytes, DMA_DECODE_BYTES in SRAM
+        d_n1 = decode ? 32'd1 : reg_n1;
+        d_n2 = decode ? 32'd1 : reg_n2;
+        d_s0 = decode ? 32'd1 : reg_stride0;
+        sram_n = decode ? 64'(reg_decode_bytes) : smul(smul(64'(reg_n0), 64'(d_n1)), 64'(d_n2));
         c_region_ok <= reg_ext_region < 32'(`NPU_MAX_REGIONS) && bound[r] && (to_sram || r != `NPU_REGION_CONST);
-        c_counts_ok <= reg_n0 != 32'd0 && reg_n1 != 32'd0 && reg_n2 != 32'd0;
-        c_sram_ok <= 64'(reg_sram_addr) + smul(smul(64'(reg_n0), 64'(reg_n1)), 64'(reg_n2))
-                     <= 64'(SRAM_BYTES);
-        a0 = span(reg_n0, 64'($signed(reg_stride0)));
-        a1 = span(reg_n1, 64'($signed(reg_stride1)));
-        a2 = span(reg_n2, 64'($signed(reg_stride2)));
+        c_counts_ok <= reg_n0 != 32'd0 && d_n1 != 32'd0 && d_n2 != 32'd0
+                       && (!decode || (reg_decode_bytes != 32'd0 && reg_n0 <= 32'(`NPU_DECODE_BUFFER_BYTES)));
+        c_sram_ok <= 64'(reg_sram_addr) + sram_n <= 64'(SRAM_BYTES);
+        a0 = span(reg_n0, 64'($signed(d_s0)));
+        a1 = decode ? 72'sd0 : span(reg_n1, 64'($signed(reg_stride1)));
+        a2 = decode ? 72'sd0 : span(reg_n2, 64'($signed(reg_stride2)));
         c_first <= 72'(reg_ext_addr) + (a0 < 0 ? a0 : 72'sd0) + (a1 < 0 ? a1 : 72'sd0) + (a2 < 0 ? a2 : 72'sd0);
         c_last <= 72'(reg_ext_addr) + (a0 > 0 ? a0 : 72'sd0) + (a1 > 0 ? a1 : 72'sd0) + (a2 > 0 ? a2 : 72'sd0);
         c_size <= size[r];
         // (exact once the checks pass: the block ends within SRAM)
-        c_range <= '{dir_in: to_sram, lo: (AW + 1)'(reg_sram_addr),
-                     hi: (AW + 1)'(64'(reg_sram_addr) + smul(smul(64'(reg_n0), 64'(reg_n1)), 64'(reg_n2)))};
-        c_desc <= '{dir_in: to_sram, region: r, ext_addr: reg_ext_addr, sram_addr: AW'(reg_sram_addr),
-                    n0: reg_n0, n1: reg_n1, n2: reg_n2,
-                    stride0: reg_stride0, stride1: reg_stride1, stride2: reg_stride2};
+        c_range <= '{dir_in: to_sram, lo: (AW + 1)'(reg_sram_addr), hi: (AW + 1)'(64'(reg_sram_addr) + sram_n)};
+        c_desc <= '{dir_in: to_sram, decode: decode, dbytes: reg_decode_bytes, index: cmd_index,
+                    region: r, ext_addr: reg_ext_addr, sram_addr: AW'(reg_sram_addr),
+                    n0: reg_n0, n1: d_n1, n2: d_n2, stride0: d_s0, stride1: reg_stride1, stride2: reg_stride2};
       end
       if (c_accept) accepted <= 1'b1;
       if (push) begin
@@ -271,6 +330,17 @@ module npu_dma #(
       if (take_fifo) f_rd <= (f_rd == FB'(FD - 1)) ? '0 : f_rd + 1'b1;
       f_count <= f_count + FB'(push) - FB'(take_fifo);
       outstanding <= outstanding + 8'(c_accept) - 8'(pop_done);
+    end
+  end
+
+  // a bad code: the run's first
+  always_ff @(posedge clk) begin
+    if (!rst_n || clear) begin
+      bad_code <= 1'b0;
+      bad_index <= 32'd0;
+    end else if (state == M_DECODE && wdec_done && wdec_bad && !bad_code) begin
+      bad_code <= 1'b1;
+      bad_index <= m.index;
     end
   end
 
@@ -392,6 +462,7 @@ module npu_dma #(
               row_base <= plane_base + s2;
               ext_cur <= plane_base + s2;
               if (i2 + 32'd1 != m.n2) i2 <= i2 + 32'd1;
+              else if (m.decode) state <= M_DECODE;
               else begin
                 state <= M_DRAIN;
                 tail <= 2'd2;
@@ -402,6 +473,7 @@ module npu_dma #(
             ext_cur <= ext_cur + (contiguous ? 64'(chunk) : s0);
           end
         end
+        M_DECODE: if (wdec_done) state <= M_IDLE;  // its last write is presented now
         M_DRAIN: begin
           // DMA_IN: the last read's data is written this edge; DMA_OUT: the last write request
           // is presented the cycle after its SRAM read.

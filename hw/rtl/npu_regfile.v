@@ -25,6 +25,7 @@ module npu_regfile (
     output reg  [31:0] dma_stride1,
     output reg  [31:0] dma_stride2,
     output reg  [31:0] dma_wait_pending,
+    output reg  [31:0] dma_decode_bytes,
     output reg  [31:0] ifm_addr,
     output reg  [31:0] ifm_h,
     output reg  [31:0] ifm_w,
@@ -72,6 +73,7 @@ module npu_regfile (
       dma_stride1 <= 32'd0;
       dma_stride2 <= 32'd0;
       dma_wait_pending <= 32'd0;
+      dma_decode_bytes <= 32'd0;
       ifm_addr <= 32'd0;
       ifm_h <= 32'd0;
       ifm_w <= 32'd0;
@@ -117,6 +119,7 @@ module npu_regfile (
         `NPU_REG_DMA_STRIDE1: dma_stride1 <= wdata;
         `NPU_REG_DMA_STRIDE2: dma_stride2 <= wdata;
         `NPU_REG_DMA_WAIT_PENDING: dma_wait_pending <= wdata;
+        `NPU_REG_DMA_DECODE_BYTES: dma_decode_bytes <= wdata;
         `NPU_REG_IFM_ADDR: ifm_addr <= wdata;
         `NPU_REG_IFM_H: ifm_h <= wdata;
         `NPU_REG_IFM_W: ifm_w <= wdata;

@@ -30,7 +30,9 @@ module npu_sram #(
     parameter int R = `NPU_ARRAY_ROWS,
     parameter int C = `NPU_ARRAY_COLS,
     parameter int LANES = 4,
-    parameter int VEC_LW = $clog2(VEC_BYTES + 1)
+    parameter int VEC_LW = $clog2(VEC_BYTES + 1),
+    parameter int DMA_WR_BYTES = DMA_BYTES,  // the DMA's write: a read's bytes or the weight decoder's
+    parameter int DMA_WR_LW = $clog2(DMA_WR_BYTES + 1)
 ) (
     input  wire          clk,
     // DMA
@@ -39,8 +41,8 @@ module npu_sram #(
     output reg  [8*DMA_BYTES-1:0] dma_rd_data,
     input  wire          dma_wr_en,
     input  wire [AW-1:0] dma_wr_addr,
-    input  wire [$clog2(DMA_BYTES + 1)-1:0] dma_wr_len,
-    input  wire [8*DMA_BYTES-1:0] dma_wr_data,
+    input  wire [DMA_WR_LW-1:0] dma_wr_len,
+    input  wire [8*DMA_WR_BYTES-1:0] dma_wr_data,
     // vector unit
     input  wire          vec_rd_a_en,
     input  wire [AW-1:0] vec_rd_a_addr,
@@ -124,7 +126,7 @@ module npu_sram #(
     end
     // writes
     if (dma_wr_en)
-      for (int i = 0; i < DMA_BYTES; i++) if ($clog2(DMA_BYTES + 1)'(i) < dma_wr_len) mem[dma_wr_addr + AW'(i)] <= dma_wr_data[8*i +: 8];
+      for (int i = 0; i < DMA_WR_BYTES; i++) if (DMA_WR_LW'(i) < dma_wr_len) mem[dma_wr_addr + AW'(i)] <= dma_wr_data[8*i +: 8];
     if (vec_wr_en)
       for (int i = 0; i < VEC_BYTES; i++) if (VEC_LW'(i) < vec_wr_len) mem[vec_wr_addr + AW'(i)] <= vec_wr_data[i];
     if (out_any)

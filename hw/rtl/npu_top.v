@@ -75,6 +75,7 @@ module npu_top #(
   wire [31:0] dma_stride1;
   wire [31:0] dma_stride2;
   wire [31:0] dma_wait_pending;
+  wire [31:0] dma_decode_bytes;
   wire [7:0]  dma_outstanding;
   wire [31:0] ifm_addr;
   wire [31:0] ifm_h;
@@ -130,6 +131,7 @@ module npu_top #(
       .dma_stride1(dma_stride1),
       .dma_stride2(dma_stride2),
       .dma_wait_pending(dma_wait_pending),
+      .dma_decode_bytes(dma_decode_bytes),
       .ifm_addr(ifm_addr),
       .ifm_h(ifm_h),
       .ifm_w(ifm_w),
@@ -171,6 +173,8 @@ module npu_top #(
   wire dma_hazard, dma_hazard_query;
   wire dma_start, dma_done, dma_accepted, dma_busy, check_start, check_done, mac_start, mac_done, mac_error, vec_start, vec_done;
   wire [`NPU_STATUS_BITS-1:0] dma_status, check_status;
+  wire dma_bad_code;       // a DMA_IN_DECODE of this run had a bad code (npu_dma)
+  wire [31:0] dma_bad_index;
 
   npu_cmdproc cmdproc (
       .clk(clk),
@@ -199,6 +203,8 @@ module npu_top #(
       .dma_outstanding(dma_outstanding),
       .dma_wait_pending(dma_wait_pending),
       .dma_status(dma_status),
+      .dma_bad_code(dma_bad_code),
+      .dma_bad_index(dma_bad_index),
       .dma_hazard(dma_hazard),
       .dma_hazard_query(dma_hazard_query),
       .check_start(check_start),
@@ -260,8 +266,12 @@ module npu_top #(
   // ---- SRAM ports
   wire          dma_rd_en, dma_wr_en;
   wire [AW-1:0] dma_rd_addr, dma_wr_addr;
-  wire [$clog2(DMA_BYTES + 1)-1:0] dma_wr_len;
-  wire [8*DMA_BYTES-1:0] dma_rd_data, dma_wr_data;
+  // the DMA's SRAM writes: a read's bytes, or the weight decoder's (npu_dma)
+  localparam int WDEC = `NPU_WEIGHT_DECODER_BYTES_PER_CYCLE;
+  localparam int DMA_WR_BYTES = WDEC > DMA_BYTES ? WDEC : DMA_BYTES;
+  wire [$clog2(DMA_WR_BYTES + 1)-1:0] dma_wr_len;
+  wire [8*DMA_BYTES-1:0] dma_rd_data;
+  wire [8*DMA_WR_BYTES-1:0] dma_wr_data;
   wire          vec_rd_a_en, vec_rd_b_en, vec_wr_en;
   wire [AW-1:0] vec_rd_a_addr, vec_rd_b_addr, vec_wr_addr;
   wire [$clog2(C + 1)-1:0] vec_wr_len;
@@ -289,7 +299,7 @@ module npu_top #(
   wire [7:0]    out_data [0:C-1];
 
   npu_sram #(.SRAM_BYTES(SRAM_BYTES), .GUARD(GUARD), .AW(AW), .DMA_BYTES(DMA_BYTES), .VEC_BYTES(C), .R(R), .C(C),
-             .LANES(LANES)) sram (
+             .LANES(LANES), .DMA_WR_BYTES(DMA_WR_BYTES)) sram (
       .clk(clk),
       .dma_rd_en(dma_rd_en),
       .dma_rd_addr(dma_rd_addr),
@@ -330,7 +340,8 @@ module npu_top #(
   );
 
   // ---- DMA
-  npu_dma #(.SRAM_BYTES(SRAM_BYTES), .AW(AW), .DMA_BYTES(DMA_BYTES)) dma (
+  wire dma_decode = kick_op == `NPU_OP_DMA_IN_DECODE || kick_op == `NPU_OP_DMA_IN_DECODE_ASYNC;
+  npu_dma #(.SRAM_BYTES(SRAM_BYTES), .AW(AW), .DMA_BYTES(DMA_BYTES), .WDEC(WDEC)) dma (
       .clk(clk),
       .rst_n(rst_n),
       .region_we(region_we),
@@ -338,7 +349,12 @@ module npu_top #(
       .region_bound(region_bound),
       .region_size(region_size),
       .start(dma_start),
-      .to_sram(kick_op == `NPU_OP_DMA_IN || kick_op == `NPU_OP_DMA_IN_ASYNC),
+      .to_sram(kick_op == `NPU_OP_DMA_IN || kick_op == `NPU_OP_DMA_IN_ASYNC || dma_decode),
+      .decode(dma_decode),
+      .cmd_index(cur_index),
+      .clear(rf_clear),
+      .bad_code(dma_bad_code),
+      .bad_index(dma_bad_index),
       .done(dma_done),
       .accepted(dma_accepted),
       .busy(dma_busy),
@@ -357,6 +373,7 @@ module npu_top #(
       .reg_stride0(dma_stride0),
       .reg_stride1(dma_stride1),
       .reg_stride2(dma_stride2),
+      .reg_decode_bytes(dma_decode_bytes),
       .mem_valid(mem_valid),
       .mem_write(mem_write),
       .mem_region(mem_region),

@@ -27,9 +27,10 @@ class HwConfig:
     # Background DMA transfers outstanding at most (the DMA engine's descriptor queue, the one
     # being copied included); a background DMA waits for room.
     dma_queue_depth: int = 8
-    # The weight decoder in the DMA's read path (DMA_IN_DECODE, npu_byoc.arch.weight_codec):
-    # the bytes it writes to SRAM per cycle, 0 = no decoder (the compiler keeps every weight
-    # raw; DMA_IN_DECODE is an invalid opcode). Off by default: the RTL has no decoder yet.
+    # The weight decoder in the DMA's read path (DMA_IN_DECODE, npu_byoc.arch.weight_codec,
+    # hw/rtl/npu_wdec.v): the bytes it writes to SRAM per cycle, 0 = no decoder (the compiler
+    # keeps every weight raw; DMA_IN_DECODE is an invalid opcode). Off by default: it loads a
+    # code before it decodes, so it pays only behind a memory much slower than itself.
     weight_decoder_bytes_per_cycle: int = 0
     # The LAYERNORM unit (ONNX LayerNormalization, npu_byoc.ops.layernorm; in the RTL's vector
     # unit): 1 = present, 0 = none (LAYERNORM is an invalid opcode and the compiler keeps

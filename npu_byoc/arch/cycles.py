@@ -19,9 +19,11 @@ DMA        ``DMA_SETUP_CYCLES + N2·N1·ceil(N0 / D)`` when ``DMA_STRIDE0 == 1``
            first request and done. That is the default memory's; a memory with latency,
            bursts or a lower bandwidth replaces the request count with its cycles
            (npu_byoc.arch.memory: ``DMA_SETUP_CYCLES + d_N``)
-DMA_IN_    ``DMA_SETUP_CYCLES + max(d_N, ceil(DMA_DECODE_BYTES / W))``: d_N of the DMA_N0
-DECODE     encoded bytes read as one contiguous row, W = ``hw.weight_decoder_bytes_per_cycle``
-           (the decoder writes W bytes of SRAM a cycle, streaming beside the read)
+DMA_IN_    ``DMA_SETUP_CYCLES + d_N + DECODE_HEADER_CYCLES + ceil(DMA_DECODE_BYTES / W)``: d_N
+DECODE     of the DMA_N0 encoded bytes read as one contiguous row into the decoder's buffer,
+           then its header check, then W = ``hw.weight_decoder_bytes_per_cycle`` bytes of SRAM
+           a cycle (load, then decode: the code's header, palette and bitmap precede the
+           values, so no byte can be written before the whole code is in; hw/rtl/npu_wdec.v)
 CONV,      ``MAC_SETUP_CYCLES + ceil(OFM_C/C) + R + (B − 1)·max(K, R) + K`` with K the taps of
 DWCONV,    the reduction (CONV ``KH·KW·IFM_C``, DWCONV ``KH·KW``, FC ``IFM_C``) and B the
 FC         blocks of the kick (``mac_blocks``): the ``P·ceil(OFM_C/R)`` items (P output pixels,
@@ -93,6 +95,7 @@ ASYNC_ISSUE_CYCLES = 3  # a background DMA holds the command processor for its s
 QUEUE_HANDOFF_CYCLES = 2  # the checks a queued transfer has done before the mover takes it
 DMA_READY_CYCLES = 3  # from the cycle a DMA acts to its descriptor queued: start and the two checks
 DMA_DONE_CYCLES = DMA_SETUP_CYCLES - DMA_READY_CYCLES  # from the last burst's end: the last write, done
+DECODE_HEADER_CYCLES = 1  # the weight decoder checks a loaded code's header before its first write
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -110,10 +113,12 @@ def dma_cycles(n0: int, n1: int = 1, n2: int = 1, stride0: int = 1, hw: HwConfig
 
 def decode_dma_cycles(encoded: int, decoded: int, hw: HwConfig = DEFAULT_CONFIG, region: int = 0) -> int:
     """Cycles of a DMA_IN_DECODE (not counting the fetch of its word): the read of ``encoded``
-    contiguous bytes on the memory of ``region`` and the decoder's ``decoded`` bytes of SRAM
-    writes, streaming side by side, whichever is longer."""
+    contiguous bytes on the memory of ``region`` into the decoder's buffer, its header check,
+    then the decoder's ``decoded`` bytes of SRAM writes, one after the other (the RTL's
+    npu_wdec loads a whole code before it decodes: the same cycles whatever the data)."""
     read = transfer_cycles(1, encoded, hw.dma_bytes_per_cycle, memory(hw, memory_name(region)), False)
-    return DMA_SETUP_CYCLES + max(read, _ceil_div(decoded, max(hw.weight_decoder_bytes_per_cycle, 1)))
+    decode = _ceil_div(decoded, max(hw.weight_decoder_bytes_per_cycle, 1))
+    return DMA_SETUP_CYCLES + read + DECODE_HEADER_CYCLES + decode
 
 
 def mac_blocks(pixels: int, channel_blocks: int, cols: int, lanes: int = MAC_WEIGHT_LANES) -> int:
@@ -206,7 +211,8 @@ class Timeline:
     (npu_byoc.arch.memory.InFlight): a transfer queued at ``a + DMA_READY_CYCLES`` behind
     another has its first requests issued while that one streams, so it may find its latency
     paid when the mover takes it (``origin``, the cycle after the one before completes); its
-    copy completes ``DMA_DONE_CYCLES`` after its last burst (with a decoder: after its decode)."""
+    copy completes ``DMA_DONE_CYCLES`` after its last burst (a decode: after the header check and
+    the decode that follow the code's last burst)."""
 
     def __init__(self, depth: int = 1, hw: HwConfig | None = None) -> None:
         self.t = 0  # cycles elapsed: the next word is fetched at cycle t
@@ -246,9 +252,9 @@ class Timeline:
         origin = max(ready, self.drained(0) + DMA_READY_CYCLES - QUEUE_HANDOFF_CYCLES)
         region = r.get(Reg.DMA_EXT_REGION, 0)
         if opcode in DECODE_DMA:
-            end = self.in_flight.transfer(1, r[Reg.DMA_N0], region, False, ready, origin)
+            end = self.in_flight.transfer(1, r[Reg.DMA_N0], region, False, ready, origin)  # the code loaded
             decode = _ceil_div(r[Reg.DMA_DECODE_BYTES], max(self.hw.weight_decoder_bytes_per_cycle, 1))
-            return origin + max(end - origin, decode) + DMA_DONE_CYCLES
+            return end + DECODE_HEADER_CYCLES + decode + DMA_DONE_CYCLES
         write = opcode in (Opcode.DMA_OUT, Opcode.DMA_OUT_ASYNC)
         end = self.in_flight.dma(r[Reg.DMA_N0], r[Reg.DMA_N1], r[Reg.DMA_N2], r[Reg.DMA_STRIDE0], region, write,
                                  ready, origin)  # fmt: skip
@@ -327,4 +333,5 @@ __all__ = [
     "DMA_DONE_CYCLES",
     "ASYNC_ISSUE_CYCLES",
     "QUEUE_HANDOFF_CYCLES",
+    "DECODE_HEADER_CYCLES",
 ]

@@ -164,6 +164,7 @@ def constant_groups(hw: HwConfig = DEFAULT_CONFIG) -> list[Group]:
         Const("NPU_SOFTMAX_MAX_CHANNELS", isa.SOFTMAX_MAX_CHANNELS, "SOFTMAX: OFM_C at most (the row sum stays in int32)"),
         Const("NPU_LAYERNORM_MAX_CHANNELS", isa.LAYERNORM_MAX_CHANNELS, "LAYERNORM: OFM_C at most (C*S2 - S1^2 < 2^38)"),
         Const("NPU_LAYERNORM_MAX_FRAC_BITS", isa.LAYERNORM_MAX_FRAC_BITS, "LAYERNORM: IFM_SHIFT at most (even)"),
+        Const("NPU_DECODE_BUFFER_BYTES", isa.DECODE_BUFFER_BYTES, "DMA_IN_DECODE: DMA_N0 at most (the decoder's buffer)"),
         Const("NPU_MAX_REGIONS", isa.MAX_REGIONS, "region numbers 0 .. MAX_REGIONS-1"),
         Const("NPU_REGION_BITS", region_bits(), "width of a region number"),
         Const("NPU_STATUS_BITS", status_bits(), "width of a status code"),

@@ -153,6 +153,9 @@ DMA_OPCODES = frozenset({Opcode.DMA_IN, Opcode.DMA_OUT, Opcode.DMA_IN_DECODE, *A
 # The transfers through the weight decoder: opcodes of an NPU built with one only
 # (HwConfig.weight_decoder_bytes_per_cycle > 0; without it they are INVALID_OPCODE).
 DECODE_DMA = frozenset({Opcode.DMA_IN_DECODE, Opcode.DMA_IN_DECODE_ASYNC})
+# The decoder loads a transfer's whole code before it writes (the header, palette and bitmap
+# precede the values): DMA_N0 of a decode transfer is at most its buffer (INVALID_PARAMETER).
+DECODE_BUFFER_BYTES = 4096
 
 # Registers holding signed values (zero points, clamps, shifts, strides): sign-extended.
 SIGNED_REGS = frozenset(
@@ -280,8 +283,8 @@ OPCODE_DOC: dict[Opcode, str] = {
     Opcode.DMA_OUT_ASYNC: "DMA_OUT run in the background, as DMA_IN_ASYNC",
     Opcode.DMA_IN_DECODE: "read DMA_N0 contiguous encoded bytes from a region and decode them into DMA_DECODE_BYTES "
     "dense bytes of SRAM (the weight codec, docs/isa.md); only on an NPU with a weight decoder",
-    Opcode.DMA_IN_DECODE_ASYNC: "DMA_IN_DECODE run in the background, as DMA_IN_ASYNC (the encoded bytes are checked "
-    "at issue)",
+    Opcode.DMA_IN_DECODE_ASYNC: "DMA_IN_DECODE run in the background, as DMA_IN_ASYNC (a bad code ends the run with "
+    "BAD_ENCODING at its word when the run ends)",
     Opcode.WAIT_DMA: "wait until at most DMA_WAIT_PENDING DMA transfers are outstanding (0: every earlier DMA has completed)",
     Opcode.CONV: "2-D convolution + per-channel requantize",
     Opcode.DWCONV: "depthwise 2-D convolution (channel multiplier 1) + per-channel requantize",
@@ -366,7 +369,8 @@ STATUS_DOC: dict[Status, str] = {
     Status.CYCLE_LIMIT: "the harness stopped a run that exceeded its command or cycle budget",
     Status.OUT_OF_MEMORY: "the harness had no host memory for the run; the index is the command that needed it",
     Status.BAD_ENCODING: "a DMA_IN_DECODE's encoded bytes are malformed: a bad header, a palette index beyond the "
-    "palette, or more or fewer bytes than DMA_N0 (an overrun); the index is the DMA's kick",
+    "palette, or more or fewer bytes than DMA_N0 (an overrun); found at the end of the transfer, its SRAM bytes "
+    "undefined; the index is the DMA's kick (the run's first bad one)",
 }
 
 

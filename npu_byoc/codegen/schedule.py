@@ -323,7 +323,7 @@ def _schedule(plan: PartitionPlan, hw: HwConfig, keep: dict[int, Buffer], overla
         step_op += [k] * len(its_steps)
     constants = bytes(pool.blob)
     if hw.weight_decoder_bytes_per_cycle:  # CONST loads that load faster encoded are decoded on the way in
-        steps, constants = compress_constants(steps, constants, hw)
+        steps, step_op, constants = compress_constants(steps, step_op, constants, hw)
     if overlapped:
         steps, step_op = overlap(steps, step_op, ALIGN, hw.dma_queue_depth, hw)
     region_bytes = {int(Region.CONST): len(constants), int(Region.SCRATCH): plan.scratch_bytes}

@@ -12,7 +12,10 @@ registers' values (INVALID_PARAMETER), then each SRAM operand's range in the ord
 operation lists them (ADDRESS_OUT_OF_RANGE), then the output overlapping an input
 (INVALID_PARAMETER), then table contents (a requantize shift out of range: INVALID_PARAMETER).
 DMA: region bound (INVALID_REGION), counts (INVALID_PARAMETER), SRAM range, region range
-(ADDRESS_OUT_OF_RANGE); DMA_IN_DECODE then the encoded bytes (BAD_ENCODING), all at issue.
+(ADDRESS_OUT_OF_RANGE), all at issue. A DMA_IN_DECODE's code is checked at the end of its
+transfer (BAD_ENCODING, the SRAM bytes of that transfer undefined): a synchronous one ends the
+run there; after a background one the run goes on and ends with BAD_ENCODING at that transfer's
+word whatever else happens (the first such transfer: the engine completes them in order).
 """
 
 from __future__ import annotations
@@ -32,7 +35,8 @@ from ..arch import numerics_layernorm as ln
 from ..ops import softmax_kernel as softmax
 from ..arch.config import DEFAULT_CONFIG, HwConfig
 from ..arch.isa import (
-    DECODE_DMA, HEADER_WORDS, LAYERNORM_MAX_CHANNELS, LAYERNORM_MAX_FRAC_BITS, MAGIC, MAX_REGIONS, REQUANT_RECORD_BYTES, SHIFT_MAX, SHIFT_MIN, SIGNED_REGS,
+    DECODE_BUFFER_BYTES, DECODE_DMA, HEADER_WORDS, LAYERNORM_MAX_CHANNELS, LAYERNORM_MAX_FRAC_BITS, MAGIC, MAX_REGIONS,
+    REQUANT_RECORD_BYTES, SHIFT_MAX, SHIFT_MIN, SIGNED_REGS,
     SOFTMAX_MAX_CHANNELS, SOFTMAX_TABLE_BYTES, VERSION_MAJOR, VERSION_MINOR, Opcode, Reg, Region, Status,
     opcode_of, reg_of,
 )  # fmt: skip
@@ -112,6 +116,7 @@ class Machine:
         kicks: Counter = Counter()
         commands = 0
         i = HEADER_WORDS
+        self._bad_code: _Fault | None = None  # the first DMA_IN_DECODE whose code was bad
         try:
             while True:
                 if i >= n:
@@ -121,13 +126,20 @@ class Machine:
                 op = self._command(w, i)
                 commands += 1
                 if op == Opcode.STOP:
-                    return RunStatus(Status.OK, i, kicks, commands)
+                    return self._ended(RunStatus(Status.OK, i, kicks, commands))
                 if op in _EXECUTE:
                     kicks[op] += 1
                 i += 2 if op == Opcode.SET_REG else 1
         except _Fault as fault:
             index = i if fault.index is None else fault.index
-            return RunStatus(fault.status, index, kicks, commands, fault.detail)
+            return self._ended(RunStatus(fault.status, index, kicks, commands, fault.detail))
+
+    def _ended(self, result: RunStatus) -> RunStatus:
+        """``result``, unless a DMA_IN_DECODE's code was bad: then BAD_ENCODING at its word."""
+        bad = self._bad_code
+        if bad is None:
+            return result
+        return RunStatus(Status.BAD_ENCODING, bad.index, result.kicks, result.commands, bad.detail)
 
     def _command(self, w: list[int], i: int) -> Opcode:
         """Execute the command at word i; raises _Fault."""
@@ -144,6 +156,7 @@ class Machine:
                 raise _Fault(Status.MISSING_STOP, "SET_REG without its value word", index=len(w))
             self.regs.words[reg_of(word)] = w[i + 1]
         elif op in _EXECUTE:
+            self._at = i
             try:
                 _EXECUTE[op](self)
             except _Fault as fault:
@@ -215,7 +228,7 @@ class Machine:
                 ext, data = ext[keep], data[keep]
             buf[ext] = data
 
-    def _dma_decode(self) -> None:
+    def _dma_decode(self, background: bool = False) -> None:
         """DMA_IN_DECODE: DMA_N0 contiguous encoded bytes decoded into DMA_DECODE_BYTES of SRAM."""
         r = self.regs
         region = r[Reg.DMA_EXT_REGION]
@@ -224,6 +237,7 @@ class Machine:
             raise _Fault(Status.INVALID_REGION, f"region {region} is not bound")
         n0, decoded = r[Reg.DMA_N0], r[Reg.DMA_DECODE_BYTES]
         _param(n0 >= 1 and decoded >= 1, f"DMA_N0 {n0} and DMA_DECODE_BYTES {decoded} must be >= 1")
+        _param(n0 <= DECODE_BUFFER_BYTES, f"DMA_N0 {n0} exceeds the decoder's {DECODE_BUFFER_BYTES}-byte buffer")
         lo, hi = self._sram("DMA block", r[Reg.DMA_SRAM_ADDR], decoded)
         base = r[Reg.DMA_EXT_ADDR]
         if base + n0 > buf.size:
@@ -231,7 +245,13 @@ class Machine:
         try:
             self.sram[lo:hi] = weight_codec.decode(buf[base : base + n0], decoded)
         except weight_codec.CodecError as err:
-            raise _Fault(Status.BAD_ENCODING, str(err)) from None
+            fault = _Fault(Status.BAD_ENCODING, f"DMA_IN_DECODE_ASYNC: {err}" if background else str(err), index=self._at)
+            self._bad_code = self._bad_code or fault
+            if not background:
+                raise fault from None
+
+    def _dma_decode_async(self) -> None:
+        self._dma_decode(background=True)
 
     def _dma_in(self) -> None:
         self._dma(True)
@@ -501,7 +521,7 @@ _EXECUTE = {
     Opcode.DMA_IN_ASYNC: Machine._dma_in,
     Opcode.DMA_OUT_ASYNC: Machine._dma_out,
     Opcode.DMA_IN_DECODE: Machine._dma_decode,
-    Opcode.DMA_IN_DECODE_ASYNC: Machine._dma_decode,
+    Opcode.DMA_IN_DECODE_ASYNC: Machine._dma_decode_async,
     Opcode.WAIT_DMA: lambda self: None,  # ordering only: nothing to do when DMAs copy at issue
     Opcode.CONV: Machine._conv,
     Opcode.DWCONV: Machine._dwconv,

@@ -198,9 +198,6 @@ def _runtime_memory_config(hw: HwConfig) -> HwConfig:
 def build_key(hw: HwConfig = DEFAULT_CONFIG, top: str = TOP, waveform: str | None = None) -> str:
     """The cache key of a build: the RTL, the harness, the configuration, tools and flags
     (``waveform``: the traced build's format, a key of its own)."""
-    if hw.weight_decoder_bytes_per_cycle:
-        raise VerilatorBuildError(f"weight_decoder_bytes_per_cycle={hw.weight_decoder_bytes_per_cycle}: the RTL has no "
-                                  "weight decoder yet; run the C model (backend 'functional') or set it to 0")
     v = find_verilator()
     traced = [repr(WAVEFORM_FORMATS[waveform]), TRACE_CONFIG] if waveform else []
     return content_key([

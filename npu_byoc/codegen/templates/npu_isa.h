@@ -61,6 +61,7 @@
 #define NPU_SOFTMAX_MAX_CHANNELS 4095          /* SOFTMAX: OFM_C at most (the row sum stays in int32) */
 #define NPU_LAYERNORM_MAX_CHANNELS 4096        /* LAYERNORM: OFM_C at most (C*S2 - S1^2 < 2^38) */
 #define NPU_LAYERNORM_MAX_FRAC_BITS 22         /* LAYERNORM: IFM_SHIFT at most (even) */
+#define NPU_DECODE_BUFFER_BYTES 4096           /* DMA_IN_DECODE: DMA_N0 at most (the decoder's buffer) */
 #define NPU_MAX_REGIONS 16                     /* region numbers 0 .. MAX_REGIONS-1 */
 #define NPU_REGION_BITS 4                      /* width of a region number */
 #define NPU_STATUS_BITS 4                      /* width of a status code */
@@ -75,7 +76,7 @@ typedef enum npu_opcode {
     NPU_OP_DMA_OUT_ASYNC = 0x13,        /* DMA_OUT run in the background, as DMA_IN_ASYNC */
     NPU_OP_WAIT_DMA = 0x14,             /* wait until at most DMA_WAIT_PENDING DMA transfers are outstanding (0: every earlier DMA has completed) */
     NPU_OP_DMA_IN_DECODE = 0x15,        /* read DMA_N0 contiguous encoded bytes from a region and decode them into DMA_DECODE_BYTES dense bytes of SRAM (the weight codec, docs/isa.md); only on an NPU with a weight decoder */
-    NPU_OP_DMA_IN_DECODE_ASYNC = 0x16,  /* DMA_IN_DECODE run in the background, as DMA_IN_ASYNC (the encoded bytes are checked at issue) */
+    NPU_OP_DMA_IN_DECODE_ASYNC = 0x16,  /* DMA_IN_DECODE run in the background, as DMA_IN_ASYNC (a bad code ends the run with BAD_ENCODING at its word when the run ends) */
     NPU_OP_CONV = 0x20,                 /* 2-D convolution + per-channel requantize */
     NPU_OP_DWCONV = 0x21,               /* depthwise 2-D convolution (channel multiplier 1) + per-channel requantize */
     NPU_OP_FC = 0x22,                   /* fully connected: IFM_W rows x weights^T + per-channel requantize */
@@ -153,7 +154,7 @@ typedef enum npu_status {
     NPU_STATUS_MISSING_STOP = 9,          /* the stream ended (or a SET_REG lost its value word) before STOP; the index is the word count */
     NPU_STATUS_CYCLE_LIMIT = 10,          /* the harness stopped a run that exceeded its command or cycle budget */
     NPU_STATUS_OUT_OF_MEMORY = 11,        /* the harness had no host memory for the run; the index is the command that needed it */
-    NPU_STATUS_BAD_ENCODING = 12,         /* a DMA_IN_DECODE's encoded bytes are malformed: a bad header, a palette index beyond the palette, or more or fewer bytes than DMA_N0 (an overrun); the index is the DMA's kick */
+    NPU_STATUS_BAD_ENCODING = 12,         /* a DMA_IN_DECODE's encoded bytes are malformed: a bad header, a palette index beyond the palette, or more or fewer bytes than DMA_N0 (an overrun); found at the end of the transfer, its SRAM bytes undefined; the index is the DMA's kick (the run's first bad one) */
 } npu_status_t;
 
 /* ---- External memory regions (isa.Region) ---- */

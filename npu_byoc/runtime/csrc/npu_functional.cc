@@ -190,6 +190,7 @@ uint32_t npu_functional_submit(const npu_functional_config_t *config, const uint
 static const uint64_t kDmaSetupCycles = 5;
 static const uint64_t kAsyncIssueCycles = 3;  // cycles.ASYNC_ISSUE_CYCLES: a background DMA's start and checks
 static const uint64_t kQueueHandoffCycles = 2;  // cycles.QUEUE_HANDOFF_CYCLES: a queued transfer's checks, done
+static const uint64_t kDecodeHeaderCycles = 1;  // cycles.DECODE_HEADER_CYCLES: the decoder's header check
 #define NPU_FUNCTIONAL_MAX_QUEUE_DEPTH 16  // hwconfig.FIELD_RANGES["dma_queue_depth"]
 static const uint64_t kMacSetupCycles = 14;
 static const uint64_t kMacWeightLanes = 4;
@@ -582,6 +583,9 @@ typedef struct machine {
     Scratch *m;
     uint32_t regs[256];
     Region regions[NPU_MAX_REGIONS];
+    size_t at;          // the word of the command executing
+    bool bad_code;      // a DMA_IN_DECODE's code was bad: the run ends with BAD_ENCODING at bad_index
+    size_t bad_index;   // (the first one: the engine completes transfers in order)
 } machine_t;
 
 static void machine_bind(machine_t *mc, const npu_buffer_t *regions, size_t n_regions) {
@@ -631,7 +635,7 @@ static uint32_t read_shape(const machine_t *mc, uint32_t reg_h, Shape *out) {
 
 static uint32_t execute(machine_t *mc, uint32_t op);
 static uint32_t kick_dma(machine_t *mc, bool to_sram);
-static uint32_t kick_dma_decode(machine_t *mc);
+static uint32_t kick_dma_decode(machine_t *mc, bool background);
 static uint32_t kick_mac(machine_t *mc, uint32_t opcode);
 static uint32_t kick_pool(machine_t *mc, bool average);
 static uint32_t kick_mean(machine_t *mc);
@@ -682,10 +686,10 @@ static uint64_t copy_end(const machine_t *mc, in_flight_t flights[4], uint32_t o
     const npu_memory_t *mem = in_const ? &mc->cfg->const_mem : &mc->cfg->fm_mem;
     const uint64_t port = mc->cfg->dma_bytes_per_cycle;
     const uint64_t n0 = reg_u(mc, NPU_REG_DMA_N0), n1 = reg_u(mc, NPU_REG_DMA_N1), n2 = reg_u(mc, NPU_REG_DMA_N2);
-    if (op == NPU_OP_DMA_IN_DECODE || op == NPU_OP_DMA_IN_DECODE_ASYNC) {  // the read and the decoder's writes, side by side
+    if (op == NPU_OP_DMA_IN_DECODE || op == NPU_OP_DMA_IN_DECODE_ASYNC) {  // load the code, check its header, then decode
         const uint64_t end = memory_end(&flights[2 * in_const], 1, n0, port, mem, false, ready, origin);
         const uint64_t rate = mc->cfg->weight_decoder_bytes_per_cycle ? mc->cfg->weight_decoder_bytes_per_cycle : 1;
-        return origin + max_u64(end - origin, ceil_div(reg_u(mc, NPU_REG_DMA_DECODE_BYTES), rate)) + kDmaDoneCycles;
+        return end + kDecodeHeaderCycles + ceil_div(reg_u(mc, NPU_REG_DMA_DECODE_BYTES), rate) + kDmaDoneCycles;
     }
     const bool write = op == NPU_OP_DMA_OUT || op == NPU_OP_DMA_OUT_ASYNC;
     in_flight_t *f = &flights[2 * in_const + write];
@@ -693,7 +697,16 @@ static uint64_t copy_end(const machine_t *mc, in_flight_t flights[4], uint32_t o
     return memory_end(f, n0 * n1 * n2, 1, port, mem, write, ready, origin) + kDmaDoneCycles;
 }
 
+static void machine_run_commands(machine_t *mc, const uint32_t *w, size_t n, npu_result_t *res, uint64_t *kicks);
+
+// A run; a bad DMA_IN_DECODE code ends it with BAD_ENCODING at that transfer's word, whatever
+// else happened after it (Machine._ended).
 static void machine_run(machine_t *mc, const uint32_t *w, size_t n, npu_result_t *res, uint64_t *kicks) {
+    machine_run_commands(mc, w, n, res, kicks);
+    if (mc->bad_code) finish(res, NPU_STATUS_BAD_ENCODING, mc->bad_index);
+}
+
+static void machine_run_commands(machine_t *mc, const uint32_t *w, size_t n, npu_result_t *res, uint64_t *kicks) {
     res->status = kOk;
     res->word_index = 0;
     res->cycles = 0;
@@ -793,6 +806,7 @@ static uint32_t command(machine_t *mc, const uint32_t *w, size_t n, size_t i, ui
         return kOk;
     }
     if (op == NPU_OP_NOP || op == NPU_OP_STOP) return kOk;
+    mc->at = i;
     return execute(mc, op);
 }
 
@@ -804,8 +818,8 @@ static uint32_t execute(machine_t *mc, uint32_t op) {
     case NPU_OP_DMA_IN_ASYNC: return kick_dma(mc, true);
     case NPU_OP_DMA_OUT:
     case NPU_OP_DMA_OUT_ASYNC: return kick_dma(mc, false);
-    case NPU_OP_DMA_IN_DECODE:
-    case NPU_OP_DMA_IN_DECODE_ASYNC: return kick_dma_decode(mc);
+    case NPU_OP_DMA_IN_DECODE: return kick_dma_decode(mc, false);
+    case NPU_OP_DMA_IN_DECODE_ASYNC: return kick_dma_decode(mc, true);
     case NPU_OP_WAIT_DMA: return kOk;  // ordering only
     case NPU_OP_CONV:
     case NPU_OP_DWCONV:
@@ -904,24 +918,37 @@ static uint32_t kick_dma(machine_t *mc, bool to_sram) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// DMA_IN_DECODE: the weight codec (npu_byoc/arch/weight_codec.py, docs/isa.md), checked as it
-// decodes; the SRAM is written only once the whole transfer has decoded.
+// DMA_IN_DECODE: the weight codec (npu_byoc/arch/weight_codec.py, docs/isa.md). The code is
+// checked at the end of the transfer: a bad one leaves the transfer's SRAM bytes undefined (here
+// unwritten) and ends the run with BAD_ENCODING at its word (machine_run), a synchronous
+// transfer at once, a background one when the run ends.
 
 // Bit `i` of the little-endian bit string at `p`.
 static inline uint32_t bit_at(const uint8_t *p, uint64_t i) { return (p[i >> 3] >> (i & 7)) & 1u; }
 
-static uint32_t kick_dma_decode(machine_t *mc) {
+static uint32_t decode_code(machine_t *mc, const uint8_t *enc, uint64_t n0, uint64_t n, const Span *block);
+
+static uint32_t kick_dma_decode(machine_t *mc, bool background) {
     const uint64_t region = reg_u(mc, NPU_REG_DMA_EXT_REGION);
     if (region >= NPU_MAX_REGIONS || mc->regions[region].data == NULL) return NPU_STATUS_INVALID_REGION;
     const uint64_t n0 = reg_u(mc, NPU_REG_DMA_N0), n = reg_u(mc, NPU_REG_DMA_DECODE_BYTES);
-    if (n0 == 0 || n == 0) return NPU_STATUS_INVALID_PARAMETER;
+    if (n0 == 0 || n == 0 || n0 > NPU_DECODE_BUFFER_BYTES) return NPU_STATUS_INVALID_PARAMETER;
     Span block;
     const uint32_t st = sram_span(mc, reg_u(mc, NPU_REG_DMA_SRAM_ADDR), n, &block);
     if (st != kOk) return st;
     const uint64_t base = reg_u(mc, NPU_REG_DMA_EXT_ADDR);
     const Region *buf = &mc->regions[region];
     if (base + n0 > buf->size) return NPU_STATUS_ADDRESS_OUT_OF_RANGE;  // both below 2^33
-    const uint8_t *enc = buf->data + base;
+    if (decode_code(mc, buf->data + base, n0, n, &block) == kOk) return kOk;
+    if (!mc->bad_code) {
+        mc->bad_code = true;
+        mc->bad_index = mc->at;
+    }
+    return background ? kOk : (uint32_t)NPU_STATUS_BAD_ENCODING;
+}
+
+// Decode the n0-byte code at `enc` into the n bytes of `block`: kOk or NPU_STATUS_BAD_ENCODING.
+static uint32_t decode_code(machine_t *mc, const uint8_t *enc, uint64_t n0, uint64_t n, const Span *block) {
     if (n0 < 2) return NPU_STATUS_BAD_ENCODING;
     const uint32_t mode = enc[0], k = mode >> 4;
     const bool bitmap = (mode & 1u) != 0;
@@ -955,7 +982,7 @@ static uint32_t kick_dma_decode(machine_t *mc) {
         for (uint32_t b = 0; b < k; ++b) idx |= ((uint64_t)bit_at(values, j * k + b)) << b;
         if (idx >= palette) return NPU_STATUS_BAD_ENCODING;
     }
-    uint8_t *sram = ((uint8_t *)mc->m->sram.data) + block.lo;
+    uint8_t *sram = ((uint8_t *)mc->m->sram.data) + block->lo;
     for (uint64_t i = 0, j = 0; i < n; ++i) {
         if (mask != NULL && !bit_at(mask, i)) {
             sram[i] = 0;
