@@ -59,7 +59,9 @@ module npu_kick_check #(
     input  wire [31:0] pad_right,
     input  wire [31:0] weight_addr,
     input  wire [31:0] requant_addr,
-    input  wire [31:0] ifm_multiplier,
+    /* verilator lint_off UNUSEDSIGNAL */
+    input  wire [31:0] ifm_multiplier,  // LAYERNORM: only its sign is checked
+    /* verilator lint_on UNUSEDSIGNAL */
     input  wire [31:0] ifm_shift,
     input  wire [31:0] ifm2_shift,
     input  wire [31:0] ofm_shift,

@@ -148,7 +148,6 @@ module npu_vec #(
   reg [5:0]         ln_s;            // the normalizing shift s (A' = A << 2s)
   reg [5:0]         ln_exponent;     // 38 - F/2 - s: x_hat = RDBPOT(n * inv, this)
   reg [31:0]        ln_chunk;        // output pass: record chunk of the group
-  reg [31:0]        ln_chunks;       // output pass: record chunks of the group
   reg [7:0]         ln_rec [0:LN_REC_BYTES-1];
 
   // x / 2^e rounded half away from zero (numerics_layernorm.rdbpot), 0 <= e <= 62
@@ -532,7 +531,7 @@ module npu_vec #(
               logic [7:0] rec [0:LN_REC_BYTES-1];
               logic signed [63:0] n;
               logic signed [63:0] x_hat;
-              logic signed [63:0] g;
+              logic signed [63:0] gain;
               logic signed [63:0] b;
               logic signed [63:0] y;
               rec = ln_rec;
@@ -543,10 +542,10 @@ module npu_vec #(
                 for (int i = 0; i < V; i++) begin
                   n = 64'(ofm_c) * (64'($signed(rd_a_data[i])) - 64'($signed(ifm_zero_point))) - ln_s1;
                   x_hat = (ln_v != 0) ? rdbpot64(n * $signed({31'd0, ln_root}), ln_exponent) : 64'sd0;
-                  g = 64'($signed({rec[12 * i + 3], rec[12 * i + 2], rec[12 * i + 1], rec[12 * i]}));
+                  gain = 64'($signed({rec[12 * i + 3], rec[12 * i + 2], rec[12 * i + 1], rec[12 * i]}));
                   b = $signed({rec[12 * i + 11], rec[12 * i + 10], rec[12 * i + 9], rec[12 * i + 8],
                                rec[12 * i + 7], rec[12 * i + 6], rec[12 * i + 5], rec[12 * i + 4]});
-                  y = rdbpot64(x_hat * g + b, 6'd40) + 64'($signed(ofm_zero_point));
+                  y = rdbpot64(x_hat * gain + b, 6'd40) + 64'($signed(ofm_zero_point));
                   l_out[i] = (y < 64'($signed(act_min))) ? act_min[7:0]
                            : (y > 64'($signed(act_max))) ? act_max[7:0] : y[7:0];
                 end
