@@ -202,7 +202,7 @@ def test_failure_no_single_op_is_at_fault_names_every_op(monkeypatch):
     from npu_byoc.codegen import lower
     from npu_byoc.errors import LoweringError
 
-    def refuse(name, func, hw=DEFAULT_CONFIG):
+    def refuse(name, func, hw=DEFAULT_CONFIG, **options):
         raise LoweringError(f"{name}: refused for the test")
 
     monkeypatch.setattr(lower, "lower_partition", refuse)

@@ -1,6 +1,6 @@
 """The RTL's weight decoder (hw/rtl/npu_wdec.v behind npu_dma) against the C model and the
 cycle model: decode transfers of every mode, in the foreground and the background, for W in
-{1, 4, 16} under the default, Vela-like and a random memory (the same cycles per command and
+{1, 16} under the default, Vela-like and a random memory (the same cycles per command and
 in total, the same bytes); each register of a decode DMA at its boundaries and hostile codes
 with the C model's status and word; both compressed
 MobileNets co-simulated bit-exact with the golden model, the analytic model exact.
@@ -74,7 +74,8 @@ def transfers() -> tuple[list[Dma], dict]:
     return steps, regions | {"expected": np.concatenate(tensors)}
 
 
-@pytest.mark.parametrize("w", [1, 4, 16])
+# W = 1 (a byte a cycle, the slowest) and 16 (the bench's): each W is a Verilator build of its own
+@pytest.mark.parametrize("w", [1, 16])
 def test_decode_transfers_equal_the_c_model_and_the_cycle_model(rtl, w):
     steps, regions = transfers()
     expected = regions.pop("expected")

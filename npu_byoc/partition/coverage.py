@@ -299,14 +299,18 @@ def _no_pattern_reason(op, bindings: dict) -> str:
     # A quantized op's own bindings (TFLite) or its inputs (ONNX QDQ) hold the Q/DQ: its float
     # arithmetic in between is TVM's way of computing int8, not float tensors in the model.
     quantized = any(n in _QDQ for n in names)
+    steps = [n.removeprefix("relax.") for n in names if n and n not in _QDQ]
+    if quantized and len(steps) > 1 and any(n in _ANCHORS for n in names):
+        # several float steps for one int8 operator (an excluded SQUARED_DIFFERENCE: subtract,
+        # multiply): no single step's conventions are the reason
+        return f"no NPU unit for {op.op} on int8 tensors (TVM computes it in float as {', '.join(steps)})"
     for call, name in zip(calls, names):
         if name not in _ANCHORS:
             continue
         if _has_quantized_input(call, bindings):
             return f"{op.op} does not match any convention of {_ANCHORS[name]}"
-        if quantized:  # e.g. a multiply of a subtract, not of int8 operands (an excluded SQUARED_DIFFERENCE)
-            steps = ", ".join(n.removeprefix("relax.") for n in names if n and n not in _QDQ)
-            return f"no NPU unit for {op.op} on int8 tensors (TVM computes it in float as {steps})"
+        if quantized:  # an anchor not of int8 operands
+            return f"no NPU unit for {op.op} on int8 tensors (TVM computes it in float as {', '.join(steps)})"
         if dtype_of(call) == "float32":
             return f"{op.op} on float tensors: the NPU runs quantized int8 operators only"
         return f"{op.op} does not match any convention of {_ANCHORS[name]}"
