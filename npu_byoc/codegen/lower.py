@@ -24,6 +24,7 @@ from ..ops.records import DEFAULT_NUMERICS, Reject
 from ..ops.table import LAYER_ATTR, PATTERNS_BY_NAME
 from . import dryrun
 from .layout_agreement import layout_conflict
+from .tokens import channels_in_a_row, pixels_to_sequence, sequence_layout
 from ..ops.records import QFullyConnected, QOp, QReshape
 from ..util.relax_utils import dtype_of, shape_of
 from ..ops.npu_ops import NpuOp, TensorRef
@@ -206,10 +207,17 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
     if conflict:
         layer, reason = conflict
         raise LoweringError(f"{name}: layer '{layer}': {reason}", layer=layer, reason=reason)
+    seq_layout = sequence_layout(extracted, model_layout)  # an NCHW ViT's tokens: NHWC
+
+    def layout_for(qop, var) -> str:
+        """The op's layout for ``var``; a sequence takes the partition's sequence layout."""
+        lay = _layout_of(qop, model_layout)
+        return seq_layout if len(shape_of(var)) == 3 and getattr(qop, "layout", None) is None else lay
+
     for b, _, qop in extracted:
         for a in b.value.args:
             if a in params:
-                param_layout.setdefault(a, _layout_of(qop, model_layout))
+                param_layout.setdefault(a, layout_for(qop, a))
 
     try:
         batch = partition_batch([shape_of(v) for v in (*params, *(b.var for b, _, _ in extracted))])
@@ -233,7 +241,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
     scratch = 0
     constants = bytearray()
     placed: dict = {}  # var -> its TensorRef, for the tensors concatenations write in place
-    layout_of = {b.var: _layout_of(q, model_layout) for b, _, q in extracted}
+    layout_of = {b.var: layout_for(q, b.var) for b, _, q in extracted}
     layer_of = {b.var: layer for b, layer, _ in extracted}
 
     def home(var) -> TensorRef:
@@ -270,7 +278,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
     copy_ops: list[tuple[int, int]] = []
     feature_orders: list[tuple[int, np.ndarray]] = []
     for b, layer, qop in extracted:
-        layout = _layout_of(qop, model_layout)
+        layout = layout_for(qop, b.var)
         shape = shape_of(b.var)
         try:
             hwc_shape = hwc(per_image(shape, batch), layout)
@@ -278,7 +286,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
                 if len(shape) == 4 and qop.layout not in (None, model_layout):
                     reason = f"laid out {qop.layout} in a partition that holds its tensors {model_layout}"
                     raise Reject(f"{qop.takes_partition_layout} {reason}")
-                qop = replace(qop, layout=model_layout)
+                qop = replace(qop, layout=seq_layout if len(shape) == 3 else model_layout)
             if b.var in concat.errors:
                 raise Reject(concat.errors[b.var])
             if type(qop) in IN_PLACE:  # its inputs write their slices; copy in the others
@@ -297,7 +305,11 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
                 args = _operand_args(local_funcs[b.value.op], b.value, qop)
                 ifms = [refs[a] for a in args]
                 dims = _flatten_dims(qop, model_layout)
-                if dims and len(qop.input.shape) == 4 and _flattens_into_fc(b.var, ifms[0], readers, output_region):
+                if seq_layout != model_layout and pixels_to_sequence(qop):
+                    if b.var in output_region:
+                        raise Reject("a patches-to-tokens reshape as a partition output: its bytes are the tokens'")
+                    refs[b.var] = channels_in_a_row(qop, ifms[0])
+                elif dims and len(qop.input.shape) == 4 and _flattens_into_fc(b.var, ifms[0], readers, output_region):
                     fc_inputs[b.var] = _hwc_order(*dims)
                     refs[b.var] = view(ifms[0], hwc_shape)
                 elif dims and args[0] in fc_outputs:
@@ -318,7 +330,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
                 if b.var in fc_outputs:
                     feature_orders.append((len(ops), fc_outputs[b.var]))
             if getattr(qop, "constant", None) is not None:
-                ifms.append(_constant_operand(layer, qop, model_layout, constants))
+                ifms.append(_constant_operand(layer, qop, layout if len(shape) == 3 else model_layout, constants))
             if qop.reduces_last_axis and layout == "NCHW" and len(shape) >= 3:
                 op = LOWERINGS[type(qop)](layer, qop, [last_axis_as_channels(ifms[0])], last_axis_as_channels(ofm))
             else:
@@ -341,7 +353,8 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
             raise LoweringError(f"{name}: output {k} is not produced by an NPU operation")
         outputs.append(IoTensor(f"output_{k}", shape_of(v), dtype_of(v), refs[v]))
     plan = PartitionPlan(name, inputs, outputs, ops, scratch, layers, batch, bytes(constants), tuple(copy_ops),
-                         feature_orders=tuple(feature_orders))
+                         feature_orders=tuple(feature_orders),
+                         sequence_layout="" if seq_layout == model_layout else seq_layout)
     return interleave_io(plan, hw) if interleave else plan
 
 

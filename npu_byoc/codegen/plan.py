@@ -47,6 +47,13 @@ class PartitionPlan:
     # connected layer feeding an NCHW unflatten computes them in HWC order), as (index into ops,
     # the model index of each stored feature). Never a partition output.
     feature_orders: tuple[tuple[int, np.ndarray], ...] = ()
+    # The layout of the rank-3 tensors when not the images' (an NCHW ViT's tokens: "NHWC",
+    # npu_byoc.codegen.tokens); "" the same.
+    sequence_layout: str = ""
+
+    def nchw_sequences(self, nchw: bool) -> bool:
+        """Whether this partition of NCHW (``nchw``) or NHWC images holds its sequences [N, C, L]."""
+        return nchw and self.sequence_layout != "NHWC"
 
     @property
     def macs(self) -> int:

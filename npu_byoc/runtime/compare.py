@@ -163,7 +163,8 @@ def compare(
         nchw = any(io.ref.layout == "NCHW" for io in plan.inputs + plan.outputs)
         ref = cpu_layers[root]
         out = to_model(plan.model_order(op, out), ref.dtype)  # a uint8 layer's int8 bytes, flipped back
-        report.layers.append(LayerRow(partition, op.name, op.kind, Diff.of(out.reshape(-1), _layer_flat(ref, nchw))))
+        held = plan.nchw_sequences(nchw) if ref.ndim == 3 else nchw
+        report.layers.append(LayerRow(partition, op.name, op.kind, Diff.of(out.reshape(-1), _layer_flat(ref, held))))
     scales = output_scales(mod)
     for k, (g, c) in enumerate(zip(golden_out, cpu_out)):
         scale = scales[k] if k < len(scales) and g.dtype.kind == "f" else None

@@ -355,7 +355,8 @@ class _Cosim:
         model_values = []
         for k, call in enumerate(calls):
             shape = per_image_shape(call.shape, n_img)
-            images = [_to_model_shape(plan.model_order(plan.ops[k], e), shape, nchw) for e in expected[k]]
+            held = plan.nchw_sequences(nchw) if len(shape) == 3 else nchw
+            images = [_to_model_shape(plan.model_order(plan.ops[k], e), shape, held) for e in expected[k]]
             value = np.concatenate(images).reshape(call.shape) if n_img > 1 else images[0]
             model_values.append(to_model(value, call.dtype))
         for n in range(n_img):
