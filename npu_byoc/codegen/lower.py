@@ -330,7 +330,7 @@ def lower_partition(name: str, func: relax.Function, hw: HwConfig = DEFAULT_CONF
                 if b.var in fc_outputs:
                     feature_orders.append((len(ops), fc_outputs[b.var]))
             if getattr(qop, "constant", None) is not None:
-                ifms.append(_constant_operand(layer, qop, layout if len(shape) == 3 else model_layout, constants))
+                ifms.append(_constant_operand(layer, qop, seq_layout if len(shape) == 3 else model_layout, constants))
             if qop.reduces_last_axis and layout == "NCHW" and len(shape) >= 3:
                 op = LOWERINGS[type(qop)](layer, qop, [last_axis_as_channels(ifms[0])], last_axis_as_channels(ofm))
             else:
