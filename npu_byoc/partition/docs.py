@@ -81,7 +81,10 @@ def pattern_table_markdown() -> str:
         "  reshape that moves channels past pixels (a [N, C, L] sequence's too: a transformer's",
         "  [1, T, C] to [T, C] rows, Keras' Tensordot, where a LayerNorm MEAN lays the partition out",
         "  NCHW), and a reshape alone between a partition's inputs and outputs, stay on the CPU",
-        "  (\"the NPU compiler cannot lower it: …\").",
+        "  (\"the NPU compiler cannot lower it: …\"). An NCHW ViT's patches to tokens, [N, C, H, W] →",
+        "  [N, C, H·W] read only by Transpose(0, 2, 1), is a view: the map stored HWC is the tokens",
+        "  [N, H·W, C] byte for byte, so the partition holds its sequences as tokens and the transpose",
+        "  copies the conv's bytes in order (`codegen.tokens`).",
     ]
     return "\n".join(out) + "\n"
 
