@@ -1417,8 +1417,8 @@ static inline int64_t rdbpot64(int64_t x, int e) {
 }
 
 // floor(sqrt(n)), digit by digit (exact).
-static inline unsigned __int128 isqrt_u128(unsigned __int128 n) {
-    unsigned __int128 root = 0, bit = ((unsigned __int128)1) << 126;
+static inline npu_u128 isqrt_u128(npu_u128 n) {
+    npu_u128 root = 0, bit = ((npu_u128)1) << 126;
     while (bit > n) bit >>= 2;
     while (bit != 0) {
         if (n >= root + bit) {
@@ -1470,7 +1470,7 @@ static uint32_t kick_layernorm(machine_t *mc) {
             int bits = 0;
             while (bits < 64 && (a >> bits) != 0) ++bits;
             const int s = (62 - bits) / 2;
-            const unsigned __int128 quotient = (((unsigned __int128)1) << 124) / (((unsigned __int128)a) << (2 * s));
+            const npu_u128 quotient = (((npu_u128)1) << 124) / (((npu_u128)a) << (2 * s));
             inv = (int64_t)isqrt_u128(quotient);  // in (2^31, 2^32]
             exponent = 38 - (int)(frac_bits / 2) - s;  // >= 8
         }
