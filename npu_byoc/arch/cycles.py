@@ -117,8 +117,12 @@ def decode_dma_cycles(encoded: int, decoded: int, hw: HwConfig = DEFAULT_CONFIG,
     then the decoder's ``decoded`` bytes of SRAM writes, one after the other (the RTL's
     npu_wdec loads a whole code before it decodes: the same cycles whatever the data)."""
     read = transfer_cycles(1, encoded, hw.dma_bytes_per_cycle, memory(hw, memory_name(region)), False)
-    decode = _ceil_div(decoded, max(hw.weight_decoder_bytes_per_cycle, 1))
-    return DMA_SETUP_CYCLES + read + DECODE_HEADER_CYCLES + decode
+    return DMA_SETUP_CYCLES + read + _after_load(decoded, hw)
+
+
+def _after_load(decoded: int, hw: HwConfig) -> int:
+    """A decode's cycles once its code is loaded: the header check, then W bytes a cycle."""
+    return DECODE_HEADER_CYCLES + _ceil_div(decoded, max(hw.weight_decoder_bytes_per_cycle, 1))
 
 
 def mac_blocks(pixels: int, channel_blocks: int, cols: int, lanes: int = MAC_WEIGHT_LANES) -> int:
@@ -253,8 +257,7 @@ class Timeline:
         region = r.get(Reg.DMA_EXT_REGION, 0)
         if opcode in DECODE_DMA:
             end = self.in_flight.transfer(1, r[Reg.DMA_N0], region, False, ready, origin)  # the code loaded
-            decode = _ceil_div(r[Reg.DMA_DECODE_BYTES], max(self.hw.weight_decoder_bytes_per_cycle, 1))
-            return end + DECODE_HEADER_CYCLES + decode + DMA_DONE_CYCLES
+            return end + _after_load(r[Reg.DMA_DECODE_BYTES], self.hw) + DMA_DONE_CYCLES
         write = opcode in (Opcode.DMA_OUT, Opcode.DMA_OUT_ASYNC)
         end = self.in_flight.dma(r[Reg.DMA_N0], r[Reg.DMA_N1], r[Reg.DMA_N2], r[Reg.DMA_STRIDE0], region, write,
                                  ready, origin)  # fmt: skip
